@@ -300,6 +300,26 @@ def test_a_host_op_with_hostile_attributes_is_one_line(good, tmp_path, case, sel
     assert "\n" not in str(e.value) and str(bad) in str(e.value)
 
 
+@pytest.mark.parametrize("case", [("pool1", "Reshape", {"shape": "x"}), ("pool1", "ZeroStuff", {"strides": "x"}),
+                                  ("softmax", "Softmax", {"axis": "x"})], ids=["reshape", "zerostuff", "softmax"])
+def test_perf_and_build_of_a_hostile_host_op_are_one_line(good, tmp_path, monkeypatch, capsys, case):
+    """`hlsnn perf` and `hlsnn build --dry-run` lower the program themselves (not through
+    hlsnn.load): the same edits were tracebacks there."""
+    from hlsnn.cli import main
+    monkeypatch.setenv("HLSNN_BUILD", str(tmp_path / "build"))
+    program, arrays = artifact.read(good["twohot"])
+    j = _layer(program, case[0])
+    j["op"], j["attrs"] = case[1:]
+    bad = tmp_path / "bad.hlsnn"
+    artifact.write(bad, program, arrays)
+    for argv in (["perf", str(bad)], ["build", str(bad), "--dry-run", "--out", str(tmp_path / "ov")]):
+        rc = main(argv)
+        err = capsys.readouterr().err.strip()
+        assert rc in (0, 2) and "Traceback" not in err
+        if rc == 2:
+            assert len(err.splitlines()) == 1 and str(bad) in err
+
+
 @pytest.mark.parametrize("which", ["twohot", "fixed8", "bfp8"])
 def test_the_untouched_models_pass_and_run(good, which):
     import hlsnn

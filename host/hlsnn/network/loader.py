@@ -106,33 +106,6 @@ def kernel_network(program, arrays):
     return net, cls
 
 
-#: What a program that passed :mod:`hlsnn.network.schema` can still raise where one written by
-#: ``hlsnn compile`` does not: the schema checks the engine layers' fields and arrays, and of the
-#: host layers the windows, tables and --host-fallback nodes, not every attribute of every host op
-_DAMAGE = (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError, OverflowError)
-
-
-class _damage_as_input_error:
-    """Within it, an exception of :data:`_DAMAGE` that is no :class:`HlsnnError` becomes one
-    :class:`InputError` naming the file (the original chained as its ``__cause__``): loading and
-    running a compiled model ends in its result or one clear line, as issue 47 promised, also
-    for a host op's attributes edited with the checksum redone."""
-
-    def __init__(self, path):
-        self.path = path
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, exc, tb):
-        if kind is None or issubclass(kind, HlsnnError) or not issubclass(kind, _DAMAGE):
-            return False
-        why = " ".join(str(exc).split())[:160] or kind.__name__
-        raise InputError(f"{self.path}: damaged or hostile compiled model: its program fails where one written by "
-                         f"`hlsnn compile` does not ({kind.__name__}: {why}); compile it again (if it came from "
-                         f"`hlsnn compile` unchanged, this is a bug of hlsnn: please report it)") from exc
-
-
 class CompiledNet:
     """A compiled model on a target: ``net(x)`` runs a batch (float input, the model's layout)
     and returns the network's output (float64). :meth:`close` (or ``with``) releases the
@@ -141,7 +114,7 @@ class CompiledNet:
 
     def __init__(self, path, target="emu", *, overlays=None, self_check=True, network=None, **target_options):
         self.path = str(path)
-        with _damage_as_input_error(self.path):
+        with artifact.damage_as_input_error(self.path):
             self._init(path, target, overlays, self_check, network, target_options)
 
     def _init(self, path, target, overlays, self_check, network, target_options):
@@ -335,7 +308,7 @@ class CompiledNet:
     def run(self, x, *, keep=False):
         """``y`` (the network's output), or with ``keep`` ``(y, tensors)``: every tensor by name.
         ``last_host_s`` counts the input's check too (it is the host's, on every call)."""
-        with _damage_as_input_error(self.path):
+        with artifact.damage_as_input_error(self.path):
             return self._run(x, keep)
 
     def _run(self, x, keep):
