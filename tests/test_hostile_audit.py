@@ -154,3 +154,16 @@ def test_a_custom_op_of_a_plain_name_is_still_listed(tmp_path):
     from hlsnn.errors import UnsupportedModelError
     with pytest.raises(UnsupportedModelError, match=r"r \(MyOp\)"):
         load_onnx(_onnx_with(tmp_path, "MyOp", "com.example"))
+
+
+def test_a_batch_refuses_names_that_differ_only_in_case(tmp_path, monkeypatch, capsys):
+    """build/Net and build/net are one folder on macOS and Windows: two builds of a batch wrote
+    into each other's project."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HLSNN_BUILD", str(tmp_path / "build"))
+    for n in ("Net", "net"):
+        (tmp_path / f"{n}.yaml").write_text(ACCEL.replace("name: bfp16_pynq_z2", f"name: {n}"))
+    assert main(["build", "Net.yaml", "net.yaml", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "differ only in case" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "build").exists()
