@@ -167,3 +167,17 @@ def test_a_batch_refuses_names_that_differ_only_in_case(tmp_path, monkeypatch, c
     err = capsys.readouterr().err
     assert "differ only in case" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "build").exists()
+
+
+@pytest.mark.parametrize("name", ["reset", "dma", "ps", "ip_dict", "download"])
+def test_an_accelerator_named_like_a_cell_or_an_overlay_attribute_is_refused(tmp_path, name):
+    """``getattr(overlay, cfg.name)`` returned pynq's Overlay.reset for a config named ``reset``
+    (an AttributeError traceback on sim and on the board), and ``dma`` / ``ps`` are cells of the
+    block design."""
+    from hlsnn.config import load_config
+    p = tmp_path / "c.yaml"
+    p.write_text(ACCEL.replace("name: bfp16_pynq_z2", f"name: {name}"))
+    with pytest.raises(ConfigError, match="is reserved"):
+        load_config(p)
+    p.write_text(ACCEL.replace("name: bfp16_pynq_z2", f"name: {name}_accel"))
+    assert load_config(p).name == f"{name}_accel"
