@@ -181,3 +181,20 @@ def test_an_accelerator_named_like_a_cell_or_an_overlay_attribute_is_refused(tmp
         load_config(p)
     p.write_text(ACCEL.replace("name: bfp16_pynq_z2", f"name: {name}_accel"))
     assert load_config(p).name == f"{name}_accel"
+
+
+def test_a_nul_in_a_config_path_or_a_model_path_is_one_line(tmp_path, capsys):
+    """``model: "a\\0b.onnx"`` in a deployment config (YAML's escape) reached os.stat: a
+    ValueError traceback from `hlsnn deploy` and `hlsnn compile`; so did load_onnx("a\\0b")."""
+    pytest.importorskip("onnx")
+    import re
+    from hlsnn.deploy.onnx_import import load_onnx
+    from hlsnn.errors import InputError
+    text = (ROOT / "configs" / "models" / "digits_mlp.yaml").read_text()
+    text = re.sub(r"(?m)^model:.*$", r'model: "a\\0b.onnx"', text).replace("../accel/", f"{ROOT}/configs/accel/")
+    (tmp_path / "d.yaml").write_text(text)
+    assert main(["compile", str(tmp_path / "d.yaml"), "--assignment", "twohot", "-o", str(tmp_path / "x.hlsnn")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "NUL character" in err and len(err.splitlines()) == 1
+    with pytest.raises(InputError, match="NUL character"):
+        load_onnx("a\0b.onnx")

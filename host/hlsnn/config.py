@@ -168,6 +168,8 @@ def _check_value(source, path, v, f: Field):
         return check_section(source, path, v, f.fields)
     if not isinstance(v, str):
         raise bad()
+    if "\x00" in v:                         # a path with it stops os.stat with a ValueError
+        raise ConfigError(source, path, v, "holds a NUL character; a name or path cannot")
     return v
 
 

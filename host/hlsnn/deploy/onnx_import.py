@@ -170,6 +170,8 @@ def check_model_path(path):
         raise InputError(f"model file {path} does not exist") from None
     except OSError as exc:
         raise InputError(f"model file {path}: cannot read it ({exc.strerror or exc})") from None
+    except ValueError:                       # a NUL character: no path the OS can take
+        raise InputError(f"model file {str(path)!r}: not a path (it holds a NUL character)") from None
     if stat.S_ISDIR(mode):
         raise InputError(f"model file {path} is a folder; give the path of an .onnx file")
     if not stat.S_ISREG(mode):
