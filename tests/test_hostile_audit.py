@@ -198,3 +198,17 @@ def test_a_nul_in_a_config_path_or_a_model_path_is_one_line(tmp_path, capsys):
     assert "NUL character" in err and len(err.splitlines()) == 1
     with pytest.raises(InputError, match="NUL character"):
         load_onnx("a\0b.onnx")
+
+
+@pytest.mark.parametrize("key", ['"fc9\\nforged line: x"', '"a\\tb"', "''", "null"])
+def test_a_layer_name_in_an_assignment_is_printable(tmp_path, capsys, key):
+    """A deployment config's ``layers: {NAME: FORMAT}`` key reached the "no engine layer named"
+    error as it was: a newline in it forged a line of the message."""
+    text = (ROOT / "configs" / "models" / "digits_mlp.yaml").read_text()
+    text = text.replace("../accel/", f"{ROOT}/configs/accel/").replace(
+        "model: digits_mlp.onnx", f"model: {ROOT}/configs/models/digits_mlp.onnx")
+    assert "layers: {fc2: bfp8}" in text
+    (tmp_path / "d.yaml").write_text(text.replace("layers: {fc2: bfp8}", f"layers: {{{key}: bfp8}}"))
+    assert main(["compile", str(tmp_path / "d.yaml"), "--assignment", "twohot+bfp8", "-o", str(tmp_path / "x.hlsnn")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "layers" in err and len(err.splitlines()) == 1 and not (tmp_path / "x.hlsnn").exists()
