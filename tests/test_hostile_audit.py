@@ -212,3 +212,32 @@ def test_a_layer_name_in_an_assignment_is_printable(tmp_path, capsys, key):
     assert main(["compile", str(tmp_path / "d.yaml"), "--assignment", "twohot+bfp8", "-o", str(tmp_path / "x.hlsnn")]) == 2
     err = capsys.readouterr().err.strip()
     assert "layers" in err and len(err.splitlines()) == 1 and not (tmp_path / "x.hlsnn").exists()
+
+
+def test_network_kernel_sources_enter_the_shared_cache_whole(tmp_path, monkeypatch):
+    """The network kernel's cache folder (build/netkernel/<name>_<key>) is shared by processes
+    that build the same network: its sources were rewritten in place (truncate, then write) on
+    every build, so one process's compiler could read another's half-written file. Now a file of
+    the same bytes is left alone and any other replaced by a rename (never seen partly written)."""
+    from hlsnn.engines.network.kernel import place_sources
+    src, cache = tmp_path / "src", tmp_path / "cache"
+    (src / "include").mkdir(parents=True)
+    (src / "network.cpp").write_text("int a;\n")
+    (src / "include" / "h.h").write_text("#pragma once\n")
+    place_sources(src, cache, ["network.cpp", "include/h.h"])
+    ino = (cache / "network.cpp").stat().st_ino
+    opened = []
+    real_open = open
+
+    def spy(path, mode="r", *a, **k):
+        if "w" in mode and str(path).startswith(str(cache)):
+            opened.append(str(path))
+        return real_open(path, mode, *a, **k)
+    monkeypatch.setattr("builtins.open", spy)
+    place_sources(src, cache, ["network.cpp", "include/h.h"])                # the same bytes: untouched
+    assert opened == [] and (cache / "network.cpp").stat().st_ino == ino
+    (src / "network.cpp").write_text("int b;\n")
+    place_sources(src, cache, ["network.cpp", "include/h.h"])
+    assert (cache / "network.cpp").read_text() == "int b;\n"
+    assert all(not p.endswith("/network.cpp") for p in opened)             # written to a temporary, renamed
+    assert opened
