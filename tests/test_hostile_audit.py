@@ -241,3 +241,16 @@ def test_network_kernel_sources_enter_the_shared_cache_whole(tmp_path, monkeypat
     assert (cache / "network.cpp").read_text() == "int b;\n"
     assert all(not p.endswith("/network.cpp") for p in opened)             # written to a temporary, renamed
     assert opened
+
+
+def test_a_sweep_value_with_dollars_or_a_newline_is_drawn_and_printed_as_text(tmp_path, capsys):
+    """An invalid variant's value is shown in the sweep's table and tick labels: ``$\\foo{$`` stopped
+    the plot with matplotlib's mathtext ValueError, and a newline split its table row."""
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "s.png"
+    rc = main(["sweep", "bfp8_zcu104", "--vary", f"rounding=nearest_even,{MATH}", "--no-csim", "--out", str(out)])
+    assert rc in (0, 1) and out.stat().st_size > 1000
+    capsys.readouterr()
+    main(["sweep", "bfp8_zcu104", "--vary", 'rounding=nearest_even,"a\\nb"', "--no-csim", "--no-plot"])
+    row = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("bfp8_zcu104_v1"))
+    assert "'a\\nb'" in row and "invalid" in row
