@@ -254,3 +254,10 @@ def test_a_sweep_value_with_dollars_or_a_newline_is_drawn_and_printed_as_text(tm
     main(["sweep", "bfp8_zcu104", "--vary", 'rounding=nearest_even,"a\\nb"', "--no-csim", "--no-plot"])
     row = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("bfp8_zcu104_v1"))
     assert "'a\\nb'" in row and "invalid" in row
+
+
+def test_the_compiled_models_report_draws_layer_names_as_text():
+    pytest.importorskip("matplotlib")
+    from hlsnn.network.report import _chart
+    res = {"layers": [{"name": MATH, "fabric_us": 1.0, "host_us": 0.5}, {"name": "fc", "fabric_us": 2.0, "host_us": 0}]}
+    assert _chart(res).startswith('<img src="data:image/png;base64,')

@@ -69,7 +69,8 @@ def _chart(res):
     rows = res["layers"]
     fig = new(8, 0.8 + 0.28 * len(rows))
     ax = fig.add_subplot()
-    names = [r["name"] for r in rows][::-1]
+    from ..plots import plain
+    names = [plain(r["name"]) for r in rows][::-1]          # layer names from the model: no mathtext
     fab = [r["fabric_us"] for r in rows][::-1]
     host = [r["host_us"] for r in rows][::-1]
     ax.barh(names, fab, color="#4c72b0", label="fabric (kernel or DDR)")
