@@ -261,3 +261,33 @@ def test_the_compiled_models_report_draws_layer_names_as_text():
     from hlsnn.network.report import _chart
     res = {"layers": [{"name": MATH, "fabric_us": 1.0, "host_us": 0.5}, {"name": "fc", "fabric_us": 2.0, "host_us": 0}]}
     assert _chart(res).startswith('<img src="data:image/png;base64,')
+
+
+def test_the_dma_check_refuses_a_width_that_is_no_number():
+    """Quick cover of the rule below: PynqTarget._check_dma on the parameters pynq reads."""
+    import types
+    from hlsnn.runtime.pynq_target import OverlayMismatch, PynqTarget
+    me = types.SimpleNamespace(cfg=types.SimpleNamespace(params={"stream_bits": 64}))
+    par = {"C_INCLUDE_SG": "0", "C_M_AXIS_MM2S_TDATA_WIDTH": "x", "C_S_AXIS_S2MM_TDATA_WIDTH": "64"}
+    with pytest.raises(OverlayMismatch, match="c_m_axis_mm2s_tdata_width = 'x': the kernel's input stream is 64"):
+        PynqTarget._check_dma(me, {"parameters": par})
+
+
+@pytest.mark.slow
+def test_a_dma_width_that_is_no_number_is_an_overlay_mismatch(tmp_path):
+    """The layer overlay's DMA parameters come from its .hwh: ``int('x')`` of a stream width was a
+    ValueError traceback when the overlay loaded (sim and pynq)."""
+    pytest.importorskip("pynq")
+    import hlsnn
+    from hlsnn.config import load_config
+    from hlsnn.engines import ENGINES
+    from hlsnn.errors import HlsnnError
+    from hlsnn.runtime.sim_target import prepare_sim_overlay
+    cfg = load_config("bfp16_pynq-z2")
+    d = prepare_sim_overlay(cfg, ENGINES[cfg.engine], tmp_path / cfg.name)
+    hwh = d / f"{cfg.name}.hwh"
+    text = hwh.read_text()
+    assert 'NAME="c_m_axis_mm2s_tdata_width" VALUE="64"' in text
+    hwh.write_text(text.replace('NAME="c_m_axis_mm2s_tdata_width" VALUE="64"', 'NAME="c_m_axis_mm2s_tdata_width" VALUE="x"'))
+    with pytest.raises(HlsnnError, match="c_m_axis_mm2s_tdata_width = 'x'"):
+        hlsnn.Accelerator(d, target="sim")

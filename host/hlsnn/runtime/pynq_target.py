@@ -218,8 +218,12 @@ class PynqTarget:
         def need(key, ok, what):
             if key not in par:
                 raise OverlayMismatch(f"the overlay's DMA has no parameter {key}")
-            if not ok(str(par[key])):
-                raise OverlayMismatch(f"the overlay's DMA has {key} = {par[key]}: {what}")
+            try:
+                good = ok(str(par[key]))
+            except ValueError:                 # a width that is no number (a damaged or hostile .hwh)
+                good = False
+            if not good:
+                raise OverlayMismatch(f"the overlay's DMA has {key} = {excerpt(par[key], 40)}: {what}")
         need("c_include_sg", lambda v: v == "0", "it must run in simple mode (no scatter-gather)")
         need("c_m_axis_mm2s_tdata_width", lambda v: int(v) == sb, f"the kernel's input stream is {sb} bits")
         need("c_s_axis_s2mm_tdata_width", lambda v: int(v) == sb, f"the kernel's output stream is {sb} bits")
