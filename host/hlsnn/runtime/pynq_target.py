@@ -176,8 +176,13 @@ class PynqTarget:
         #: bytes one transfer may carry: the DMA's length register, or less if asked; the
         #: engines tile larger operations to it (``engines.tiling``)
         self.max_transfer_bytes = self._dma_limit if user is None else min(user, self._dma_limit)
-        self.dma = self.overlay.dma
-        self.kernel = getattr(self.overlay, cfg.name)
+        try:                      # pynq's drivers read the IPs' .hwh parameters (the DMA's c_micro_dma ...)
+            self.dma = self.overlay.dma
+            self.kernel = getattr(self.overlay, cfg.name)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise OverlayMismatch(f"overlay {bit.name}: pynq's drivers cannot read its IPs' parameters "
+                                  f"({type(exc).__name__}: {' '.join(str(exc).split())[:120]}); is the .hwh damaged? "
+                                  f"rebuild the overlay with hlsnn build") from None
         # the manifest's register map is keyed by the protocol's register names (hlsnn build
         # translates the kernel's argument names, e.g. k_in for k, from the generated header)
         regs = self.manifest.get("register_map") or {}
