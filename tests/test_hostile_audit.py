@@ -297,3 +297,23 @@ def test_a_dma_width_that_is_no_number_is_an_overlay_mismatch(tmp_path, param, m
     hwh.write_text(text)
     with pytest.raises(HlsnnError, match=match):
         hlsnn.Accelerator(d, target="sim")
+
+
+@pytest.mark.slow            # imports pynq and renders a .hwh: about 3.5 s on the first case
+@pytest.mark.parametrize("value", ["x", [1], None])
+def test_a_manifest_hash_that_is_no_number_is_an_overlay_mismatch(tmp_path, value):
+    """A layer overlay's <name>.json with ``config_hash32`` not an integer: the mismatch message
+    formatted it with int(), a ValueError/TypeError traceback."""
+    pytest.importorskip("pynq")
+    import json
+    import hlsnn
+    from hlsnn.config import load_config
+    from hlsnn.engines import ENGINES
+    from hlsnn.errors import HlsnnError
+    from hlsnn.runtime.sim_target import prepare_sim_overlay
+    cfg = load_config("bfp16_pynq-z2")
+    d = prepare_sim_overlay(cfg, ENGINES[cfg.engine], tmp_path / cfg.name)
+    js = d / f"{cfg.name}.json"
+    js.write_text(json.dumps(dict(json.loads(js.read_text()), config_hash32=value)))
+    with pytest.raises(HlsnnError, match="was built from config hash"):
+        hlsnn.Accelerator(d, target="sim")

@@ -155,7 +155,8 @@ class PynqTarget:
             raise InputError(f"overlay manifest {js}: must be a JSON object (is this an hlsnn overlay's <name>.json?)")
         got = self.manifest.get("config_hash32")
         if got != cfg.hash32:
-            raise OverlayMismatch(f"overlay {bit.parent} was built from config hash 0x{int(got or 0):08x}, but config "
+            shown = f"0x{got:08x}" if isinstance(got, int) and not isinstance(got, bool) else excerpt(got, 40)
+            raise OverlayMismatch(f"overlay {bit.parent} was built from config hash {shown}, but config "
                                   f"{cfg.name} hashes to 0x{cfg.hash32:08x}: rebuild the overlay (hlsnn build) or use "
                                   f"the config it was built from")
         vlnv = f"hlsnn.org:hls:{cfg.name}:1.0"
