@@ -209,7 +209,8 @@ def test_a_layer_name_in_an_assignment_is_printable(tmp_path, capsys, key):
         "model: digits_mlp.onnx", f"model: {ROOT}/configs/models/digits_mlp.onnx")
     assert "layers: {fc2: bfp8}" in text
     (tmp_path / "d.yaml").write_text(text.replace("layers: {fc2: bfp8}", f"layers: {{{key}: bfp8}}"))
-    assert main(["compile", str(tmp_path / "d.yaml"), "--assignment", "twohot+bfp8", "-o", str(tmp_path / "x.hlsnn")]) == 2
+    out = tmp_path / "x.hlsnn"
+    assert main(["compile", str(tmp_path / "d.yaml"), "--assignment", "twohot+bfp8", "-o", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert "layers" in err and len(err.splitlines()) == 1 and not (tmp_path / "x.hlsnn").exists()
 
