@@ -320,6 +320,17 @@ def test_perf_and_build_of_a_hostile_host_op_are_one_line(good, tmp_path, monkey
             assert len(err.splitlines()) == 1 and str(bad) in err
 
 
+def test_a_ragged_input_is_the_callers_mistake_not_the_models(good):
+    """The guard of hlsnn.load/run (damage_as_input_error) must not blame the model for the
+    caller's input: a ragged nested list was numpy's ValueError, then "damaged or hostile"."""
+    import hlsnn
+    with hlsnn.load(good["twohot"], target="emu") as net:
+        with pytest.raises(InputError, match=r"^input: not an array of one shape"):
+            net([[1, 2], [3]])
+    with pytest.raises(InputError, match=r"^overlays = 5: must be a dict"):
+        hlsnn.load(good["twohot"], target="emu", overlays=5)
+
+
 @pytest.mark.parametrize("which", ["twohot", "fixed8", "bfp8"])
 def test_the_untouched_models_pass_and_run(good, which):
     import hlsnn

@@ -136,6 +136,10 @@ class CompiledNet:
         self._c_ok = None                    # whether the C host path runs the starts (_c_host), on first use
         self._c_run = None                   # the C host path's fixed facts for run's fast path (_c_setup)
         self._network_auto = network is None
+        from collections.abc import Mapping
+        if overlays is not None and not isinstance(overlays, Mapping):  # the caller's, not the model's, mistake
+            from ..errors import excerpt
+            raise InputError(f"overlays = {excerpt(overlays, 40)}: must be a dict {{accelerator: overlay folder}}")
         overlays = dict(overlays or {})
         unknown = set(overlays) - set(prog["accels"])
         if unknown:
@@ -264,7 +268,11 @@ class CompiledNet:
         ``stored`` (the C host path, :meth:`_c_path`) a float32 or uint8 batch as it is: the C
         call's rule 1 on those values gives the bits it gives on their float64 values
         (:mod:`hlsnn.network.nethost`), without a float64 copy (``bfp_systolic``: float32 only)."""
-        x = np.asarray(x)
+        try:
+            x = np.asarray(x)
+        except ValueError as exc:             # a ragged nested list: the caller's input, not the model
+            raise InputError(f"input: not an array of one shape ({' '.join(str(exc).split())[:100]}); give a "
+                             f"batch of shape (B,) + {self.input_shape}") from None
         if x.dtype.kind not in "biuf":
             raise InputError(f"input: dtype {x.dtype}: must be real numbers")
         want = self.input_shape
