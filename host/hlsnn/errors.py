@@ -131,3 +131,15 @@ def filesystem_message(exc):
         or "(the system did not say which file)"
     return f"cannot write or read {where}: {FILESYSTEM_ERRNOS[name]} ({name}); choose another folder " \
            "(HLSNN_BUILD for build output, --out for reports) or free space"
+
+
+def seconds(what, value) -> float:
+    """``value`` as a positive, finite number of seconds, else an :class:`InputError` naming ``what``
+    (a target's ``timeout=``: the caller's option, checked before any hardware is touched)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        v = float("nan")
+    if not 0 < v < float("inf"):
+        raise InputError(f"{what} = {excerpt(value, 40)}: must be a positive number of seconds")
+    return v

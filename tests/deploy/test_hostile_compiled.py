@@ -329,6 +329,8 @@ def test_a_ragged_input_is_the_callers_mistake_not_the_models(good):
             net([[1, 2], [3]])
     with pytest.raises(InputError, match=r"^overlays = 5: must be a dict"):
         hlsnn.load(good["twohot"], target="emu", overlays=5)
+    with pytest.raises(InputError, match=r"^timeout = 'x': must be a positive number of seconds"):
+        hlsnn.load(good["twohot"], target="sim", timeout="x")
 
 
 @pytest.mark.parametrize("which", ["twohot", "fixed8", "bfp8"])

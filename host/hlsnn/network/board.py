@@ -31,7 +31,7 @@ import time
 
 import numpy as np
 
-from ..errors import InputError, excerpt
+from ..errors import InputError, excerpt, seconds
 from ..engines.network.kernel import layout
 from ..engines.network.words import dtype
 from .nethost import write_block
@@ -198,7 +198,7 @@ class NetBoard:
 
     def __init__(self, folder, cfg, net, *, device=None, timeout=10.0, download=True, cacheable=None):
         from ..runtime.pynq_target import _check_address, _pynq, fill_pl_clock_frequencies
-        self.cfg, self.net, self.timeout = cfg, net, float(timeout)
+        self.cfg, self.net, self.timeout = cfg, net, seconds("timeout", timeout)
         # the buffers' allocation: pynq's default (None), or cacheable / uncached as asked; the
         # C host path (run_image) takes uncached buffers unless cacheable=True
         self.cacheable = cacheable

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import HlsnnError, InputError
+from ..errors import HlsnnError, InputError, excerpt
 from . import artifact
 from ..deploy import program as netmode
 from ..deploy import netprefix
@@ -138,7 +138,6 @@ class CompiledNet:
         self._network_auto = network is None
         from collections.abc import Mapping
         if overlays is not None and not isinstance(overlays, Mapping):  # the caller's, not the model's, mistake
-            from ..errors import excerpt
             raise InputError(f"overlays = {excerpt(overlays, 40)}: must be a dict {{accelerator: overlay folder}}")
         overlays = dict(overlays or {})
         unknown = set(overlays) - set(prog["accels"])
@@ -191,7 +190,13 @@ class CompiledNet:
                         f"{got.sha[:12]}, but {Path(self.path).name} was compiled for {cfg.name} with hash "
                         f"{cfg.sha[:12]}; build the overlay from the same config, or compile the model again "
                         f"against this overlay's config")
-                self.accs[key] = Accelerator(cfg if ov is None or on_net else ov, target, **target_options)
+                try:
+                    self.accs[key] = Accelerator(cfg if ov is None or on_net else ov, target, **target_options)
+                except artifact.DAMAGE as exc:       # the caller's target options (timeout="x"), not the model
+                    if isinstance(exc, HlsnnError):
+                        raise
+                    raise InputError(f"target {target} with options {excerpt(target_options, 80)}: "
+                                     f"{type(exc).__name__}: {' '.join(str(exc).split())[:120]}") from exc
             dstub = DeployStub(prog["rounding"], prog["overflow_ratio"])
             layers, execs = [], {}
             for j in prog["layers"]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import HlsnnError, InputError, MissingDependency, excerpt
+from ..errors import HlsnnError, InputError, MissingDependency, excerpt, seconds
 from .targets import _limit, kernel_cycles
 
 #: AXI DMA status register (DMASR) bits.
@@ -148,7 +148,7 @@ class PynqTarget:
 
     def __init__(self, cfg, engine, *, overlay, device=None, timeout=10.0, download=True, max_transfer_bytes=None):
         pynq = _pynq()
-        self.cfg, self.engine, self.timeout = cfg, engine, float(timeout)
+        self.cfg, self.engine, self.timeout = cfg, engine, seconds("timeout", timeout)
         bit, hwh, js = overlay_files(overlay, cfg.name)
         self.manifest = read_manifest(js)
         if not isinstance(self.manifest, dict):
