@@ -33,6 +33,16 @@ _BOARD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _TOKEN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")  # part numbers, ports: safe unquoted in TCL
 _PS_KEY = re.compile(r"^(PCW|PSU)_[A-Za-z0-9_]+$")           # processing-system CONFIG.* property names
 _PS_VALUE = re.compile(r"^[A-Za-z0-9_.:-]+( [A-Za-z0-9_.:-]+)*$")  # braced in TCL: no $ [ ] { } " \
+#: Accelerator names that cannot be the kernel's IP name: the block design's other cells
+#: (hls/tcl/bd.tcl.j2) and the attributes of pynq 4.0's Overlay (and Bitstream), which
+#: ``getattr(overlay, name)`` returns instead of the IP's driver (a config named ``reset`` drove
+#: Overlay.reset as its kernel)
+RESERVED_NAMES = frozenset(
+    "ps dma binfile_name bit_data bitfile_name clock_dict device download dtbo firmware_path free gen_cache "
+    "gpio_dict hierarchy_dict ignore_version insert_dtbo interrupt_controllers interrupt_pins ip_dict is_loaded "
+    "load_ip_data mem_dict parser partial pr_dict pr_download remove_dtbo reset systemgraph timestamp xsa "
+    "xsa_filepath _ip_map _register_drivers _deepcopy_dict_from".split())
+
 _CPP_KEYWORDS = frozenset(
     "alignas alignof and asm auto bool break case catch char class const constexpr continue "
     "default delete do double else enum explicit export extern false float for friend goto if "
@@ -158,6 +168,8 @@ def _check_value(source, path, v, f: Field):
         return check_section(source, path, v, f.fields)
     if not isinstance(v, str):
         raise bad()
+    if "\x00" in v:                         # a path with it stops os.stat with a ValueError
+        raise ConfigError(source, path, v, "holds a NUL character; a name or path cannot")
     return v
 
 
@@ -336,6 +348,10 @@ def load_board(name_or_path, *, source="", config_path=None) -> Board:
             raise ConfigError(source, "board", name, "unknown board; known boards: " + ", ".join(known))
         path = found[0]
     data = check_section(path, "", read_yaml(path), BOARD_FIELDS)
+    if not _BOARD_NAME.fullmatch(data["name"]):
+        # the name reaches bd.tcl and the hardware handoff: a newline there would be a TCL line
+        raise ConfigError(path, "name", data["name"], "must be a board name: letters, digits, _ . - (not starting "
+                          "with _ . -), the same as the file name; rename the file and its name, e.g. 'my-board'")
     if data["name"] != path.stem:
         raise ConfigError(path, "name", data["name"], f"must equal the file name '{path.stem}'")
     return Board(path=str(path), **data)
@@ -436,6 +452,11 @@ def _config_from_raw(raw, source, path, check_fit, board=None) -> "Config":
     fields = dict(TOP_FIELDS_BASE)
     fields[engine] = Field("section", f"{engine} parameters", fields=eng.schema)
     data = check_section(source, "", raw, fields)
+    if data["name"] in RESERVED_NAMES:
+        raise ConfigError(source, "name", data["name"], "is reserved: the name is the kernel's IP in the block design "
+                          "and pynq's attribute for it, and the block design's cells (ps, dma) and pynq Overlay's own "
+                          "attributes (reset, download, ip_dict, ...) take these names; choose another, e.g. "
+                          f"'{data['name']}_accel'")
     if board is None:
         board = load_board(data["board"], source=source, config_path=path)
     clock = data["clock_mhz"] if data["clock_mhz"] is not None else board.clock_mhz

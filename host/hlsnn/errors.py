@@ -20,13 +20,23 @@ def excerpt(value, limit: int = 120) -> str:
     return s if len(s) <= limit else s[:limit - 3] + "..."
 
 
+def printable(text) -> str:
+    """``text`` as it is when every character is printable, else its ``repr`` (a file name with a
+    newline or a terminal escape in it stays on the error's one line, visibly)."""
+    import unicodedata
+    s = str(text)
+    if any(unicodedata.category(c)[0] in "CZ" and c != " " for c in s):
+        return repr(s)
+    return s
+
+
 class ConfigError(HlsnnError, ValueError):
     """A config file is wrong: names the file, the key, the bad value (a bounded excerpt) and
     what is allowed."""
 
     def __init__(self, source, key, value, allowed):
         self.source, self.key, self.value, self.allowed = str(source), key, value, allowed
-        where = f"{self.source}: " if self.source else ""
+        where = f"{printable(self.source)}: " if self.source else ""
         keypart = f"{key} = {excerpt(value)}: " if key else ""
         super().__init__(f"{where}{keypart}{allowed}")
 
@@ -121,3 +131,15 @@ def filesystem_message(exc):
         or "(the system did not say which file)"
     return f"cannot write or read {where}: {FILESYSTEM_ERRNOS[name]} ({name}); choose another folder " \
            "(HLSNN_BUILD for build output, --out for reports) or free space"
+
+
+def seconds(what, value) -> float:
+    """``value`` as a positive, finite number of seconds, else an :class:`InputError` naming ``what``
+    (a target's ``timeout=``: the caller's option, checked before any hardware is touched)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        v = float("nan")
+    if not 0 < v < float("inf"):
+        raise InputError(f"{what} = {excerpt(value, 40)}: must be a positive number of seconds")
+    return v

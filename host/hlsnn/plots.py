@@ -58,6 +58,13 @@ _NAMES = {"uniform": "uniform", "pot": "PoT", "twohot": "two-hot"}
 _SAVE_FORMATS = (".png", ".svg", ".pdf")
 
 
+def plain(text) -> str:
+    """``text`` as matplotlib draws it literally: every ``$`` escaped, so a pair of them in a name
+    from a model or a file (``$\\foo$``) is not taken as mathtext, which stopped the drawing with
+    a ValueError on anything it cannot parse."""
+    return str(text).replace("$", r"\$")
+
+
 def check_out(out, suffixes=_SAVE_FORMATS) -> Path:
     """An output path as a Path; ``InputError`` unless it ends in one of ``suffixes`` (by
     default the image types .png, .svg, .pdf; checked before any work, so a typo costs
@@ -375,7 +382,7 @@ def plot_quantization(w, out, *, bits: int = 8, delta: int = 0, axis: Optional[i
     scale_note = "" if rep["axis"] is None else \
         (f"\none scale per slice along axis {rep['axis']}; "
          "the levels drawn are those of the slice with the largest |w|")
-    fig.suptitle(f"{who}: {rep['n_weights']:,} weights, shape {tuple(rep['shape'])}: levels of three "
+    fig.suptitle(f"{plain(who)}: {rep['n_weights']:,} weights, shape {tuple(rep['shape'])}: levels of three "
                  f"formats of at most {rep['bits']} bits/weight{scale_note}", fontsize=11)
 
     save_figure(fig, out, dpi)

@@ -437,7 +437,8 @@ def _fmt_value(v) -> str:
         return {True: "true", False: "false", None: "null"}[v]
     if isinstance(v, float):
         return f"{v:g}"
-    return str(v)
+    from .errors import printable
+    return printable(v)          # a value with a newline (an invalid variant's) stays on its row
 
 
 def _fits_text(r) -> str:
@@ -653,7 +654,8 @@ def plot_sweep(report: dict, out, *, dpi: int = 100) -> str:
     ax_t.set_axisbelow(True)
     ax_t.set_xticks(x)
     ticks = [f"v{r['index']}\n" + "\n".join(f"{k}={_fmt_value(r['values'][k])}" for k in keys) for r in vs]
-    ax_t.set_xticklabels(ticks, fontsize=8)
+    from .plots import plain
+    ax_t.set_xticklabels([plain(t) for t in ticks], fontsize=8)     # an invalid variant's "$..$" is no mathtext
     for lab, r in zip(ax_t.get_xticklabels(), vs):
         if r["valid"] and not r["fits"]:
             lab.set_color("#b22222")

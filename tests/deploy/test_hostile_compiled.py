@@ -64,6 +64,15 @@ def pool1(field, value):
     return m
 
 
+def _fallback(p, a, attrs, node=np.frombuffer(b"\n\x01x\x12\x01y\"\x04Relu", np.uint8)):
+    """pool1 turned into a --host-fallback layer with ``attrs`` and the node bytes ``node``
+    (default: a serialized Relu x -> y; None: no node array)."""
+    j = _layer(p, "pool1")
+    j["op"], j["attrs"] = "fallback", attrs
+    if node is not None:
+        a["pool1/onnx_node"] = node
+
+
 HOSTILE_NAMES = ["a\nb", "x\n__attribute__((constructor)) static void pwn() { system(\"id\"); }\n//",
                  "a\rb", "a\x00b", "a\u2028b", "a\u202eb", "", "x" * 300, "a\x1bb", "tab\there"]
 SLUG_BAD = ["../../evil", "/tmp/evil", "a/b", ".hidden", "..", "a\nb", "", "x" * 200, "a b", "é", 5, None]
@@ -186,6 +195,19 @@ PROGRAM_CASES = {
     "input shape string": lambda p, a: p["input"].__setitem__("shape", "1,8,8"),
     "input frac bits huge": lambda p, a: p["input"]["quantization"].__setitem__("frac_bits", 10 ** 6),
     "engine layer unknown": lambda p, a: p["output"].__setitem__("engine_layer", "nope"),
+    # a --host-fallback layer (session 31: its attrs and arrays were read unchecked, KeyError tracebacks)
+    "fallback no opset": lambda p, a: _fallback(p, a, {"why": "x", "const_names": []}),
+    "fallback no const_names": lambda p, a: _fallback(p, a, {"why": "x", "opset": [["", 15]]}),
+    "fallback no node": lambda p, a: _fallback(p, a, {"why": "x", "opset": [["", 15]], "const_names": []}, None),
+    "fallback node int32": lambda p, a: _fallback(p, a, {"why": "x", "opset": [["", 15]], "const_names": []},
+                                                  np.zeros(4, np.int32)),
+    "fallback opset string": lambda p, a: _fallback(p, a, {"why": "x", "opset": "15", "const_names": []}),
+    "fallback opset triple": lambda p, a: _fallback(p, a, {"why": "x", "opset": [["", 15, 1]], "const_names": []}),
+    "fallback opset domain newline": lambda p, a: _fallback(p, a, {"why": "x", "opset": [["a\nb", 1]],
+                                                                   "const_names": []}),
+    "fallback const missing": lambda p, a: _fallback(p, a, {"why": "x", "opset": [["", 15]], "const_names": ["c"]}),
+    "fallback const_names a string": lambda p, a: _fallback(p, a, {"why": "x", "opset": [["", 15]],
+                                                                   "const_names": "c"}),
 }
 
 
@@ -224,6 +246,91 @@ def test_hostile_sparse_and_bfp_programs_are_refused(good, tmp_path, case):
     artifact.write(bad, program, arrays)
     with pytest.raises(InputError):
         artifact.read(bad)
+
+
+@pytest.mark.parametrize("node,match", [
+    (b"\xff\xff\xff\xff", "not a serialized ONNX node"),
+    (b"\n\x01x\x12\x01y\"\x04Relu", r"its node reads \['x'\] and writes \['y'\]; the layer reads"),
+    (b"\n\x01x\x12\x01y\"\x05Re\nlu", "op type"),
+], ids=["garbage", "other tensors", "newline in op type"])
+def test_a_hostile_fallback_node_is_refused_when_it_loads(good, tmp_path, node, match):
+    """The node of a --host-fallback layer (its serialized bytes pass the schema) is parsed and
+    matched against its layer at load: garbage was a protobuf DecodeError traceback, a node of
+    other tensors a reference-evaluator failure at the first run."""
+    import hlsnn
+    program, arrays = artifact.read(good["twohot"])
+    _fallback(program, arrays, {"why": "x", "opset": [["", 15]], "const_names": []},
+              np.frombuffer(node, np.uint8).copy())
+    bad = tmp_path / "bad.hlsnn"
+    artifact.write(bad, program, arrays)
+    with pytest.raises(InputError, match=match) as e:
+        hlsnn.load(bad, target="emu")
+    assert "\n" not in str(e.value)
+
+
+HOST_OP_CASES = {   # found by swapping pool1's op and attributes (session 31): each was a traceback at load
+    "Concat axis string": ("Concat", {"axis": "x"}),
+    "Concat axis -5": ("Concat", {"axis": -5}),
+    "Reshape shape string": ("Reshape", {"shape": "x"}),
+    "Reshape no shape": ("Reshape", {}),
+    "Squeeze axes huge": ("Squeeze", {"axes": [10 ** 9]}),
+    "Pad pads int": ("Pad", {"pads": -5}),
+    "ZeroStuff strides string": ("ZeroStuff", {"strides": "x"}),
+    "LayerNormalization no epsilon": ("LayerNormalization", {"axis": -5}),
+    "UnaryChain no nodes": ("UnaryChain", {}),
+    "GlobalMaxPool keepdims null": ("GlobalMaxPool", {"keepdims": None}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOST_OP_CASES))
+@pytest.mark.parametrize("self_check", [True, False])
+def test_a_host_op_with_hostile_attributes_is_one_line(good, tmp_path, case, self_check):
+    """The schema checks a host layer's windows, tables and fallback node, not every attribute of
+    every host op: whatever such an edit raises while the model loads or runs ends as one
+    InputError naming the file (hlsnn.network.loader._damage_as_input_error)."""
+    import hlsnn
+    program, arrays = artifact.read(good["twohot"])
+    j = _layer(program, "pool1")
+    j["op"], j["attrs"] = HOST_OP_CASES[case]
+    bad = tmp_path / "bad.hlsnn"
+    artifact.write(bad, program, arrays)
+    with pytest.raises(InputError, match="damaged or hostile compiled model") as e:
+        with hlsnn.load(bad, target="emu", self_check=self_check) as net:
+            net(net.check["x"])
+    assert "\n" not in str(e.value) and str(bad) in str(e.value)
+
+
+@pytest.mark.parametrize("case", [("pool1", "Reshape", {"shape": "x"}), ("pool1", "ZeroStuff", {"strides": "x"}),
+                                  ("softmax", "Softmax", {"axis": "x"})], ids=["reshape", "zerostuff", "softmax"])
+def test_perf_and_build_of_a_hostile_host_op_are_one_line(good, tmp_path, monkeypatch, capsys, case):
+    """`hlsnn perf` and `hlsnn build --dry-run` lower the program themselves (not through
+    hlsnn.load): the same edits were tracebacks there."""
+    from hlsnn.cli import main
+    monkeypatch.setenv("HLSNN_BUILD", str(tmp_path / "build"))
+    program, arrays = artifact.read(good["twohot"])
+    j = _layer(program, case[0])
+    j["op"], j["attrs"] = case[1:]
+    bad = tmp_path / "bad.hlsnn"
+    artifact.write(bad, program, arrays)
+    for argv in (["perf", str(bad)], ["build", str(bad), "--dry-run", "--out", str(tmp_path / "ov")]):
+        rc = main(argv)
+        err = capsys.readouterr().err.strip()
+        assert rc in (0, 2) and "Traceback" not in err
+        if rc == 2:
+            assert len(err.splitlines()) == 1 and str(bad) in err
+
+
+def test_a_ragged_input_is_the_callers_mistake_not_the_models(good):
+    """The guard of hlsnn.load/run (damage_as_input_error) must not blame the model for the
+    caller's input: a ragged nested list was numpy's ValueError, then "damaged or hostile"."""
+    import hlsnn
+    with hlsnn.load(good["twohot"], target="emu") as net:
+        with pytest.raises(InputError, match=r"^input: not an array of one shape"):
+            net([[1, 2], [3]])
+    with pytest.raises(InputError, match=r"^overlays = 5: must be a dict"):
+        hlsnn.load(good["twohot"], target="emu", overlays=5)
+    with pytest.raises(InputError, match=r"^timeout = 'x': must be a positive number of seconds"):
+        hlsnn.load(good["twohot"], target="sim", timeout="x")
 
 
 @pytest.mark.parametrize("which", ["twohot", "fixed8", "bfp8"])

@@ -53,10 +53,14 @@ def cmd_build(args):
             raise InputError("hlsnn build: a config is listed twice; list each once")
         cfgs = [load_for_build(c, args.board) for c in configs]      # every config checked before any build
         names = [c.stem for c in cfgs]
-        dup = next((n for n in names if names.count(n) > 1), None)
+        # names that differ only in case share a folder on a case-insensitive filesystem (macOS, Windows)
+        folded = [n.casefold() for n in names]
+        dup = next((n for n, f in zip(names, folded) if folded.count(f) > 1), None)
         if dup:
-            raise InputError(f"hlsnn build: two configs build into build/{dup} (the same name {dup!r}); give them "
-                             f"different names")
+            same = [n for n, f in zip(names, folded) if f == dup.casefold()]
+            case = ", which differ only in case: one folder on macOS and Windows" if len(set(same)) > 1 else ""
+            raise InputError(f"hlsnn build: two configs build into build/{dup} (the names "
+                             f"{' and '.join(map(repr, same))}{case}); give them different names")
         if args.cluster:
             from .. import cluster
             statuses = cluster.run_builds(args.cluster, cfgs, out=args.out, jobs=args.jobs, dry_run=args.dry_run,

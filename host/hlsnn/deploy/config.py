@@ -337,6 +337,10 @@ def load_deploy_config(path) -> DeployConfig:
             if not isinstance(layers, dict):
                 raise ConfigError(path, f"assignments.{name}.layers", layers, "must be a mapping of layer names "
                                   "to format names")
+            for k in layers:                 # layer names as the importer takes them: printable (a newline
+                if not _printable_label(k):  # forged lines of the "no engine layer named" error)
+                    raise ConfigError(path, f"assignments.{name}.layers", k, "a layer name must be printable text "
+                                      "of 1..256 characters (no newline or control character), as in the model")
             for key, fmt in [("default", a["default"])] + [(f"layers.{k}", v) for k, v in layers.items()]:
                 if not isinstance(fmt, str) or fmt not in formats:
                     raise ConfigError(path, f"assignments.{name}.{key}", fmt,
@@ -375,6 +379,18 @@ def deployment_kwargs(cfg: DeployConfig, *, update=None, update_by=None, host_bi
 
 
 _NAME = __import__("re").compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}")
+
+
+def _printable_label(name) -> bool:
+    from ..errors import InputError
+    from ..names import check_label
+    if isinstance(name, int) and not isinstance(name, bool):
+        name = str(name)             # YAML reads a layer named 3 as an int; str(k) names it below
+    try:
+        check_label("layer", name)
+    except InputError:
+        return False
+    return True
 
 
 def _check_name(path, section, name):

@@ -292,6 +292,29 @@ def _epilogue(j):
     return e
 
 
+def _fallback_node(onnx, j, arrays):
+    """The ONNX node of a ``--host-fallback`` layer ``j`` (its bytes checked by
+    hlsnn.network.schema): parsed, and reading only the layer's inputs and constants and writing its
+    output, else an InputError naming the layer."""
+    from google.protobuf.message import DecodeError
+    where = f"compiled model: host fallback layer {j['name']!r}"
+    try:
+        node = onnx.NodeProto.FromString(arrays[f"{j['name']}/onnx_node"].tobytes())
+    except (DecodeError, RuntimeWarning, ValueError) as exc:
+        raise InputError(f"{where}: its node is not a serialized ONNX node ({' '.join(str(exc).split())[:120]})") \
+            from None
+    from ..names import check_label
+    check_label(f"{where}: op type", node.op_type)
+    if node.domain:
+        check_label(f"{where}: op domain", node.domain)
+    known = set(j["inputs"]) | set(j["attrs"]["const_names"])
+    if [o for o in node.output if o] != [j["output"]] or not set(i for i in node.input if i) <= known:
+        raise InputError(f"{where}: its node reads {[i for i in node.input if i][:8]} and writes "
+                         f"{[o for o in node.output if o][:4]}; the layer reads {sorted(known)[:8]} and writes "
+                         f"{[j['output']]}")
+    return node
+
+
 def _host_layer(j, arrays):
     attrs = dict(j["attrs"])
     if j["op"] == "BatchNormalization":
@@ -303,7 +326,7 @@ def _host_layer(j, arrays):
         except ImportError:
             raise InputError(f"layer {j['name']} runs on the host with onnx's reference implementation "
                              f"(compiled with --host-fallback): pip install onnx") from None
-        stub.node = onnx.NodeProto.FromString(arrays[f"{j['name']}/onnx_node"].tobytes())
+        stub.node = _fallback_node(onnx, j, arrays)
         attrs = {"why": attrs.get("why"), "opset": [tuple(o) for o in attrs["opset"]],
                  "consts": {n: arrays[f"{j['name']}/const{i}"] for i, n in enumerate(attrs["const_names"])}}
     stub.op, stub.attrs = j["op"], attrs

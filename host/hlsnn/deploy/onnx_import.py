@@ -170,6 +170,8 @@ def check_model_path(path):
         raise InputError(f"model file {path} does not exist") from None
     except OSError as exc:
         raise InputError(f"model file {path}: cannot read it ({exc.strerror or exc})") from None
+    except ValueError:                       # a NUL character: no path the OS can take
+        raise InputError(f"model file {str(path)!r}: not a path (it holds a NUL character)") from None
     if stat.S_ISDIR(mode):
         raise InputError(f"model file {path} is a folder; give the path of an .onnx file")
     if not stat.S_ISREG(mode):
@@ -248,14 +250,17 @@ def _as_identity(node):
 
 
 def _check_names(path, g):
-    """Every node, tensor and initializer name of graph ``g`` printable and bounded
+    """Every node, tensor and initializer name, op type and op domain of graph ``g`` printable and bounded
     (:func:`hlsnn.names.check_label`; issue 47): names reach reports, generated kernels'
     comments and compiled models, so a newline or control character in one is refused here."""
     from ..names import check_label
     for what, names in (("initializer", (t.name for t in g.initializer)),
                         ("graph input", (v.name for v in g.input)), ("graph output", (v.name for v in g.output)),
                         ("node", (n.name for n in g.node if n.name)),
-                        ("tensor", (t for n in g.node for t in list(n.input) + list(n.output) if t))):
+                        ("tensor", (t for n in g.node for t in list(n.input) + list(n.output) if t)),
+                        # the op type and domain head the unsupported-node list and a host fallback's layer
+                        ("op type", (n.op_type for n in g.node)),
+                        ("op domain", (n.domain for n in g.node if n.domain))):
         for name in names:
             try:
                 check_label(what, name)

@@ -31,7 +31,7 @@ from ..engines.common import largest_frac
 from ..errors import ConfigError, InputError, MissingDependency
 from ..formats import bfp as bfpfmt
 from ..paths import CONFIGS_DIR
-from ..plots import draw_weight_levels, shift_levels
+from ..plots import draw_weight_levels, plain, shift_levels
 from . import evaluate
 from .quant import prune
 
@@ -147,15 +147,16 @@ def _bars(new, groups, series, ylabel, *, log=False, hline=None, title=""):
     wdt = 0.8 / max(len(series), 1)
     for i, (name, vals) in enumerate(series.items()):
         v = np.array([np.nan if a is None else a for a in vals], float)
-        ax.bar(x - 0.4 + wdt * (i + 0.5), v, wdt, label=name)
+        ax.bar(x - 0.4 + wdt * (i + 0.5), v, wdt, label=plain(name))
     if hline is not None:
-        ax.axhline(hline[0], color="k", linestyle="--", linewidth=1.2, label=hline[1])
+        ax.axhline(hline[0], color="k", linestyle="--", linewidth=1.2, label=plain(hline[1]))
     ax.set_xticks(x)
-    ax.set_xticklabels(groups, rotation=20 if len(groups) > 6 else 0, ha="right" if len(groups) > 6 else "center")
+    ax.set_xticklabels([plain(g) for g in groups], rotation=20 if len(groups) > 6 else 0,
+                       ha="right" if len(groups) > 6 else "center")
     if log:
         ax.set_yscale("log")
     ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=11)
+    ax.set_title(plain(title), fontsize=11)
     ax.grid(axis="y", color="0.9")
     ax.set_axisbelow(True)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
@@ -318,7 +319,7 @@ def _sections(res, cfg, net, accels, shapes, new, command):
         ax = fig.add_subplot(gs[0])
         rug = fig.add_subplot(gs[1], sharex=ax)
         draw_weight_levels(ax, rug, la.w, rows, max_ticks=400)
-        fig.suptitle(f"{la.name}: {la.describe()}, {la.w.size} weights", fontsize=11)
+        fig.suptitle(plain(f"{la.name}: {la.describe()}, {la.w.size} weights"), fontsize=11)
         out.append(f"<h3>{escape(la.name)}</h3>" + _img(fig, f"weights of {la.name}")
                    + _table(["format", "type", "levels drawn"], info))
     # 5. sparsity

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError, excerpt
+from ..errors import HlsnnError, InputError, excerpt
 
 FORMAT = "hlsnn-compiled-model"
 VERSION = 1
@@ -137,3 +137,42 @@ def read(path, *, validate=True):
         from .schema import validate as check
         check(program, arrays, str(path))
     return program, arrays
+
+
+#: What a program that passed :mod:`hlsnn.network.schema` can still raise where one written by
+#: ``hlsnn compile`` does not: the schema checks the engine layers' fields and arrays, and of the
+#: host layers the windows, tables and --host-fallback nodes, not every attribute of every host op
+DAMAGE = (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError, OverflowError)
+
+
+class damage_as_input_error:
+    """Within it, an exception of :data:`DAMAGE` that is no :class:`~hlsnn.errors.HlsnnError`
+    becomes one :class:`InputError` naming the compiled model ``path`` (the original chained as its
+    ``__cause__``): loading, running, modelling (``hlsnn perf``, ``report``) and building
+    (``hlsnn build NAME.hlsnn``) a compiled model end in their result or one clear line, as issue
+    47 promised, also for a host op's attributes edited with the checksum redone. As a decorator,
+    the guarded function's first argument is the path."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        if kind is None or issubclass(kind, HlsnnError) or not issubclass(kind, DAMAGE):
+            return False
+        why = " ".join(str(exc).split())[:160] or kind.__name__
+        raise InputError(f"{self.path}: damaged or hostile compiled model: its program fails where one written by "
+                         f"`hlsnn compile` does not ({kind.__name__}: {why}); compile it again (if it came from "
+                         f"`hlsnn compile` unchanged, this is a bug of hlsnn: please report it)") from exc
+
+    @staticmethod
+    def guard(fn):
+        import functools
+
+        @functools.wraps(fn)
+        def wrapped(path, *args, **kwargs):
+            with damage_as_input_error(path):
+                return fn(path, *args, **kwargs)
+        return wrapped

@@ -25,12 +25,13 @@ output integers read back.
 from __future__ import annotations
 
 import hashlib
+import re
 import json
 import time
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, excerpt, seconds
 from ..engines.network.kernel import layout
 from ..engines.network.words import dtype
 from .nethost import write_block
@@ -136,38 +137,53 @@ def is_network_overlay(folder):
     """True when ``folder`` (an overlay folder or its ``.bit``) holds a network overlay: an IP
     with the ``m_axi`` ports ``m_axi_gmem0`` and ``m_axi_gmem1`` in its ``.hwh``."""
     import os
-    import xml.etree.ElementTree as ET
     from ..runtime.pynq_target import overlay_files
     if not isinstance(folder, (str, os.PathLike)):
         return False                                  # a config (dict, Config): no overlay
     try:
         _, hwh, _ = overlay_files(folder)
-        root = ET.parse(str(hwh)).getroot()
-    except (InputError, OSError, ET.ParseError):
+        return any(set(M_AXI_PORTS) <= set(net_masters_of(m, hwh)) for m in hwh_modules(hwh))
+    except (InputError, OSError):
         return False
-    return any(set(M_AXI_PORTS) <= set(net_masters_of(m)) for m in root.iter("MODULE"))
 
 
-def net_masters_of(module):
-    """``{interface: data width}`` of the AXI4 master interfaces of a ``.hwh`` MODULE element."""
-    return {bi.get("NAME"): int(bi.get("DATAWIDTH") or 0) for bi in module.iter("BUSINTERFACE")
-            if bi.get("TYPE") == "MASTER" and bi.get("VLNV") == "xilinx.com:interface:aximm:1.0"}
+def hwh_modules(hwh):
+    """The MODULE elements of the ``.hwh`` at ``hwh``; a file that is not well-formed XML (or
+    expands entities beyond expat's bound) is an InputError naming it, not a ParseError."""
+    import xml.etree.ElementTree as ET
+    try:
+        return list(ET.parse(str(hwh)).getroot().iter("MODULE"))
+    except ET.ParseError as exc:
+        raise InputError(f"{hwh}: not a readable .hwh (XML: {exc})") from None
+
+
+def net_masters_of(module, hwh="the .hwh"):
+    """``{interface: data width}`` of the AXI4 master interfaces of a ``.hwh`` MODULE element; a
+    DATAWIDTH that is not a bit count (1 to 6 digits) is an InputError naming the interface."""
+    out = {}
+    for bi in module.iter("BUSINTERFACE"):
+        if bi.get("TYPE") == "MASTER" and bi.get("VLNV") == "xilinx.com:interface:aximm:1.0":
+            w = bi.get("DATAWIDTH") or "0"
+            if not re.fullmatch(r"[0-9]{1,6}", w):
+                raise InputError(f"{hwh}: interface {excerpt(bi.get('NAME'), 60)} of "
+                                 f"{excerpt(module.get('INSTANCE'), 60)} has DATAWIDTH {excerpt(w, 40)}; a data width "
+                                 f"is a number of bits")
+            out[bi.get("NAME")] = int(w)
+    return out
 
 
 def _has_instance(hwh, name):
-    import xml.etree.ElementTree as ET
-    return any(m.get("INSTANCE") == name for m in ET.parse(str(hwh)).getroot().iter("MODULE"))
+    return any(m.get("INSTANCE") == name for m in hwh_modules(hwh))
 
 
 def net_masters(hwh_path, ip_name):
     """The AXI4 master interfaces (``m_axi_*``) of IP ``ip_name`` in a ``.hwh`` (this package's
     or Vivado's): ``{interface: data width}``; empty when the IP has none (a layer kernel, whose
     data go through AXI-Stream ports) or is not there."""
-    import xml.etree.ElementTree as ET
     out = {}
-    for mod in ET.parse(str(hwh_path)).getroot().iter("MODULE"):
+    for mod in hwh_modules(hwh_path):
         if mod.get("INSTANCE") == ip_name:
-            out.update(net_masters_of(mod))
+            out.update(net_masters_of(mod, hwh_path))
     return out
 
 
@@ -182,7 +198,7 @@ class NetBoard:
 
     def __init__(self, folder, cfg, net, *, device=None, timeout=10.0, download=True, cacheable=None):
         from ..runtime.pynq_target import _check_address, _pynq, fill_pl_clock_frequencies
-        self.cfg, self.net, self.timeout = cfg, net, float(timeout)
+        self.cfg, self.net, self.timeout = cfg, net, seconds("timeout", timeout)
         # the buffers' allocation: pynq's default (None), or cacheable / uncached as asked; the
         # C host path (run_image) takes uncached buffers unless cacheable=True
         self.cacheable = cacheable

@@ -28,6 +28,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
+from .artifact import damage_as_input_error
+
+_guard = damage_as_input_error.guard
 
 #: host cost constants per CPU: us per kernel start, us per byte touched, us per host op
 CPUS = {
@@ -113,6 +116,7 @@ def _all_steps(lsteps, pre, steps):
     return out + steps + [r for r in lsteps if not r["step"].startswith("input check")]
 
 
+@_guard
 def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32"):
     """The latency model of the network path (one kernel start per batch,
     :mod:`hlsnn.engines.network.kernel`), or None when the network kernel cannot run the model.
@@ -304,6 +308,7 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
                           "hp_source": b["source"], "ddr_latency_cycles": DDR_LATENCY}}
 
 
+@_guard
 def model(path, *, board=None, batch=1, network=None, host="c", input_dtype="float32"):
     """The latency model of a compiled model (module docstring): a JSON-able dict with keys
     ``board``, ``cpu``, ``batch``, ``kernel_starts``, ``kernel_us``, ``ddr_us``, ``fabric_us``,

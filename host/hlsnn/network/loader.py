@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import HlsnnError, InputError
+from ..errors import HlsnnError, InputError, excerpt
 from . import artifact
 from ..deploy import program as netmode
 from ..deploy import netprefix
@@ -113,6 +113,11 @@ class CompiledNet:
     the last call with the kernels' wall time subtracted where the target reports it."""
 
     def __init__(self, path, target="emu", *, overlays=None, self_check=True, network=None, **target_options):
+        self.path = str(path)
+        with artifact.damage_as_input_error(self.path):
+            self._init(path, target, overlays, self_check, network, target_options)
+
+    def _init(self, path, target, overlays, self_check, network, target_options):
         from ..runtime import Accelerator
         from ..deploy import samplewise
         from ..deploy.runner import Deployment
@@ -131,6 +136,9 @@ class CompiledNet:
         self._c_ok = None                    # whether the C host path runs the starts (_c_host), on first use
         self._c_run = None                   # the C host path's fixed facts for run's fast path (_c_setup)
         self._network_auto = network is None
+        from collections.abc import Mapping
+        if overlays is not None and not isinstance(overlays, Mapping):  # the caller's, not the model's, mistake
+            raise InputError(f"overlays = {excerpt(overlays, 40)}: must be a dict {{accelerator: overlay folder}}")
         overlays = dict(overlays or {})
         unknown = set(overlays) - set(prog["accels"])
         if unknown:
@@ -185,7 +193,13 @@ class CompiledNet:
                         f"{got.sha[:12]}, but {Path(self.path).name} was compiled for {cfg.name} with hash "
                         f"{cfg.sha[:12]}; build the overlay from the same config, or compile the model again "
                         f"against this overlay's config")
-                self.accs[key] = Accelerator(cfg if ov is None or on_net else ov, target, **target_options)
+                try:
+                    self.accs[key] = Accelerator(cfg if ov is None or on_net else ov, target, **target_options)
+                except artifact.DAMAGE as exc:       # the caller's target options (timeout="x"), not the model
+                    if isinstance(exc, HlsnnError):
+                        raise
+                    raise InputError(f"target {target} with options {excerpt(target_options, 80)}: "
+                                     f"{type(exc).__name__}: {' '.join(str(exc).split())[:120]}") from exc
             dstub = DeployStub(prog["rounding"], prog["overflow_ratio"])
             layers, execs = [], {}
             for j in prog["layers"]:
@@ -262,7 +276,11 @@ class CompiledNet:
         ``stored`` (the C host path, :meth:`_c_path`) a float32 or uint8 batch as it is: the C
         call's rule 1 on those values gives the bits it gives on their float64 values
         (:mod:`hlsnn.network.nethost`), without a float64 copy (``bfp_systolic``: float32 only)."""
-        x = np.asarray(x)
+        try:
+            x = np.asarray(x)
+        except ValueError as exc:             # a ragged nested list: the caller's input, not the model
+            raise InputError(f"input: not an array of one shape ({' '.join(str(exc).split())[:100]}); give a "
+                             f"batch of shape (B,) + {self.input_shape}") from None
         if x.dtype.kind not in "biuf":
             raise InputError(f"input: dtype {x.dtype}: must be real numbers")
         want = self.input_shape
@@ -306,6 +324,10 @@ class CompiledNet:
     def run(self, x, *, keep=False):
         """``y`` (the network's output), or with ``keep`` ``(y, tensors)``: every tensor by name.
         ``last_host_s`` counts the input's check too (it is the host's, on every call)."""
+        with artifact.damage_as_input_error(self.path):
+            return self._run(x, keep)
+
+    def _run(self, x, keep):
         t0 = time.perf_counter()
         if self._c_run is not None and not keep:
             return self._run_c(x, t0)

@@ -69,7 +69,8 @@ def _chart(res):
     rows = res["layers"]
     fig = new(8, 0.8 + 0.28 * len(rows))
     ax = fig.add_subplot()
-    names = [r["name"] for r in rows][::-1]
+    from ..plots import plain
+    names = [plain(r["name"]) for r in rows][::-1]          # layer names from the model: no mathtext
     fab = [r["fabric_us"] for r in rows][::-1]
     host = [r["host_us"] for r in rows][::-1]
     ax.barh(names, fab, color="#4c72b0", label="fabric (kernel or DDR)")
@@ -121,6 +122,7 @@ def _latency(res, other):
     return "".join(parts)
 
 
+@artifact.damage_as_input_error.guard
 def write_report(path, *, out=None, board=None, batch=1) -> Path:
     """Write the HTML report of the compiled model ``path`` to ``out`` (default ``<stem>_report.html``
     in the current folder) and return the path written. ``board`` and ``batch`` as in

@@ -315,6 +315,9 @@ def _host(w, j, in_shapes, arrays):
             if f is not None:
                 _int(f"{w}: gate_in.f_in[{k}]", f, -MAX_RADIX, MAX_RADIX)
     shape = in_shapes[0]
+    if op == "fallback":
+        _fallback(w, j, a, arrays)
+        return None
     if op in ("MaxPool", "AveragePool"):
         return _window(w, a, shape)
     if op == "BatchNormalization":
@@ -340,6 +343,38 @@ def _host(w, j, in_shapes, arrays):
     if op in SHAPE_KEEPING:
         return shape
     return None
+
+
+MAX_NODE_BYTES = 1 << 20     # a --host-fallback layer's serialized ONNX node (its attributes; weights are consts)
+MAX_CONSTS = 16
+
+
+def _fallback(w, j, a, arrays):
+    """A ``--host-fallback`` layer (hlsnn.deploy.layers): its ONNX node as serialized bytes
+    ``<name>/onnx_node`` (uint8, 1..MAX_NODE_BYTES), its opset imports ``[[domain, version]]``
+    and the names of its constant inputs, each stored as ``<name>/const<i>``. The node itself is
+    parsed and matched against the layer when it loads (hlsnn.deploy.layers._host_layer), where
+    onnx is imported."""
+    node = arrays.get(f"{j['name']}/onnx_node")
+    if node is None or node.dtype != np.uint8 or node.ndim != 1 or not 1 <= node.size <= MAX_NODE_BYTES:
+        _fail(w, f"its node {j['name']}/onnx_node is missing or not 1..{MAX_NODE_BYTES} bytes (uint8)")
+    opset = _key(a, "opset", f"{w}: attrs")
+    if not isinstance(opset, list) or not 1 <= len(opset) <= 16:
+        _fail(f"{w}: opset", "not a list of 1..16 [domain, version] pairs")
+    for o in opset:
+        if not isinstance(o, list) or len(o) != 2:
+            _fail(f"{w}: opset", f"{excerpt(o, 40)} is not a [domain, version] pair")
+        if o[0] != "":
+            _label(f"{w}: opset domain", o[0])
+        _int(f"{w}: opset version", o[1], 1, 1000)
+    names = _key(a, "const_names", f"{w}: attrs")
+    if not isinstance(names, list) or len(names) > MAX_CONSTS:
+        _fail(f"{w}: const_names", f"not a list of at most {MAX_CONSTS} names")
+    for i, n in enumerate(names):
+        _label(f"{w}: const name", n)
+        v = arrays.get(f"{j['name']}/const{i}")
+        if v is None or v.size > MAX_ELEMS:
+            _fail(w, f"its constant {j['name']}/const{i} is missing or has more than {MAX_ELEMS} values")
 
 
 def _engine(w, j, shape, accels, arrays):

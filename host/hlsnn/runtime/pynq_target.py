@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import HlsnnError, InputError, MissingDependency, excerpt
+from ..errors import HlsnnError, InputError, MissingDependency, excerpt, seconds
 from .targets import _limit, kernel_cycles
 
 #: AXI DMA status register (DMASR) bits.
@@ -148,14 +148,15 @@ class PynqTarget:
 
     def __init__(self, cfg, engine, *, overlay, device=None, timeout=10.0, download=True, max_transfer_bytes=None):
         pynq = _pynq()
-        self.cfg, self.engine, self.timeout = cfg, engine, float(timeout)
+        self.cfg, self.engine, self.timeout = cfg, engine, seconds("timeout", timeout)
         bit, hwh, js = overlay_files(overlay, cfg.name)
         self.manifest = read_manifest(js)
         if not isinstance(self.manifest, dict):
             raise InputError(f"overlay manifest {js}: must be a JSON object (is this an hlsnn overlay's <name>.json?)")
         got = self.manifest.get("config_hash32")
         if got != cfg.hash32:
-            raise OverlayMismatch(f"overlay {bit.parent} was built from config hash 0x{int(got or 0):08x}, but config "
+            shown = f"0x{got:08x}" if isinstance(got, int) and not isinstance(got, bool) else excerpt(got, 40)
+            raise OverlayMismatch(f"overlay {bit.parent} was built from config hash {shown}, but config "
                                   f"{cfg.name} hashes to 0x{cfg.hash32:08x}: rebuild the overlay (hlsnn build) or use "
                                   f"the config it was built from")
         vlnv = f"hlsnn.org:hls:{cfg.name}:1.0"
@@ -176,8 +177,13 @@ class PynqTarget:
         #: bytes one transfer may carry: the DMA's length register, or less if asked; the
         #: engines tile larger operations to it (``engines.tiling``)
         self.max_transfer_bytes = self._dma_limit if user is None else min(user, self._dma_limit)
-        self.dma = self.overlay.dma
-        self.kernel = getattr(self.overlay, cfg.name)
+        try:                      # pynq's drivers read the IPs' .hwh parameters (the DMA's c_micro_dma ...)
+            self.dma = self.overlay.dma
+            self.kernel = getattr(self.overlay, cfg.name)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise OverlayMismatch(f"overlay {bit.name}: pynq's drivers cannot read its IPs' parameters "
+                                  f"({type(exc).__name__}: {' '.join(str(exc).split())[:120]}); is the .hwh damaged? "
+                                  f"rebuild the overlay with hlsnn build") from None
         # the manifest's register map is keyed by the protocol's register names (hlsnn build
         # translates the kernel's argument names, e.g. k_in for k, from the generated header)
         regs = self.manifest.get("register_map") or {}
@@ -218,8 +224,12 @@ class PynqTarget:
         def need(key, ok, what):
             if key not in par:
                 raise OverlayMismatch(f"the overlay's DMA has no parameter {key}")
-            if not ok(str(par[key])):
-                raise OverlayMismatch(f"the overlay's DMA has {key} = {par[key]}: {what}")
+            try:
+                good = ok(str(par[key]))
+            except ValueError:                 # a width that is no number (a damaged or hostile .hwh)
+                good = False
+            if not good:
+                raise OverlayMismatch(f"the overlay's DMA has {key} = {excerpt(par[key], 40)}: {what}")
         need("c_include_sg", lambda v: v == "0", "it must run in simple mode (no scatter-gather)")
         need("c_m_axis_mm2s_tdata_width", lambda v: int(v) == sb, f"the kernel's input stream is {sb} bits")
         need("c_s_axis_s2mm_tdata_width", lambda v: int(v) == sb, f"the kernel's output stream is {sb} bits")

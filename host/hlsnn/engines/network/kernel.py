@@ -453,10 +453,7 @@ def build(net, *, strict=None, out_root=None, render_fn=None):
         lib = folder / "libnet.so"
         if lib.is_file():
             return lib, t
-        folder.mkdir(parents=True, exist_ok=True)
-        for f in files:
-            (folder / f).parent.mkdir(parents=True, exist_ok=True)
-            (folder / f).write_bytes((tmp / f).read_bytes())
+        place_sources(tmp, folder, files)
         fd, part = tempfile.mkstemp(dir=folder, suffix=".so")
         os.close(fd)
         argv = [csim.compiler(), *flags, "-Wno-unused-label", f"-I{folder / 'include'}", f"-I{folder}", f"-isystem{csim.ap_types_dir()}",
@@ -481,6 +478,27 @@ def build(net, *, strict=None, out_root=None, render_fn=None):
         return lib, t
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def place_sources(src, folder, files):
+    """Copy ``files`` from ``src`` into the shared cache ``folder``: a file already there with
+    the same bytes is left alone, any other written atomically (:func:`hlsnn.files.write_atomic`).
+    Two processes building one network kernel (test workers, parallel sweeps) write the same
+    sources into one folder; a plain truncate-and-write let one's compiler read the other's
+    half-written ``network_data.h``."""
+    from ...files import write_atomic
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for f in files:
+        data = (Path(src) / f).read_bytes()
+        dst = folder / f
+        try:
+            if dst.read_bytes() == data:
+                continue
+        except OSError:
+            pass
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(dst, data)
 
 
 def _mkdir(p):
