@@ -324,11 +324,11 @@ class CompiledNet:
     def run(self, x, *, keep=False):
         """``y`` (the network's output), or with ``keep`` ``(y, tensors)``: every tensor by name.
         ``last_host_s`` counts the input's check too (it is the host's, on every call)."""
+        t0 = time.perf_counter()      # the guard's cost is the host's too
         with artifact.damage_as_input_error(self.path):
-            return self._run(x, keep)
+            return self._run(x, keep, t0)
 
-    def _run(self, x, keep):
-        t0 = time.perf_counter()
+    def _run(self, x, keep, t0):
         if self._c_run is not None and not keep:
             return self._run_c(x, t0)
         x = self._check_input(x, stored=self._c_path())
