@@ -92,18 +92,17 @@ class Deployment:
                  dynamic=False, host_bits=None, update="e1", update_by="layer", update_percent=updates.DEFAULT_PERCENT,
                  strided_stats="all", clip_stats="off"):
         self.net, self.assignment, self.formats = net, assignment, formats
-        if clip_stats not in ("off", "clipped"):
-            raise InputError(f"clip_stats {clip_stats!r}: one of off, clipped")
-        if clip_stats == "clipped" and (dynamic or update != "e1"):
-            raise InputError("clip_stats 'clipped' applies to static calibration with update e1 only; in dynamic "
-                             "mode (and E2/E4) the statistics unit chooses from the layer's results: use 'off'")
-        self.clip_stats = clip_stats
-        if strided_stats not in ("all", "kept"):
-            raise InputError(f"strided_stats {strided_stats!r}: one of all, kept")
-        if strided_stats == "kept" and (dynamic or update != "e1"):
-            raise InputError("strided_stats 'kept' applies to static calibration with update e1 only; in dynamic "
-                             "mode (and E2/E4) the statistics unit sees every stride-1 result: use 'all'")
-        self.strided_stats = strided_stats
+        # two calibration rules of a static radix; each one's first value is the rule the hardware's own
+        # statistics unit follows, the only one in dynamic mode and with E2/E4
+        for key, value, (plain, other), sees in (
+                ("clip_stats", clip_stats, ("off", "clipped"), "the layer's results"),
+                ("strided_stats", strided_stats, ("all", "kept"), "every stride-1 result")):
+            if value not in (plain, other):
+                raise InputError(f"{key} {value!r}: one of {plain}, {other}")
+            if value == other and (dynamic or update != "e1"):
+                raise InputError(f"{key} {other!r} applies to static calibration with update e1 only; in dynamic "
+                                 f"mode (and E2/E4) the statistics unit sees {sees}: use {plain!r}")
+        self.clip_stats, self.strided_stats = clip_stats, strided_stats
         self.overflow_ratio, self.rounding, self.dynamic = overflow_ratio, rounding, dynamic
         self.update, self.update_by, self.update_percent = updates.check(update, update_by, update_percent)
         if host_bits is not None:
