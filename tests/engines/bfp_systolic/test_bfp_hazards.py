@@ -42,6 +42,9 @@ def _gemm(b, k, n, seed=0):
     # the old post gap: one group, three tiles of a short K: the next tile reads a sample's
     # running state POST_GAP + 1 = 4 iterations after the last post wrote it
     ("run_*", {"POST_GAP": 3}, (2, 7, 12), "run_"),
+    # the same gap, two groups of one tile: the output beats of group 0 (they stream during
+    # Steps) read its exponents POST_GAP + 1 = 4 iterations after the last post wrote them
+    ("o_exp", {"POST_GAP": 3}, (5, 7, 6), r"'o_exp\[0\]'"),
 ])
 def test_planted_hazard_fails_the_strict_csim(monkeypatch, what, patch, shape, names):
     for k, v in patch.items():
@@ -53,11 +56,19 @@ def test_planted_hazard_fails_the_strict_csim(monkeypatch, what, patch, shape, n
 @pytest.mark.slow
 def test_shipped_gaps_pass_the_planted_shapes():
     """The same shapes with the shipped gaps: the strict run passes, and its read-after-write
-    records show the distances the gaps give (4 for the weight store, 8 for the running state)."""
-    w = _gemm(5, 7, 6)["wstore"]
+    records show the distances the gaps give (4 for the weight store, 8 for the running state
+    and the output exponents). The output's copy of the weight exponents is read only once a
+    group is complete: t16_row's 2 tiles of 4 rows, 9 beats each (1 exponent beat), tile 1's
+    exponents (rows 4-5) written in iteration 9, and sample 0's output beats in 55 (rows 0-2)
+    and 56 (rows 3-5, the first read of tile 1's) (the hand count of
+    tests/perf/test_cycle_model.py): 47 apart."""
+    g = _gemm(5, 7, 6)
+    w, o, e = g["wstore"], g["o_exp"], g["wexp_o"]
     r = _gemm(2, 7, 12)["run_lop"]
     assert (w["min_distance"], w["required"]) == (spec.W_GAP, spec.W_DEPTH)
     assert (r["min_distance"], r["required"]) == (spec.POST_GAP + 1, spec.POST_DEPTH)
+    assert (o["min_distance"], o["required"]) == (spec.POST_GAP + 1, spec.POST_DEPTH)
+    assert e["required"] == spec.RAW_DISTANCE["wexp"] and e["min_distance"] >= spec.POST_DEPTH
 
 
 @pytest.mark.slow   # compiles a kernel with the hazard planted back

@@ -86,12 +86,18 @@ W_GAP = W_DEPTH + 1
 #: 0: :data:`W_DEPTH` = 3 (the kernel leaves :data:`W_GAP` = 4); ``wexp``: the exponent beats skip
 #: the assembly, 2. ``run_*`` and ``ybuf``: the post reads them at stage 0 (the shadow row
 #: multiplexer and the result-store read) and writes them at stage 6 (after the running maximum):
-#: :data:`POST_DEPTH` = 7 (the kernel leaves ``POST_GAP + 1`` = 8).
-RAW_DISTANCE = {"wstore": 3, "wexp": 2, "run": 7, "ybuf": 7}
+#: :data:`POST_DEPTH` = 7 (the kernel leaves ``POST_GAP + 1`` = 8). ``o_exp``: a post writes a
+#: complete sample's exponents at stage 6, the output beats read them at stage 0: 7 (the kernel
+#: leaves ``POST_GAP + 1`` = 8: a group counts as complete that long after its last post).
+#: ``wexp_o``: the loader writes the output's copy of an exponent beat as it writes ``wexp``, 2
+#: (the output beats read it only once a group is complete, which needs every tile's steps, and
+#: so its exponents, loaded and computed: far more iterations than 2).
+RAW_DISTANCE = {"wstore": 3, "wexp": 2, "run": 7, "ybuf": 7, "wexp_o": 2, "o_exp": POST_DEPTH}
 #: Read-after-write distance each ``DEPENDENCE inter false`` array of ``Steps`` needs
 #: (iterations from a write to a read of the same word), for the strict C-simulation.
 RAW_REQUIRED = {"wstore": W_DEPTH, "wstore_u": W_DEPTH, "wstore_b": W_DEPTH, "run_lop": POST_DEPTH,
-                "run_any": POST_DEPTH, "run_mag": POST_DEPTH, "ybuf": POST_DEPTH, "o_exp": POST_DEPTH}
+                "run_any": POST_DEPTH, "run_mag": POST_DEPTH, "ybuf": POST_DEPTH, "o_exp": POST_DEPTH,
+                "wexp": RAW_DISTANCE["wexp"], "wexp_o": RAW_DISTANCE["wexp_o"]}
 #: GEMV mode: output rows posted per cycle at most (kernel: kGemvPost, also at most the lanes)
 GEMV_POST = 4
 
