@@ -70,7 +70,7 @@ def tcresnets(tmp_path_factory):
         for fmt in ("bfp8", "twohot", "fixed8"):
             out[name, fmt] = tmp / f"{name}-{fmt}.hlsnn"
             compile_model(cfg, fmt, out[name, fmt])
-        # bfp8 on the PYNQ-Z2's array: the layer path runs the grouped conv as 2 GEMMs (packs of 2 groups)
+        # bfp8 on the PYNQ-Z2's array: the grouped conv's packs as the cycle model chooses them (1 GEMM since Steps II 1)
         z2 = tmp / f"{name}-z2.yaml"
         z2.write_text(cfg.read_text().replace("bfp8_zcu104", "bfp8_pynq-z2"))
         out[name, "bfp8_z2"] = tmp / f"{name}-bfp8_z2.hlsnn"
