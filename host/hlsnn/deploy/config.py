@@ -353,6 +353,15 @@ def load_deploy_config(path) -> DeployConfig:
                         data["task"], data["targets"])
 
 
+#: The two calibration rules of a static radix that only a static calibration with update e1 may
+#: change (the radix is then a constant of the program, the kernels unchanged): key, the statistics
+#: unit's own rule (the default; the only one in dynamic mode and with E2/E4), the other rule, and
+#: what the statistics unit does that the other rule departs from. Deployment, deployment_kwargs,
+#: the config check and hlsnn.train.prepare all read it.
+STATIC_RULES = (("strided_stats", "all", "kept", "sees every stride-1 result"),
+                ("clip_stats", "off", "clipped", "chooses from the layer's results"))
+
+
 def deployment_kwargs(cfg: DeployConfig, *, update=None, update_by=None, host_bits=None) -> dict:
     """The keyword arguments of :class:`~hlsnn.deploy.runner.Deployment` that ``cfg`` fixes: its
     ``calibration`` section (filled with the defaults by :func:`load_deploy_config`) and
@@ -364,14 +373,11 @@ def deployment_kwargs(cfg: DeployConfig, *, update=None, update_by=None, host_bi
     ``strided_stats: kept`` or ``clip_stats: clipped`` with an ``update`` other than e1 is an
     :class:`InputError` (the config's own pair is refused when it is read)."""
     cal = cfg.calibration
-    if cal["strided_stats"] == "kept" and update not in (None, "e1"):
-        raise InputError(f"radix update {update!r} with calibration.strided_stats: kept in {cfg.path}: kept applies "
-                         "to update e1 only (with E2/E4 the statistics unit sees every stride-1 result); use "
-                         "update e1 or strided_stats: all")
-    if cal["clip_stats"] == "clipped" and update not in (None, "e1"):
-        raise InputError(f"radix update {update!r} with calibration.clip_stats: clipped in {cfg.path}: clipped "
-                         "applies to update e1 only (with E2/E4 the statistics unit chooses from the layer's "
-                         "results); use update e1 or clip_stats: off")
+    for key, plain, other, unit in STATIC_RULES:
+        if cal[key] == other and update not in (None, "e1"):
+            raise InputError(f"radix update {update!r} with calibration.{key}: {other} in {cfg.path}: {other} "
+                             f"applies to update e1 only (with E2/E4 the statistics unit {unit}); use update e1 "
+                             f"or {key}: {plain}")
     return dict(overflow_ratio=cal["overflow_ratio"], rounding=cfg.rounding, dynamic=cal["mode"] == "dynamic",
                 host_bits=host_bits, update=update or cal["update"], update_by=update_by or cal["update_by"],
                 update_percent=cal["percent"], strided_stats=cal["strided_stats"],
@@ -415,14 +421,11 @@ def _check(path, raw):
     if out["calibration"] is None:
         out["calibration"] = check_section(path, "calibration", {}, FIELDS["calibration"].fields)
     cal = out["calibration"]
-    if cal["strided_stats"] == "kept" and (cal["mode"] == "dynamic" or cal["update"] != "e1"):
-        raise ConfigError(path, "calibration.strided_stats", "kept",
-                          "applies to static calibration with update: e1 only (mode: static); in dynamic mode "
-                          "the statistics unit sees every stride-1 result; allowed here: all")
-    if cal["clip_stats"] == "clipped" and (cal["mode"] == "dynamic" or cal["update"] != "e1"):
-        raise ConfigError(path, "calibration.clip_stats", "clipped",
-                          "applies to static calibration with update: e1 only (mode: static); in dynamic mode "
-                          "and with e5 the statistics unit chooses from the layer's results; allowed here: off")
+    for key, plain, other, unit in STATIC_RULES:
+        if cal[key] == other and (cal["mode"] == "dynamic" or cal["update"] != "e1"):
+            raise ConfigError(path, f"calibration.{key}", other,
+                              "applies to static calibration with update: e1 only (mode: static); in dynamic mode "
+                              f"and with e5 the statistics unit {unit}; allowed here: {plain}")
     out["formats"] = free.get("formats")
     out["assignments"] = free.get("assignments")
     return out

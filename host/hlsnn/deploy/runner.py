@@ -70,6 +70,7 @@ from . import gatecodes, tablecodes as tablein
 from ..errors import InputError
 from . import biascorr, hostops, radix_lse, radix_search, samplewise, shift_auto, shift_netfit
 from . import update as updates
+from .config import STATIC_RULES
 from .executors import EXECS, BfpExec, ShiftExec
 from .hostquant import HostQuant, check_host_bits
 from .quant import Act
@@ -92,16 +93,13 @@ class Deployment:
                  dynamic=False, host_bits=None, update="e1", update_by="layer", update_percent=updates.DEFAULT_PERCENT,
                  strided_stats="all", clip_stats="off"):
         self.net, self.assignment, self.formats = net, assignment, formats
-        # two calibration rules of a static radix; each one's first value is the rule the hardware's own
-        # statistics unit follows, the only one in dynamic mode and with E2/E4
-        for key, value, (plain, other), sees in (
-                ("clip_stats", clip_stats, ("off", "clipped"), "the layer's results"),
-                ("strided_stats", strided_stats, ("all", "kept"), "every stride-1 result")):
-            if value not in (plain, other):
-                raise InputError(f"{key} {value!r}: one of {plain}, {other}")
-            if value == other and (dynamic or update != "e1"):
+        rules = {"strided_stats": strided_stats, "clip_stats": clip_stats}
+        for key, plain, other, unit in STATIC_RULES:
+            if rules[key] not in (plain, other):
+                raise InputError(f"{key} {rules[key]!r}: one of {plain}, {other}")
+            if rules[key] == other and (dynamic or update != "e1"):
                 raise InputError(f"{key} {other!r} applies to static calibration with update e1 only; in dynamic "
-                                 f"mode (and E2/E4) the statistics unit sees {sees}: use {plain!r}")
+                                 f"mode (and E2/E4) the statistics unit {unit}: use {plain!r}")
         self.clip_stats, self.strided_stats = clip_stats, strided_stats
         self.overflow_ratio, self.rounding, self.dynamic = overflow_ratio, rounding, dynamic
         self.update, self.update_by, self.update_percent = updates.check(update, update_by, update_percent)

@@ -8,7 +8,7 @@ from torch import nn
 import torch.nn.functional as Fn
 
 from ..config import load_config
-from ..deploy.config import DeployConfig, load_deploy_config
+from ..deploy.config import STATIC_RULES, DeployConfig, load_deploy_config
 from ..errors import InputError
 from .quant import BfpWeight, FixedAct, FixedWeight, ShiftWeight, bfp_fake, fixed_fake, tag
 
@@ -241,14 +241,13 @@ def prepare(model, deploy_config, assignment=None, *, layers=None, overflow_rati
     cfg = deploy_config if isinstance(deploy_config, DeployConfig) else load_deploy_config(deploy_config)
     if overflow_ratio is None:
         overflow_ratio = cfg.calibration["overflow_ratio"]
-    if strided_stats is None:
-        strided_stats = cfg.calibration["strided_stats"]
-    if strided_stats not in ("all", "kept"):
-        raise InputError(f"strided_stats {strided_stats!r}: one of all, kept")
-    if clip_stats is None:
-        clip_stats = cfg.calibration["clip_stats"]
-    if clip_stats not in ("off", "clipped"):
-        raise InputError(f"clip_stats {clip_stats!r}: one of off, clipped")
+    rules = {"strided_stats": strided_stats, "clip_stats": clip_stats}
+    for key, plain, other, _ in STATIC_RULES:
+        if rules[key] is None:
+            rules[key] = cfg.calibration[key]
+        if rules[key] not in (plain, other):
+            raise InputError(f"{key} {rules[key]!r}: one of {plain}, {other}")
+    strided_stats, clip_stats = rules["strided_stats"], rules["clip_stats"]
     if assignment is None:
         assignment = next(iter(cfg.assignments.values()))
     elif isinstance(assignment, str):
