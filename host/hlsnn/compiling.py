@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 
-from .errors import HlsnnError
+from .errors import HlsnnError, seconds
 
 #: seconds a compile may take unless HLSNN_COMPILE_TIMEOUT says otherwise (a csim compile of the
 #: largest shipped kernel takes about a minute on a loaded 2-core machine)
@@ -31,14 +31,7 @@ def timeout() -> float:
     raw = os.environ.get("HLSNN_COMPILE_TIMEOUT", "").strip()
     if not raw:
         return DEFAULT_TIMEOUT
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value > 0 or value != value or value == float("inf"):
-        from .errors import InputError
-        raise InputError(f"HLSNN_COMPILE_TIMEOUT = {raw!r}: must be a positive number of seconds")
-    return value
+    return seconds("HLSNN_COMPILE_TIMEOUT", raw)
 
 
 def run(argv, what, *, word_after=None) -> subprocess.CompletedProcess:
