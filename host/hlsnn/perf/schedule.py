@@ -326,10 +326,10 @@ class Kernel:
             port = name
             if name in self.m_axi:             # a bundle: one read and one write channel
                 kind, name = "m_axi", f"m_axi {self.bundle.get(name, 'gmem0')}"
+            elif self._registers(name, len(idx)):
+                continue                       # registers: no ports, no bank
             else:
                 kind = self._storage(name)
-            if kind == "regs":
-                continue
             uv = [(v, t) for v, t in uvars if v and t]
             n = 1
             for _v, t in uv:
@@ -347,8 +347,6 @@ class Kernel:
                 dims = self._dims(name)
                 blk = {d: (f, dims[d - 1] if d <= len(dims) else 0)
                        for d, t, f in pl if t == "block" and f}
-                if idx and all(any(d == dd and t == "complete" for dd, t, _f in pl) for d in range(1, len(idx) + 1)):
-                    continue                     # every dimension partitioned: registers
             e = per.setdefault(name, {"kind": kind, "r": {}, "w": {}, "runtime": False, "static": True})
             for env in envs:
                 if any(pol is not None and self.consts.value(cc, env=env) is not None
@@ -418,10 +416,11 @@ class Kernel:
 
     def _registers(self, name, ndims):
         """Whether array ``name`` accessed with ``ndims`` indices is registers (no ports, no bank)."""
-        if name in self.m_axi or name in self.streams:
+        kind = self._storage(name)
+        if name in self.m_axi or kind == "stream":
             return False
         pl = self.var_pragmas.get(name, {}).get("partition", [])
-        return (self._storage(name) == "regs"
+        return (kind == "regs"
                 or ndims > 0 and all(any(d == dd and t == "complete" for dd, t, _f in pl) for d in range(1, ndims + 1)))
 
     def _storage(self, name):
