@@ -31,7 +31,9 @@ averaging, hlsnn.train.average; the mean pruned again, its BatchNorm statistics 
 --qat-average-from F does the same over the last (1-F) of the fine-tuning epochs: the mean of the latent float weights
 (the held zeros stay zero), quantized in eval by the same rules, so the deployment stays bit-exact. --regrow-every N prunes and regrows every N steps once the schedule is
 at the target (RigL, hlsnn.train.regrow.RegrowPruner, each unit's zeros kept); --label-smoothing
-smooths the labels after the float training. scripts/select_on_val.py keeps the best of k runs
+smooths the labels after the float training. --lane-balance M balances each layer's zeros by
+lanes of M multipliers instead of by rows (hlsnn.train.prune: the layer's balanced count, its largest
+magnitudes anywhere, no row above that count rounded up to a multiple of M). scripts/select_on_val.py keeps the best of k runs
 on the validation images.
 When the deployed outputs differ from torch's, the first layer whose outputs differ is named.
 --save-pruned PATH writes the model the int8 step starts from (the pruned, recovered/averaged float
@@ -77,6 +79,11 @@ def main(argv=None):
                     help="sparse, --allocation erk: bend the rule (0: uniform, 1: ERK; erk_sparsities' power)")
     ap.add_argument("--layer-sparsity", action="append", default=[], metavar="LAYER=S",
                     help="sparse, --allocation erk: this layer (its module name) at S, the rest by the rule")
+    ap.add_argument("--lane-balance", type=int, default=0, metavar="M",
+                    help="sparse: balance each layer's zeros by lanes of M multipliers instead of by rows "
+                         "(BalancedPruner(lanes=M): the layer's count as balanced rows would keep, its largest "
+                         "magnitudes anywhere, no row above the balanced count rounded up to a multiple of M; "
+                         "8 is sparse8_pynq-z2's network kernel lane); 0: every row the same count")
     ap.add_argument("--distill", default="0", metavar="T,ALPHA",
                     help="knowledge distillation from the float model in pruning, recovery and fine-tuning "
                          "(hlsnn.train.distillation_loss): temperature T, soft-target weight ALPHA; a single "
@@ -186,6 +193,12 @@ def main(argv=None):
     if a.qat_recalibrate and a.qat_radix != "static" or a.qat_recalibrate < 0:
         ap.error(f"--qat-recalibrate {a.qat_recalibrate}: a number of epochs >= 0, with --qat-radix static")
 
+    if a.lane_balance and (a.lane_balance < 0 or a.format != "sparse" or a.regrow_every):
+        ap.error(f"--lane-balance {a.lane_balance}: a number of multipliers per lane >= 1 (0: balanced rows), with "
+                 "--format sparse and without --regrow-every (regrowth keeps each row's count)")
+    if a.lane_balance < 0:
+        ap.error(f"--lane-balance {a.lane_balance}: a number of multipliers per lane >= 1 (0: balanced rows)")
+
     import torch
     from torch import nn
     from export_torch_models import _tiny_models
@@ -260,7 +273,9 @@ def main(argv=None):
     pre = {}                                   # what the phases before the int8 step report
     if a.from_pruned:
         ck = torch.load(a.from_pruned, weights_only=False)
-        differ = {k: (ck["args"].get(k), v) for k, v in _pre_int8_args(a).items() if ck["args"].get(k) != v}
+        # an option newer than the checkpoint is taken at its default there
+        was = {k: ck["args"].get(k, ap.get_default(k)) for k in _pre_int8_args(a)}
+        differ = {k: (was[k], v) for k, v in _pre_int8_args(a).items() if was[k] != v}
         if differ:
             ap.error(f"--from-pruned {a.from_pruned}: options of the phases before the int8 step differ from the "
                      "checkpoint's (option: checkpoint, here): "
@@ -302,7 +317,8 @@ def main(argv=None):
                                       stop=int(a.regrow_stop * steps), every_regrow=a.regrow_every,
                                       alpha=a.regrow_alpha)
             else:
-                pruner = BalancedPruner(model, a.sparsity, 0, end, allocation=a.allocation, sparsities=sparsities)
+                pruner = BalancedPruner(model, a.sparsity, 0, end, allocation=a.allocation, sparsities=sparsities,
+                                        lanes=a.lane_balance or None)
             aug["phase"] = "prune"
             fit(model, a.prune_epochs, a.prune_lr, pruner.step)
             frozen = avg = snap = None
@@ -493,6 +509,8 @@ def main(argv=None):
             if a.ls_phases != frozenset(PHASES):
                 res["label_smoothing_phases"] = [p for p in PHASES if p in a.ls_phases]
         res["allocation"] = a.allocation
+        if a.lane_balance:
+            res["lane_balance"] = a.lane_balance
         if a.erk_power != 1.0 or a.layer_sparsity:
             res["erk_power"], res["layer_sparsity"] = a.erk_power, a.layer_sparsity
         res["pruned_float_acc"] = pruned_float_acc

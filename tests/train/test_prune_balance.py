@@ -75,3 +75,62 @@ def test_cubic_schedule_values():
     assert cubic_schedule(5, 0.8, 0, 10) == pytest.approx(0.8 * (1 - 0.5 ** 3))
     vals = [cubic_schedule(i, 0.9, 2, 12) for i in range(14)]
     assert all(b >= a for a, b in zip(vals, vals[1:]))
+
+
+def _greedy_lanes(w, s, lanes):
+    """Reference for ``balanced_mask(w, s, lanes=M)`` written here: walk the weights from the
+    largest magnitude down (ties by position), keeping one while its row holds fewer than the
+    cap, until the layer holds as many as balanced rows would."""
+    rows = w.reshape(w.shape[0], -1).tolist()
+    k = len(rows[0])
+    kept = k - _zeros(s, k)
+    cap = min(k, math.ceil(kept / lanes) * lanes)
+    order = sorted(((-abs(v), r * k + c) for r, row in enumerate(rows) for c, v in enumerate(row)))
+    mask, count, n = [0.0] * (len(rows) * k), [0] * len(rows), 0
+    for _, pos in order:
+        if n == len(rows) * kept:
+            break
+        if count[pos // k] < cap:
+            mask[pos] = 1.0
+            count[pos // k] += 1
+            n += 1
+    return torch.tensor(mask).reshape(w.shape)
+
+
+@pytest.mark.parametrize("s, lanes", [(0.9375, 8), (0.9, 2), (0.5, 3), (0.0, 8), (1.0, 8)])
+def test_lane_balanced_mask_against_a_greedy_walk(s, lanes):
+    torch.manual_seed(1)
+    w = torch.randn(12, 4, 2, 4)                      # rows of 32
+    w[3, 0, 0, :2] = w[5, 0, 0, 0]                    # ties
+    m = balanced_mask(w, s, lanes=lanes)
+    assert torch.equal(m, _greedy_lanes(w, s, lanes))
+    k = 32
+    kept = k - _zeros(s, k)
+    assert int(m.sum()) == 12 * kept                  # the balanced rows' count for the layer
+    assert int(m.reshape(12, -1).sum(1).max()) <= min(k, math.ceil(kept / lanes) * lanes)
+
+
+def test_lane_balanced_rows_differ_and_keep_the_larger():
+    # row 0 holds the four largest magnitudes: balanced rows keep 2 of each row; lanes of 4 let
+    # row 0 keep all four, row 1 none
+    w = torch.tensor([[9.0, 8.0, 7.0, 6.0], [1.0, 2.0, 3.0, 0.5]])
+    assert balanced_mask(w, 0.5).tolist() == [[1, 1, 0, 0], [0, 1, 1, 0]]
+    assert balanced_mask(w, 0.5, lanes=4).tolist() == [[1, 1, 1, 1], [0, 0, 0, 0]]
+    assert balanced_mask(w, 0.5, lanes=3).tolist() == [[1, 1, 1, 0], [0, 0, 1, 0]]   # cap 3 (2 up to 3)
+    with pytest.raises(ValueError, match="lanes"):
+        balanced_mask(w, 0.5, lanes=0)
+
+
+def test_pruner_lanes_depthwise_still_per_layer():
+    m = _model()
+    pr = BalancedPruner(m, 0.9, 0, 1, lanes=8)
+    before = {layer: layer.weight.detach().clone() for _, layer in pr.named}
+    pr.apply(0.9)
+    for name, layer in pr.named:
+        w = before[layer]
+        if is_depthwise(layer):
+            assert torch.equal(pr.masks[layer], balanced_mask(w, 0.9, per_layer=True))
+        else:
+            assert torch.equal(pr.masks[layer], _greedy_lanes(w, 0.9, 8)), name
+    with pytest.raises(ValueError, match="lanes"):
+        BalancedPruner(m, 0.9, 0, 1, lanes=True)

@@ -42,3 +42,12 @@ def test_resume_refuses_other_pruning(monkeypatch, capsys, tmp_path):
         run_train_qat(monkeypatch, "train_qat_resume_e", _ARGS + ["--from-pruned", ck, "--prune-lr", "1e-2"])
     err = capsys.readouterr().err
     assert "differ from the checkpoint's" in err and "--prune-lr: 0.001, 0.01" in err
+    # a checkpoint older than an option is taken at the option's default: --lane-balance (new) is 0
+    # there, so the same command resumes and --lane-balance 8 is refused
+    import torch
+    saved = torch.load(ck, weights_only=False)
+    del saved["args"]["lane_balance"]
+    torch.save(saved, ck)
+    with pytest.raises(SystemExit):
+        run_train_qat(monkeypatch, "train_qat_resume_f", _ARGS + ["--from-pruned", ck, "--lane-balance", "8"])
+    assert "--lane-balance: 0, 8" in capsys.readouterr().err

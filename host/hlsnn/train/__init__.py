@@ -10,7 +10,9 @@
 * :class:`BalancedPruner` prunes to a target sparsity on a gradual (cubic) schedule with the
   same number of zeros in every output channel (a depthwise layer: balanced over the layer), so
   every unit of the sparse cluster gets the same share of zeros whatever output channels it
-  holds; prune the float model with BatchNorm live, then fold, prepare and :func:`hold_zeros`
+  holds (``lanes=M``: balanced by the network kernel's lanes of ``M`` multipliers instead, each
+  layer's count as balanced rows would keep, :mod:`hlsnn.train.prune`); prune the float model
+  with BatchNorm live, then fold, prepare and :func:`hold_zeros`
   (the zeros stay zero through quantization-aware training). :func:`erk_sparsities` spreads a
   model's target over its layers (the small ones pruned less), still balanced within each.
   :func:`distillation_loss` adds the float model's softened outputs as a second target while

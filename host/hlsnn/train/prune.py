@@ -7,6 +7,16 @@ target sparsity with the zeros balanced, and the zeros held through quantization
   slice. A depthwise layer (one input channel per group) is balanced over the layer instead: per
   channel, 90% of a 3x3 kernel would leave each channel one weight, and the layer's largest
   magnitudes, wherever they are, keep the same count of zeros with far less damage.
+* ``lanes=M`` (:func:`balanced_mask`, :class:`BalancedPruner`): a coarser balance, what the
+  engines' timing needs and no more. The layer keeps as many weights as with every row
+  balanced (``Z * kept``), its largest magnitudes wherever they are, with no row keeping more
+  than ``kept`` rounded up to a multiple of ``M``. The layer kernel broadcasts every non-zero
+  coefficient to all its units and partitions the feature map among them (source 003), so
+  its units' work does not depend on which output channel holds a weight, only on the
+  layer's (pass's) count; the network kernel runs a block's output channels in lanes of ``M``
+  multipliers (8 on ``sparse8_pynq-z2``: ``units * tile_w / max_z``), a lane taking at least
+  ``ceil(n / M)`` steps for its ``n`` non-zeros, and the cap keeps that bound at the balanced
+  rows' ``ceil(kept / M)``.
 * :class:`BalancedPruner` prunes the float model, BatchNorm still live (before
   :func:`~hlsnn.train.fold_batchnorm`: folding scales each output channel, so a zero stays zero),
   or a prepared model's sparse-format layers; call :meth:`~BalancedPruner.step` after each
@@ -35,15 +45,35 @@ def cubic_schedule(step, target, start, end, initial=0.0):
     return target + (initial - target) * (1 - t) ** 3
 
 
-def balanced_mask(w, sparsity, per_layer=False):
+def balanced_mask(w, sparsity, per_layer=False, lanes=None):
     """A 0/1 mask of ``w``'s shape that zeroes the ``n = round(sparsity * k)`` smallest
     magnitudes of every output channel (axis 0, ``k`` weights each; halves round up), or with
     ``per_layer`` the ``round(sparsity * w.numel())`` smallest of the whole tensor; ties broken
     by position. (Rounding to nearest, not down, keeps a model's sparsity near the target when
-    its rows are short: 90% of 27 weights is 24 zeros rounded down, 88.9%.)"""
+    its rows are short: 90% of 27 weights is 24 zeros rounded down, 88.9%.)
+
+    ``lanes=M`` (not with ``per_layer``): the same count for the layer, ``Z * (k - n)`` kept,
+    but the largest magnitudes of the whole tensor, no row keeping more than ``k - n`` rounded
+    up to a multiple of ``M`` (nor more than ``k``): a row's ``i``-th largest weight
+    (``i`` from 0, ties by position) can be kept only if ``i < cap``, and of those the layer's
+    largest are kept (ties by position in the flattened tensor)."""
     rows = w.detach().reshape(1 if per_layer else w.shape[0], -1)
     k = rows.shape[1]
     n_zero = min(k, int(math.floor(sparsity * k + 0.5 + 1e-9)))
+    if lanes is not None and not per_layer:
+        if int(lanes) != lanes or lanes < 1:
+            raise ValueError(f"lanes = {lanes!r}: a whole number of multipliers per lane, at least 1")
+        kept = k - n_zero
+        cap = min(k, -(-kept // int(lanes)) * int(lanes))
+        mag = rows.abs()
+        rank = torch.empty_like(mag, dtype=torch.long)
+        rank.scatter_(1, torch.argsort(-mag, dim=1, stable=True),
+                      torch.arange(k, device=mag.device).expand(rows.shape[0], k).contiguous())
+        score = torch.where(rank < cap, mag, torch.full_like(mag, -1.0)).reshape(-1)
+        keep = torch.argsort(-score, stable=True)[:rows.shape[0] * kept]
+        flat = torch.zeros_like(score)
+        flat[keep] = 1.0
+        return flat.reshape(w.shape)
     mask = torch.ones_like(rows)
     if n_zero:
         idx = torch.argsort(rows.abs(), dim=1, stable=True)[:, :n_zero]
@@ -74,12 +104,17 @@ class BalancedPruner:
     ``sparsity / target``. ``names``: the module names to prune (default:
     every plain ``Conv2d`` / ``Linear`` and, in a prepared model, the layers whose format is in
     ``formats``). Call :meth:`step` after each ``optimizer.step()``; :meth:`apply` prunes at
-    once. Depthwise layers are balanced over the layer (:func:`balanced_mask`)."""
+    once. Depthwise layers are balanced over the layer (:func:`balanced_mask`); ``lanes=M``
+    balances the other layers by lanes of ``M`` multipliers instead of by rows (the module
+    docstring, :func:`balanced_mask`)."""
 
     def __init__(self, model, target, start, end, *, names=None, formats=("sparse",), every=1, sparsities=None,
-                 allocation="uniform"):
+                 allocation="uniform", lanes=None):
         if not 0.0 <= float(target) < 1.0:
             raise ValueError(f"target = {target}: a sparsity in [0, 1)")
+        if lanes is not None and (isinstance(lanes, bool) or int(lanes) != lanes or lanes < 1):
+            raise ValueError(f"lanes = {lanes!r}: a whole number of multipliers per lane, at least 1 (or None)")
+        self.lanes = None if lanes is None else int(lanes)
         self.model, self.target, self.start, self.end, self.every = model, float(target), start, end, max(1, every)
         self.named = _targets(model, None if names is None else set(names), formats)
         self.layers = [m for _, m in self.named]
@@ -112,7 +147,7 @@ class BalancedPruner:
         frac = sparsity / self.target if self.target else 0.0
         for m in self.layers:
             s = self.final[m] if sparsity == self.target else self.final[m] * frac
-            self.masks[m] = balanced_mask(m.weight, s, per_layer=is_depthwise(m))
+            self.masks[m] = balanced_mask(m.weight, s, per_layer=is_depthwise(m), lanes=self.lanes)
         self._hold()
 
     @torch.no_grad()
