@@ -33,7 +33,8 @@ averaging, hlsnn.train.average; the mean pruned again, its BatchNorm statistics 
 at the target (RigL, hlsnn.train.regrow.RegrowPruner, each unit's zeros kept); --label-smoothing
 smooths the labels after the float training. --lane-balance M balances each layer's zeros by
 lanes of M multipliers instead of by rows (hlsnn.train.prune: the layer's balanced count, its largest
-magnitudes anywhere, no row above that count rounded up to a multiple of M). scripts/select_on_val.py keeps the best of k runs
+magnitudes anywhere, no row above that count rounded up to a multiple of M; --row-min N: every row
+at least N). scripts/select_on_val.py keeps the best of k runs
 on the validation images.
 When the deployed outputs differ from torch's, the first layer whose outputs differ is named.
 --save-pruned PATH writes the model the int8 step starts from (the pruned, recovered/averaged float
@@ -84,6 +85,9 @@ def main(argv=None):
                          "(BalancedPruner(lanes=M): the layer's count as balanced rows would keep, its largest "
                          "magnitudes anywhere, no row above the balanced count rounded up to a multiple of M; "
                          "8 is sparse8_pynq-z2's network kernel lane); 0: every row the same count")
+    ap.add_argument("--row-min", type=int, default=0, metavar="N",
+                    help="sparse, --lane-balance: every output channel keeps at least N weights (at most the "
+                         "balanced count; BalancedPruner(row_min=N)); 0: a row may keep none")
     ap.add_argument("--distill", default="0", metavar="T,ALPHA",
                     help="knowledge distillation from the float model in pruning, recovery and fine-tuning "
                          "(hlsnn.train.distillation_loss): temperature T, soft-target weight ALPHA; a single "
@@ -196,6 +200,8 @@ def main(argv=None):
     if a.lane_balance and (a.lane_balance < 0 or a.format != "sparse" or a.regrow_every):
         ap.error(f"--lane-balance {a.lane_balance}: a number of multipliers per lane >= 1 (0: balanced rows), with "
                  "--format sparse and without --regrow-every (regrowth keeps each row's count)")
+    if a.row_min and (a.row_min < 0 or not a.lane_balance):
+        ap.error(f"--row-min {a.row_min}: a number of weights >= 0, with --lane-balance M")
     if a.lane_balance < 0:
         ap.error(f"--lane-balance {a.lane_balance}: a number of multipliers per lane >= 1 (0: balanced rows)")
 
@@ -318,7 +324,7 @@ def main(argv=None):
                                       alpha=a.regrow_alpha)
             else:
                 pruner = BalancedPruner(model, a.sparsity, 0, end, allocation=a.allocation, sparsities=sparsities,
-                                        lanes=a.lane_balance or None)
+                                        lanes=a.lane_balance or None, row_min=a.row_min)
             aug["phase"] = "prune"
             fit(model, a.prune_epochs, a.prune_lr, pruner.step)
             frozen = avg = snap = None
@@ -511,6 +517,8 @@ def main(argv=None):
         res["allocation"] = a.allocation
         if a.lane_balance:
             res["lane_balance"] = a.lane_balance
+            if a.row_min:
+                res["row_min"] = a.row_min
         if a.erk_power != 1.0 or a.layer_sparsity:
             res["erk_power"], res["layer_sparsity"] = a.erk_power, a.layer_sparsity
         res["pruned_float_acc"] = pruned_float_acc

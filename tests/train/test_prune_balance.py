@@ -77,17 +77,25 @@ def test_cubic_schedule_values():
     assert all(b >= a for a, b in zip(vals, vals[1:]))
 
 
-def _greedy_lanes(w, s, lanes):
-    """Reference for ``balanced_mask(w, s, lanes=M)`` written here: walk the weights from the
-    largest magnitude down (ties by position), keeping one while its row holds fewer than the
-    cap, until the layer holds as many as balanced rows would."""
+def _greedy_lanes(w, s, lanes, row_min=0):
+    """Reference for ``balanced_mask(w, s, lanes=M, row_min=r)`` written here: keep each row's
+    ``min(r, kept)`` largest first, then walk the weights from the largest magnitude down (ties by
+    position), keeping one while its row holds fewer than the cap, until the layer holds as many
+    as balanced rows would."""
     rows = w.reshape(w.shape[0], -1).tolist()
     k = len(rows[0])
     kept = k - _zeros(s, k)
     cap = min(k, math.ceil(kept / lanes) * lanes)
     order = sorted(((-abs(v), r * k + c) for r, row in enumerate(rows) for c, v in enumerate(row)))
     mask, count, n = [0.0] * (len(rows) * k), [0] * len(rows), 0
+    for r, row in enumerate(rows):
+        for c in sorted(range(k), key=lambda c: (-abs(row[c]), c))[:min(row_min, kept)]:
+            mask[r * k + c] = 1.0
+            count[r] += 1
+            n += 1
     for _, pos in order:
+        if mask[pos]:
+            continue
         if n == len(rows) * kept:
             break
         if count[pos // k] < cap:
@@ -97,13 +105,19 @@ def _greedy_lanes(w, s, lanes):
     return torch.tensor(mask).reshape(w.shape)
 
 
-@pytest.mark.parametrize("s, lanes", [(0.9375, 8), (0.9, 2), (0.5, 3), (0.0, 8), (1.0, 8)])
-def test_lane_balanced_mask_against_a_greedy_walk(s, lanes):
+@pytest.mark.parametrize("s, lanes, row_min", [(0.9375, 8, 0), (0.9, 2, 0), (0.5, 3, 0), (0.0, 8, 0), (1.0, 8, 0),
+                                                (0.9375, 8, 1), (0.9, 8, 2), (0.9, 8, 9)])
+def test_lane_balanced_mask_against_a_greedy_walk(s, lanes, row_min):
     torch.manual_seed(1)
     w = torch.randn(12, 4, 2, 4)                      # rows of 32
     w[3, 0, 0, :2] = w[5, 0, 0, 0]                    # ties
-    m = balanced_mask(w, s, lanes=lanes)
-    assert torch.equal(m, _greedy_lanes(w, s, lanes))
+    w[7] *= 0.01                                      # a row of small weights: none kept without a floor
+    m = balanced_mask(w, s, lanes=lanes, row_min=row_min)
+    assert torch.equal(m, _greedy_lanes(w, s, lanes, row_min))
+    if row_min and s < 1.0:
+        assert int(m.reshape(12, -1).sum(1).min()) >= min(row_min, 32 - _zeros(s, 32))
+    elif s == 0.9375 and lanes == 8:
+        assert int(m[7].sum()) == 0                   # the small row keeps nothing without a floor
     k = 32
     kept = k - _zeros(s, k)
     assert int(m.sum()) == 12 * kept                  # the balanced rows' count for the layer
@@ -134,3 +148,5 @@ def test_pruner_lanes_depthwise_still_per_layer():
             assert torch.equal(pr.masks[layer], _greedy_lanes(w, 0.9, 8)), name
     with pytest.raises(ValueError, match="lanes"):
         BalancedPruner(m, 0.9, 0, 1, lanes=True)
+    with pytest.raises(ValueError, match="row_min"):
+        BalancedPruner(m, 0.9, 0, 1, row_min=1)          # a floor without lanes

@@ -45,7 +45,7 @@ def cubic_schedule(step, target, start, end, initial=0.0):
     return target + (initial - target) * (1 - t) ** 3
 
 
-def balanced_mask(w, sparsity, per_layer=False, lanes=None):
+def balanced_mask(w, sparsity, per_layer=False, lanes=None, row_min=0):
     """A 0/1 mask of ``w``'s shape that zeroes the ``n = round(sparsity * k)`` smallest
     magnitudes of every output channel (axis 0, ``k`` weights each; halves round up), or with
     ``per_layer`` the ``round(sparsity * w.numel())`` smallest of the whole tensor; ties broken
@@ -56,7 +56,9 @@ def balanced_mask(w, sparsity, per_layer=False, lanes=None):
     but the largest magnitudes of the whole tensor, no row keeping more than ``k - n`` rounded
     up to a multiple of ``M`` (nor more than ``k``): a row's ``i``-th largest weight
     (``i`` from 0, ties by position) can be kept only if ``i < cap``, and of those the layer's
-    largest are kept (ties by position in the flattened tensor)."""
+    largest are kept (ties by position in the flattened tensor). ``row_min=r`` (with ``lanes``):
+    every row's ``min(r, k - n)`` largest are kept first (no output channel left without a
+    weight), then the rest as above."""
     rows = w.detach().reshape(1 if per_layer else w.shape[0], -1)
     k = rows.shape[1]
     n_zero = min(k, int(math.floor(sparsity * k + 0.5 + 1e-9)))
@@ -69,7 +71,9 @@ def balanced_mask(w, sparsity, per_layer=False, lanes=None):
         rank = torch.empty_like(mag, dtype=torch.long)
         rank.scatter_(1, torch.argsort(-mag, dim=1, stable=True),
                       torch.arange(k, device=mag.device).expand(rows.shape[0], k).contiguous())
-        score = torch.where(rank < cap, mag, torch.full_like(mag, -1.0)).reshape(-1)
+        floor = min(int(row_min), kept)
+        score = torch.where(rank < cap, mag, torch.full_like(mag, -1.0))
+        score = torch.where(rank < floor, torch.full_like(mag, float("inf")), score).reshape(-1)
         keep = torch.argsort(-score, stable=True)[:rows.shape[0] * kept]
         flat = torch.zeros_like(score)
         flat[keep] = 1.0
@@ -106,15 +110,18 @@ class BalancedPruner:
     ``formats``). Call :meth:`step` after each ``optimizer.step()``; :meth:`apply` prunes at
     once. Depthwise layers are balanced over the layer (:func:`balanced_mask`); ``lanes=M``
     balances the other layers by lanes of ``M`` multipliers instead of by rows (the module
-    docstring, :func:`balanced_mask`)."""
+    docstring, :func:`balanced_mask`), ``row_min`` weights a row kept at least."""
 
     def __init__(self, model, target, start, end, *, names=None, formats=("sparse",), every=1, sparsities=None,
-                 allocation="uniform", lanes=None):
+                 allocation="uniform", lanes=None, row_min=0):
         if not 0.0 <= float(target) < 1.0:
             raise ValueError(f"target = {target}: a sparsity in [0, 1)")
         if lanes is not None and (isinstance(lanes, bool) or int(lanes) != lanes or lanes < 1):
             raise ValueError(f"lanes = {lanes!r}: a whole number of multipliers per lane, at least 1 (or None)")
+        if row_min and (lanes is None or int(row_min) != row_min or row_min < 0):
+            raise ValueError(f"row_min = {row_min!r}: a whole number of weights >= 0, with lanes")
         self.lanes = None if lanes is None else int(lanes)
+        self.row_min = int(row_min)
         self.model, self.target, self.start, self.end, self.every = model, float(target), start, end, max(1, every)
         self.named = _targets(model, None if names is None else set(names), formats)
         self.layers = [m for _, m in self.named]
@@ -147,7 +154,8 @@ class BalancedPruner:
         frac = sparsity / self.target if self.target else 0.0
         for m in self.layers:
             s = self.final[m] if sparsity == self.target else self.final[m] * frac
-            self.masks[m] = balanced_mask(m.weight, s, per_layer=is_depthwise(m), lanes=self.lanes)
+            self.masks[m] = balanced_mask(m.weight, s, per_layer=is_depthwise(m), lanes=self.lanes,
+                                          row_min=self.row_min)
         self._hold()
 
     @torch.no_grad()
