@@ -34,7 +34,7 @@ at the target (RigL, hlsnn.train.regrow.RegrowPruner, each unit's zeros kept); -
 smooths the labels after the float training. --lane-balance M balances each layer's zeros by
 lanes of M multipliers instead of by rows (hlsnn.train.prune: the layer's balanced count, its largest
 magnitudes anywhere, no row above that count rounded up to a multiple of M; --row-min N: every row
-at least N). scripts/select_on_val.py keeps the best of k runs
+at least N; --lane-scale folded: weights compared across rows as folding the next BatchNorm scales them). scripts/select_on_val.py keeps the best of k runs
 on the validation images.
 When the deployed outputs differ from torch's, the first layer whose outputs differ is named.
 --save-pruned PATH writes the model the int8 step starts from (the pruned, recovered/averaged float
@@ -88,6 +88,9 @@ def main(argv=None):
     ap.add_argument("--row-min", type=int, default=0, metavar="N",
                     help="sparse, --lane-balance: every output channel keeps at least N weights (at most the "
                          "balanced count; BalancedPruner(row_min=N)); 0: a row may keep none")
+    ap.add_argument("--lane-scale", choices=["weight", "folded"], default="weight",
+                    help="sparse, --lane-balance: compare a conv's weights across rows by magnitude (weight) or "
+                         "as folding will scale them, times the next BatchNorm's gamma / sqrt(var + eps) (folded)")
     ap.add_argument("--distill", default="0", metavar="T,ALPHA",
                     help="knowledge distillation from the float model in pruning, recovery and fine-tuning "
                          "(hlsnn.train.distillation_loss): temperature T, soft-target weight ALPHA; a single "
@@ -202,6 +205,8 @@ def main(argv=None):
                  "--format sparse and without --regrow-every (regrowth keeps each row's count)")
     if a.row_min and (a.row_min < 0 or not a.lane_balance):
         ap.error(f"--row-min {a.row_min}: a number of weights >= 0, with --lane-balance M")
+    if a.lane_scale != "weight" and not a.lane_balance:
+        ap.error(f"--lane-scale {a.lane_scale}: with --lane-balance M")
     if a.lane_balance < 0:
         ap.error(f"--lane-balance {a.lane_balance}: a number of multipliers per lane >= 1 (0: balanced rows)")
 
@@ -324,7 +329,8 @@ def main(argv=None):
                                       alpha=a.regrow_alpha)
             else:
                 pruner = BalancedPruner(model, a.sparsity, 0, end, allocation=a.allocation, sparsities=sparsities,
-                                        lanes=a.lane_balance or None, row_min=a.row_min)
+                                        lanes=a.lane_balance or None, row_min=a.row_min,
+                                        lane_scale=a.lane_scale)
             aug["phase"] = "prune"
             fit(model, a.prune_epochs, a.prune_lr, pruner.step)
             frozen = avg = snap = None
@@ -519,6 +525,8 @@ def main(argv=None):
             res["lane_balance"] = a.lane_balance
             if a.row_min:
                 res["row_min"] = a.row_min
+            if a.lane_scale != "weight":
+                res["lane_scale"] = a.lane_scale
         if a.erk_power != 1.0 or a.layer_sparsity:
             res["erk_power"], res["layer_sparsity"] = a.erk_power, a.layer_sparsity
         res["pruned_float_acc"] = pruned_float_acc

@@ -150,3 +150,41 @@ def test_pruner_lanes_depthwise_still_per_layer():
         BalancedPruner(m, 0.9, 0, 1, lanes=True)
     with pytest.raises(ValueError, match="row_min"):
         BalancedPruner(m, 0.9, 0, 1, row_min=1)          # a floor without lanes
+
+
+def test_lane_scale_folded_compares_rows_as_folding_scales_them():
+    torch.manual_seed(2)
+    w = torch.randn(12, 32)
+    scale = torch.rand(12) * 4 - 2                    # signs do not matter, magnitudes do
+    m = balanced_mask(w, 0.9375, lanes=8, row_scale=scale)
+    assert torch.equal(m, _greedy_lanes(w * scale.abs()[:, None], 0.9375, 8))
+    assert not torch.equal(m, balanced_mask(w, 0.9375, lanes=8))
+    # the pruner: each conv's rows scaled by the BatchNorm right after it, as fold_batchnorm folds it
+    net = _model()
+    with torch.no_grad():
+        for bn in (net[1], net[4], net[7]):
+            bn.weight.copy_(torch.rand(bn.num_features) * 3)
+            bn.running_var.copy_(torch.rand(bn.num_features) * 5 + 0.1)
+    pr = BalancedPruner(net, 0.9, 0, 1, lanes=8, lane_scale="folded")
+    before = {layer: layer.weight.detach().clone() for _, layer in pr.named}
+    pr.apply(0.9)
+    for (name, layer), bn in zip(pr.named, (net[1], net[4], net[7], None)):
+        w = before[layer]
+        if is_depthwise(layer):
+            assert torch.equal(pr.masks[layer], balanced_mask(w, 0.9, per_layer=True))
+            continue
+        s = None if bn is None else bn.weight / torch.sqrt(bn.running_var + bn.eps)
+        want = balanced_mask(w, 0.9, lanes=8, row_scale=s)
+        assert torch.equal(pr.masks[layer], want), name
+        if bn is not None:                            # s is what folding multiplies the rows by
+            ref = fuse(w, bn)
+            assert torch.allclose(ref, w * s.reshape(-1, *[1] * (w.dim() - 1)))
+    with pytest.raises(ValueError, match="lane_scale"):
+        BalancedPruner(net, 0.9, 0, 1, lanes=8, lane_scale="bn")
+
+
+def fuse(w, bn):
+    """The folded weight torch's own fuse computes (torch.nn.utils.fusion.fuse_conv_bn_weights)."""
+    from torch.nn.utils.fusion import fuse_conv_bn_weights
+    fw, _ = fuse_conv_bn_weights(w, None, bn.running_mean, bn.running_var, bn.eps, bn.weight, bn.bias)
+    return fw.detach()

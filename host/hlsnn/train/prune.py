@@ -45,7 +45,7 @@ def cubic_schedule(step, target, start, end, initial=0.0):
     return target + (initial - target) * (1 - t) ** 3
 
 
-def balanced_mask(w, sparsity, per_layer=False, lanes=None, row_min=0):
+def balanced_mask(w, sparsity, per_layer=False, lanes=None, row_min=0, row_scale=None):
     """A 0/1 mask of ``w``'s shape that zeroes the ``n = round(sparsity * k)`` smallest
     magnitudes of every output channel (axis 0, ``k`` weights each; halves round up), or with
     ``per_layer`` the ``round(sparsity * w.numel())`` smallest of the whole tensor; ties broken
@@ -58,7 +58,9 @@ def balanced_mask(w, sparsity, per_layer=False, lanes=None, row_min=0):
     (``i`` from 0, ties by position) can be kept only if ``i < cap``, and of those the layer's
     largest are kept (ties by position in the flattened tensor). ``row_min=r`` (with ``lanes``):
     every row's ``min(r, k - n)`` largest are kept first (no output channel left without a
-    weight), then the rest as above."""
+    weight), then the rest as above. ``row_scale`` (with ``lanes``; ``Z`` factors): the
+    magnitudes are compared as ``|w| * |row_scale|`` (a row's order is unchanged), e.g. the
+    following BatchNorm's ``gamma / sqrt(var + eps)``, the factor folding multiplies the row by."""
     rows = w.detach().reshape(1 if per_layer else w.shape[0], -1)
     k = rows.shape[1]
     n_zero = min(k, int(math.floor(sparsity * k + 0.5 + 1e-9)))
@@ -68,6 +70,8 @@ def balanced_mask(w, sparsity, per_layer=False, lanes=None, row_min=0):
         kept = k - n_zero
         cap = min(k, -(-kept // int(lanes)) * int(lanes))
         mag = rows.abs()
+        if row_scale is not None:
+            mag = mag * torch.as_tensor(row_scale, dtype=mag.dtype).detach().abs().reshape(-1, 1)
         rank = torch.empty_like(mag, dtype=torch.long)
         rank.scatter_(1, torch.argsort(-mag, dim=1, stable=True),
                       torch.arange(k, device=mag.device).expand(rows.shape[0], k).contiguous())
@@ -110,10 +114,13 @@ class BalancedPruner:
     ``formats``). Call :meth:`step` after each ``optimizer.step()``; :meth:`apply` prunes at
     once. Depthwise layers are balanced over the layer (:func:`balanced_mask`); ``lanes=M``
     balances the other layers by lanes of ``M`` multipliers instead of by rows (the module
-    docstring, :func:`balanced_mask`), ``row_min`` weights a row kept at least."""
+    docstring, :func:`balanced_mask`), ``row_min`` weights a row kept at least;
+    ``lane_scale="folded"`` compares a conv's weights across rows as folding will scale them (by
+    the BatchNorm right after it: ``|w| * |gamma| / sqrt(var + eps)``), not as raw magnitudes,
+    which BatchNorm makes arbitrary per row."""
 
     def __init__(self, model, target, start, end, *, names=None, formats=("sparse",), every=1, sparsities=None,
-                 allocation="uniform", lanes=None, row_min=0):
+                 allocation="uniform", lanes=None, row_min=0, lane_scale="weight"):
         if not 0.0 <= float(target) < 1.0:
             raise ValueError(f"target = {target}: a sparsity in [0, 1)")
         if lanes is not None and (isinstance(lanes, bool) or int(lanes) != lanes or lanes < 1):
@@ -122,6 +129,9 @@ class BalancedPruner:
             raise ValueError(f"row_min = {row_min!r}: a whole number of weights >= 0, with lanes")
         self.lanes = None if lanes is None else int(lanes)
         self.row_min = int(row_min)
+        if lane_scale not in ("weight", "folded"):
+            raise ValueError(f"lane_scale = {lane_scale!r}: one of weight, folded")
+        self.bn = _following_batchnorm(model) if lane_scale == "folded" else {}
         self.model, self.target, self.start, self.end, self.every = model, float(target), start, end, max(1, every)
         self.named = _targets(model, None if names is None else set(names), formats)
         self.layers = [m for _, m in self.named]
@@ -155,8 +165,16 @@ class BalancedPruner:
         for m in self.layers:
             s = self.final[m] if sparsity == self.target else self.final[m] * frac
             self.masks[m] = balanced_mask(m.weight, s, per_layer=is_depthwise(m), lanes=self.lanes,
-                                          row_min=self.row_min)
+                                          row_min=self.row_min, row_scale=self._row_scale(m))
         self._hold()
+
+    def _row_scale(self, m):
+        """The factor folding will multiply each row of ``m`` by (``lane_scale="folded"``: the
+        BatchNorm right after it, ``gamma / sqrt(running_var + eps)``), or None."""
+        bn = self.bn.get(m)
+        if bn is None:
+            return None
+        return bn.weight.detach() / torch.sqrt(bn.running_var + bn.eps)
 
     @torch.no_grad()
     def _hold(self):
@@ -172,6 +190,19 @@ class BalancedPruner:
             z = (m.weight.detach() == 0).reshape(m.weight.shape[0], -1).sum(1)
             out.append((n, int(z.min()), int(z.max()), round(float((m.weight == 0).float().mean()), 4)))
         return out
+
+
+def _following_batchnorm(model):
+    """``{conv: bn}`` for every ``Conv2d`` directly followed by a ``BatchNorm2d`` in an
+    ``nn.Sequential`` (the pairs :func:`~hlsnn.train.fold_batchnorm` folds)."""
+    out = {}
+    for mod in model.modules():
+        if isinstance(mod, nn.Sequential):
+            ms = list(mod._modules.values())
+            for c, bn in zip(ms, ms[1:]):
+                if isinstance(c, nn.Conv2d) and isinstance(bn, nn.BatchNorm2d):
+                    out[c] = bn
+    return out
 
 
 def hold_zeros(model, formats=("sparse",)):
