@@ -9,8 +9,8 @@
   the current batch's own statistics (source 002's current-statistics rule).
 * :class:`BalancedPruner` prunes to a target sparsity on a gradual (cubic) schedule with the
   same number of zeros in every output channel (a depthwise layer: balanced over the layer), so
-  every unit of the sparse cluster gets the same share of zeros whatever output channels it
-  holds (``lanes=M``: balanced by the network kernel's lanes of ``M`` multipliers instead, each
+  every unit or lane gets the same share of zeros whatever output channels it holds
+  (``lanes=M``: balanced by the network kernel's lanes of ``M`` multipliers instead, each
   layer's count as balanced rows would keep, :mod:`hlsnn.train.prune`); prune the float model
   with BatchNorm live, then fold, prepare and :func:`hold_zeros`
   (the zeros stay zero through quantization-aware training). :func:`erk_sparsities` spreads a

@@ -2,9 +2,9 @@
 target sparsity with the zeros balanced, and the zeros held through quantization-aware training.
 
 * :func:`balanced_mask`: every output channel keeps the same number of weights (its largest
-  magnitudes), so however the sparse cluster's partition (source 003) splits the output channels
-  among its units, each unit gets the same share of zeros and no unit sets the pace with a denser
-  slice. A depthwise layer (one input channel per group) is balanced over the layer instead: per
+  magnitudes), so however output channels are split among units or lanes, each gets the same
+  share of zeros and none sets the pace with a denser slice (stricter than the engines need: the
+  ``lanes`` bullet below). A depthwise layer (one input channel per group) is balanced over the layer instead: per
   channel, 90% of a 3x3 kernel would leave each channel one weight, and the layer's largest
   magnitudes, wherever they are, keep the same count of zeros with far less damage.
 * ``lanes=M`` (:func:`balanced_mask`, :class:`BalancedPruner`): a coarser balance, what the
