@@ -40,6 +40,10 @@ patches, 30 us alone, cost ~6 us more inside the call).
 Usage::
 
     OMP_NUM_THREADS=1 python benchmarks/bench_loader_host.py --hlsnn /tmp/hrep/*.hlsnn --calls 2000
+
+``--ops-only --rounds 3`` fits part 2's op kinds alone, in rounds in one process (the re-fit of
+``HOST_OPS``), with a few kinds ``HOST_OPS`` does not time beside them (``UNTIMED``: what the
+model's default for those, the timed kinds' medians, stands for).
 """
 from __future__ import annotations
 
@@ -74,6 +78,14 @@ OPS = {
     "Softmax": lambda: {"axis": -1},
 }
 
+#: op kinds HOST_OPS does not time (hostmodel.HOST_OP_OTHER), measured beside them with --ops-only
+UNTIMED = {
+    "Scale": lambda: {"c": 255.0, "divide": True},
+    "Tanh": lambda: {},
+    "Clip": lambda: {"lo": 0.0, "hi": 6.0},
+    "GlobalAveragePool": lambda: {"keepdims": 1},
+}
+
 
 def _fit(small, big):
     """``(fixed us, ns per element)`` through the two sizes' medians."""
@@ -85,11 +97,12 @@ def _shape(n):
     return (1, 4, n // 4)
 
 
-def op_costs(calls):
-    """Per op kind: the fitted fixed cost and cost per element of ``hostops.run`` (module docstring)."""
+def op_costs(calls, ops=None):
+    """Per op kind (``ops``, default :data:`OPS`): the fitted fixed cost and cost per element of
+    ``hostops.run`` (module docstring)."""
     res = {}
     rng = np.random.default_rng(0)
-    for op, attrs in OPS.items():
+    for op, attrs in (OPS if ops is None else ops).items():
         spec = hostops._Spec(op, attrs())
         t = []
         for n in SIZES:
@@ -197,11 +210,18 @@ def model_parts(path, calls):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--hlsnn", nargs="+", metavar="NAME.hlsnn", required=True,
+    ap.add_argument("--hlsnn", nargs="+", metavar="NAME.hlsnn",
                     help="compiled models with a network path (the loader's parts are measured on each)")
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--ops-only", action="store_true",
+                    help="only the host ops (OPS, and UNTIMED beside them), --rounds times in this process")
+    ap.add_argument("--rounds", type=int, default=1)
     args = ap.parse_args(argv)
+    if args.ops_only:
+        return _ops_only(args)
+    if not args.hlsnn:
+        ap.error("--hlsnn NAME.hlsnn ... is required (or --ops-only)")
     rows = [r for r in (model_parts(p, args.calls) for p in args.hlsnn) if r is not None]
     bfp = next((r.pop("params") for r in rows if "params" in r), None)
     for r in rows:
@@ -239,6 +259,29 @@ def main(argv=None):
         c = res["bfp_patches"]
         print(f"  {'bfp patches':<20} {c['fixed_us']:6.2f} us + {c['ns']:.3f} ns  (medians {c['us'][0]:.2f} / "
               f"{c['us'][1]:.2f} us)")
+    return 0
+
+
+def _ops_only(args):
+    """``--ops-only``: :func:`op_costs` of OPS and of UNTIMED, ``--rounds`` rounds, the other jobs'
+    load beside each."""
+    from _common import OtherLoad
+    rounds = []
+    for r in range(args.rounds):
+        with OtherLoad() as load:
+            res = op_costs(args.calls)
+            res.update({f"{k} (not timed)": v for k, v in op_costs(args.calls, UNTIMED).items()})
+        rounds.append({"round": r, "other_load_cpus": load.cpus, "ops": res})
+    if args.json:
+        print(json.dumps(rounds, indent=1))
+        return 0
+    for rd in rounds:
+        ld = "?" if rd["other_load_cpus"] is None else f"{rd['other_load_cpus']:.2f}"
+        print(f"round {rd['round']}: hostops.run, fixed us + ns per element (medians of {args.calls} calls; other "
+              f"jobs' load {ld} CPUs)")
+        for op, c in rd["ops"].items():
+            print(f"  {op:<32} {c['fixed_us']:6.2f} us + {c['ns']:.3f} ns  (medians {c['us'][0]:.2f} / "
+                  f"{c['us'][1]:.2f} us)")
     return 0
 
 

@@ -140,7 +140,9 @@ def main(argv=None):
                     help="--label-smoothing: the phases it applies to, comma-separated of prune, recover, finetune "
                          "(hlsnn.train.smoothing); plain cross entropy in the others")
     ap.add_argument("--latency", action="store_true", help="modelled latency (always for sparse)")
-    ap.add_argument("--save", help="write the prepared, fine-tuned model (torch.save) here and its deploy config to "
+    ap.add_argument("--save", help="write the prepared, fine-tuned model (torch.save) here, its ONNX export to "
+                                   "SAVE.onnx and the deploy config as deployed (hlsnn.train.trained_config: every "
+                                   "format's fields written out, model SAVE.onnx) to "
                                    "SAVE.yaml; with --val also SAVE.npz, the config's data: the training images left "
                                    "after the split (its x_train, whose first N the script calibrated on) and the "
                                    "test images")
@@ -447,7 +449,9 @@ def main(argv=None):
     q.float()
     if a.save:
         torch.save(q, a.save)
-        saved = cfg.read_text()
+        from hlsnn.train import export
+        export(q, torch.zeros(1, 3, 32, 32), a.save + ".onnx")       # the model deployed() exports
+        saved = _saved_config(cfg, pathlib.Path(a.save).name + ".onnx")
         if a.val:     # a deployment of the config takes x_train[:samples] of its data: this run's x_cal
             np.savez_compressed(a.save + ".npz", x_train=xtr.numpy(), y_train=ytr.numpy(), x_test=ds.x_test,
                                 y_test=ds.y_test)
@@ -540,6 +544,24 @@ def main(argv=None):
 INT8_STEP_ARGS = frozenset({"mode", "qat_epochs", "qat_lr", "weight_scale", "qat_average_from", "latency", "save",
                             "save_pruned", "from_pruned", "qat_radix", "qat_recalibrate", "calibration_samples",
                             "overflow_ratio", "strided_stats", "clip_stats"})
+
+
+def _saved_config(cfg, model):
+    """The text of ``--save``'s deploy config: the script's config ``cfg`` (a path) as
+    ``hlsnn.train.deployed`` deploys it (:func:`hlsnn.train.trained_config`: the shift formats'
+    ``weight_fit: nearest`` and one code per weight, a shift format's ``radix: auto`` as the
+    ``msb`` training used, ``bias_correction: none``), every field of each format written out,
+    and ``model`` (the exported ONNX file's name, beside the config)."""
+    from hlsnn.train import trained_config
+    tc = trained_config(cfg, model)
+    head = pathlib.Path(cfg).read_text().split("formats:\n", 1)[0].replace("model: m.onnx\n", f"model: {model}\n", 1)
+    lines = ["formats:"]
+    for name, f in tc.formats.items():
+        lines.append(f"  {name}:")
+        lines += [f"    {k}: {getattr(f, k)}" for k in ("type", "accel", "delta", "prune", "weight_scale", "weight_fit",
+                                                         "weight_terms", "bias_correction", "input_terms", "radix",
+                                                         "equalize")]
+    return head + "\n".join(lines) + "\n"
 
 
 def _pre_int8_args(a):

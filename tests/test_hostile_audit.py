@@ -318,3 +318,25 @@ def test_a_manifest_hash_that_is_no_number_is_an_overlay_mismatch(tmp_path, valu
     js.write_text(json.dumps(dict(json.loads(js.read_text()), config_hash32=value)))
     with pytest.raises(HlsnnError, match="was built from config hash"):
         hlsnn.Accelerator(d, target="sim")
+
+
+@pytest.mark.parametrize("kind", ["compiled model", "onnx model"])
+def test_a_file_name_with_a_newline_stays_on_the_errors_line(tmp_path, monkeypatch, capsys, kind):
+    """Errors printed a user's path as ``{path}``: a newline in a file name split the message and
+    the rest of the name read as a line of its own (a forged ``error:`` line). The path is now
+    printed by ``errors.printable`` (its repr when it has a control character)."""
+    monkeypatch.chdir(tmp_path)
+    name = "m\nerror: forged line"
+    if kind == "compiled model":
+        path = tmp_path / f"{name}.hlsnn"
+        path.write_bytes(b"not a zip")                       # "not a compiled model (not a zip container ..."
+        argv = ["perf", str(path)]
+    else:
+        text = (ROOT / "configs" / "models" / "digits_mlp.yaml").read_text()
+        (tmp_path / "d.yaml").write_text(text.replace("../accel/", f"{ROOT}/configs/accel/").replace(
+            "model: digits_mlp.onnx", "model: " + __import__("json").dumps(f"{name}.onnx")))
+        argv = ["compile", "d.yaml", "--assignment", "bfp8", "-o", "x.hlsnn"]   # "model file ... does not exist"
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert repr(f"{name}.hlsnn" if kind == "compiled model" else f"{name}.onnx")[1:-1] in err

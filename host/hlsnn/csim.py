@@ -47,7 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from . import cachefile, files
-from .errors import CompileError, CsimError, InputError, MissingDependency, StrictCsimError
+from .errors import CompileError, CsimError, InputError, MissingDependency, StrictCsimError, printable
 
 # -Wl,--wrap=__assert_fail: the kernel's failing asserts call the bridge's __wrap___assert_fail
 # (which turns them into an error status), not libc's (which aborts the Python process). The
@@ -164,10 +164,12 @@ def _rendered_sources(rendered):
     try:
         found = [(f, (rendered.dir / f).read_bytes()) for f in rendered.files]
     except OSError as exc:
-        raise CsimError(f"C-simulation of {rendered.config.name}: cannot read the rendered project {rendered.dir} "
+        raise CsimError(f"C-simulation of {rendered.config.name}: cannot read the rendered project "
+                        f"{printable(rendered.dir)} "
                         f"({exc.strerror or exc}); render it again") from None
     if sources_digest(found) != rendered.sha:
-        raise CsimError(f"C-simulation of {rendered.config.name}: {rendered.dir} no longer holds the sources rendered "
+        raise CsimError(f"C-simulation of {rendered.config.name}: {printable(rendered.dir)} no longer holds the "
+                        "sources rendered "
                         f"for it (changed since, e.g. another config named {rendered.config.name!r} rendered into "
                         f"it); render it again")
     return found, rendered.sha
@@ -277,9 +279,10 @@ def require_symbols(lib, path, names):
     library had ended in a ctypes ``AttributeError``)."""
     missing = [n for n in names if not hasattr(lib, n)]
     if missing:
-        raise CsimError(f"C-simulation library {path} lacks {', '.join(missing)}: the C++ compiler {compiler()!r} "
-                        f"(CXX) reported success but did not build the kernel; check CXX, delete {path} and run "
-                        f"again")
+        raise CsimError(f"C-simulation library {printable(path)} lacks {', '.join(missing)}: the C++ compiler "
+                        f"{compiler()!r} "
+                        f"(CXX) reported success but did not build the kernel; check CXX, delete {printable(path)} "
+                        f"and run again")
 
 
 def _load_private(path: Path):
@@ -296,8 +299,8 @@ def _load_private(path: Path):
             break
         time.sleep(0.05)
     else:
-        raise CsimError(f"C-simulation library {path} does not match its manifest (replaced while it was loaded?); "
-                        f"run again")
+        raise CsimError(f"C-simulation library {printable(path)} does not match its manifest (replaced while it was "
+                        f"loaded?); run again")
     files.remove_stale(path.parent)            # copies left by processes killed while loading
     for folder in (path.parent, Path(tempfile.gettempdir())):
         try:
@@ -314,9 +317,10 @@ def _load_private(path: Path):
             os.unlink(copy)
     with _SHARED_LOCK:
         if str(path.resolve()) in _SHARED_LOADS:
-            raise CsimError(f"C-simulation library {path}: no writable folder for a private copy ({path.parent} and "
-                            f"{tempfile.gettempdir()} are not), and it is loaded already; a second instance would "
-                            f"share the first one's kernel state. Set HLSNN_BUILD to a writable folder")
+            raise CsimError(f"C-simulation library {printable(path)}: no writable folder for a private copy "
+                            f"({printable(path.parent)} and "
+                            f"{printable(tempfile.gettempdir())} are not), and it is loaded already; a second "
+                            f"instance would share the first one's kernel state. Set HLSNN_BUILD to a writable folder")
         _SHARED_LOADS.add(str(path.resolve()))
     return ctypes.CDLL(str(path))
 
@@ -335,7 +339,8 @@ class CsimLibrary:
         try:
             self._lib = _load_private(self.path)
         except OSError as exc:      # an empty or foreign file where the compiler's library should be
-            raise CsimError(f"C-simulation library {self.path} does not load ({exc}): the compiler did not write a "
+            raise CsimError(f"C-simulation library {printable(self.path)} does not load ({exc}): the compiler did "
+                            "not write a "
                             f"shared library this Python can load; check CXX, delete the file and run again") from None
         require_symbols(self._lib, self.path, ("hlsnn_run", "hlsnn_run_stream", "hlsnn_stream_bits"))
         self._lib.hlsnn_run.restype = ctypes.c_int

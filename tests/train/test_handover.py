@@ -3,7 +3,10 @@ script calibrated on. The script calibrates on the first N training images left 
 validation split; a deployment of the saved config takes ``x_train[:samples]`` of the config's
 data, so the saved config's data is an .npz of those training images (in the script's order) and
 the test images: its ``x_train[:samples]`` are the split's, computed here from
-``validation_split`` and digits32, and a deployment calibrated on them gives the script's figure."""
+``validation_split`` and digits32, and a deployment calibrated on them gives the script's figure.
+The saved config is the one ``hlsnn.train.deployed`` deploys (``trained_config``'s formats) and
+names the exported model beside it, so ``open_deployment`` of the saved files alone gives the
+same outputs."""
 import json
 
 import numpy as np
@@ -17,13 +20,20 @@ from .test_smoothing import run_train_qat  # noqa: E402
 def test_saved_config_calibrates_on_the_scripts_images(monkeypatch, capsys, tmp_path):
     from hlsnn.deploy import datasets
     from hlsnn.deploy.config import load_deploy_config
-    from hlsnn.train import deployed
+    from hlsnn.deploy.evaluate import open_deployment
+    from hlsnn.train import deployed, trained_config
     from hlsnn.train.data import validation_split
     save = str(tmp_path / "q.pt")
     run_train_qat(monkeypatch, "train_qat_handover", ["--val", "40", "--calibration-samples", "64", "--save", save])
     res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     cfg = load_deploy_config(save + ".yaml")
     assert cfg.calibration["samples"] == 64
+    # the config as deployed: trained_config's formats (the script's sparse format left
+    # bias_correction at auto, which deployed() sets to none), a fixed point of trained_config,
+    # and the exported model beside it
+    assert cfg.formats["f"].bias_correction == "none"
+    assert trained_config(cfg, cfg.model).formats == cfg.formats
+    assert cfg.model == str(tmp_path / "q.pt.onnx") and (tmp_path / "q.pt.onnx").is_file()
     ds, full = datasets.load(cfg.data, layout="nchw"), datasets.load("digits32")
     tr, _ = validation_split(len(full.x_train), 40)
     np.testing.assert_array_equal(ds.x_train[:64], full.x_train[tr[:64]])
@@ -35,3 +45,6 @@ def test_saved_config_calibrates_on_the_scripts_images(monkeypatch, capsys, tmp_
         dep.calibrate(ds.x_train[:cfg.calibration["samples"]].astype(np.float64))
         y = dep.run(ds.x_test.astype(np.float64))
     assert float(np.mean(np.argmax(y, 1) == ds.y_test)) == res["deployed_acc"]
+    with open_deployment(save + ".yaml") as dep:                  # the saved files alone, as hlsnn deploy reads them
+        dep.calibrate(ds.x_train[:cfg.calibration["samples"]].astype(np.float64))
+        np.testing.assert_array_equal(dep.run(ds.x_test.astype(np.float64)), y)

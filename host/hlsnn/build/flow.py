@@ -27,7 +27,7 @@ from ..version import __version__
 from .. import codegen, regmap
 from ..compare import compare, format_report
 from ..engines import ENGINES
-from ..errors import HlsnnError
+from ..errors import HlsnnError, printable
 from ..paths import build_dir
 from ..blockdesign import boardfiles
 from ..blockdesign.design import bd_context
@@ -125,7 +125,8 @@ def run_tool(argv, cwd, log_path, stage, heartbeat=60.0, progress=False):
             done.set()
     if rc != 0:
         tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-25:])
-        raise BuildFailed(f"stage {stage} failed: {argv[0]} exited with status {rc}; log: {log_path}\n{tail}")
+        raise BuildFailed(f"stage {stage} failed: {argv[0]} exited with status {rc}; log: "
+                          f"{printable(log_path)}\n{tail}")
     return time.time() - t0
 
 
@@ -195,7 +196,7 @@ class Build:
         self.manifest["csim"] = {k: rep[k] for k in ("cases", "outputs", "mismatches", "register_mismatches")}
         if rep["mismatches"] or rep["register_mismatches"]:
             raise BuildFailed(f"C-simulation disagrees with the emulator: {format_report(rep)}; "
-                              f"log: {self.logs / 'csim.log'}")
+                              f"log: {printable(self.logs / 'csim.log')}")
         _say(f"  {rep['cases']} cases, {rep['outputs']} outputs, 0 mismatches")
 
     def commands(self, hls, vivado):
@@ -288,7 +289,8 @@ class Build:
         top = ENGINES[self.cfg.engine].TOP
         top_xml = next((x for x in (report_dir / f"{top}_csynth.xml", report_dir / "csynth.xml") if x.is_file()), None)
         if top_xml is None:
-            raise BuildFailed(f"Vitis HLS wrote no synthesis report under {report_dir}; log: {self.logs / 'check.log'}")
+            raise BuildFailed(f"Vitis HLS wrote no synthesis report under {printable(report_dir)}; log: "
+                              f"{printable(self.logs / 'check.log')}")
         summary = reports.parse_csynth(top_xml)
         loops = reports.parse_loops(report_dir, top=top)
         est = ENGINES[self.cfg.engine].estimate(self.cfg)["resources"]
@@ -317,7 +319,8 @@ class Build:
         sol = self.hls_dir / f"{self.cfg.name}_prj" / "solution1"
         xmls = sorted((sol / "syn" / "report").glob("*csynth.xml"))
         if not xmls:
-            raise BuildFailed(f"Vitis HLS wrote no synthesis report under {sol / 'syn' / 'report'}; log: {self.logs / 'hls.log'}")
+            raise BuildFailed(f"Vitis HLS wrote no synthesis report under {sol / 'syn' / 'report'}; log: "
+                              f"{printable(self.logs / 'hls.log')}")
         top = ENGINES[self.cfg.engine].TOP
         pick = [x for x in xmls if x.name == "csynth.xml"] or [x for x in xmls if top in x.name] or xmls
         self.manifest["hls_report"] = reports.parse_csynth(pick[0])
@@ -331,7 +334,8 @@ class Build:
             self.manifest["register_names"] = {n: n for n in self.manifest["register_map"] if n != "ap_ctrl"}
         self.manifest["register_map_source"] = str(hdr[0]) if hdr else "predicted (no generated header found)"
         if not (sol / "impl" / "ip").is_dir():
-            raise BuildFailed(f"Vitis HLS exported no IP catalog under {sol / 'impl' / 'ip'}; log: {self.logs / 'hls.log'}")
+            raise BuildFailed(f"Vitis HLS exported no IP catalog under {sol / 'impl' / 'ip'}; log: "
+                              f"{printable(self.logs / 'hls.log')}")
         est = self.manifest["hls_report"]
         _say(f"  latency {est['latency_cycles']}, II {est['interval']}, est. clock {est['estimated_clock_ns']} ns, "
              f"resources {est['resources']}")
@@ -341,7 +345,8 @@ class Build:
         src = self.vivado_dir / "out"
         for f in (f"{name}.bit", f"{name}.hwh", "timing.txt"):
             if not (src / f).is_file():
-                raise BuildFailed(f"Vivado finished but {src / f} is missing; log: {self.logs / 'vivado.log'}")
+                raise BuildFailed(f"Vivado finished but {src / f} is missing; log: "
+                                  f"{printable(self.logs / 'vivado.log')}")
         self.manifest["timing"] = reports.parse_timing(src / "timing.txt")
         self.manifest["built"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         self.out.mkdir(parents=True, exist_ok=True)

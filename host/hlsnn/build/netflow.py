@@ -27,7 +27,7 @@ import numpy as np
 
 from ..version import __version__
 from .. import codegen
-from ..errors import InputError
+from ..errors import InputError, printable
 from ..names import check_slug, comment
 from ..paths import build_dir
 from . import reports
@@ -118,7 +118,8 @@ class NetBuild(Build):
         (self.logs / "csim.log").write_text(json.dumps(self.manifest["csim"], indent=1) + "\n")
         if bad:
             raise BuildFailed(f"C-simulation of the network kernel disagrees with the network mode (the spec) on "
-                              f"{bad} of {want.size} outputs ({len(xq)} images); log: {self.logs / 'csim.log'}")
+                              f"{bad} of {want.size} outputs ({len(xq)} images); log: "
+                              f"{printable(self.logs / 'csim.log')}")
         _say(f"  {len(xq)} images, {want.size} outputs, 0 mismatches")
 
     def read_hls_report(self):
@@ -128,7 +129,7 @@ class NetBuild(Build):
         xmls = sorted((sol / "syn" / "report").glob("*csynth.xml"))
         if not xmls:
             raise BuildFailed(f"Vitis HLS wrote no synthesis report under {sol / 'syn' / 'report'}; "
-                              f"log: {self.logs / 'hls.log'}")
+                              f"log: {printable(self.logs / 'hls.log')}")
         pick = [x for x in xmls if x.name == "csynth.xml"] or [x for x in xmls if TOP in x.name] or xmls
         self.manifest["hls_report"] = reports.parse_csynth(pick[0])
         hdr = sorted((sol / "impl").glob(f"**/x{TOP}_hw.h"))
@@ -145,7 +146,7 @@ class NetBuild(Build):
         self.manifest["register_map_source"] = str(hdr[0]) if hdr else "predicted (no generated header found)"
         if not (sol / "impl" / "ip").is_dir():
             raise BuildFailed(f"Vitis HLS exported no IP catalog under {sol / 'impl' / 'ip'}; "
-                              f"log: {self.logs / 'hls.log'}")
+                              f"log: {printable(self.logs / 'hls.log')}")
         est = self.manifest["hls_report"]
         _say(f"  latency {est['latency_cycles']}, II {est['interval']}, est. clock {est['estimated_clock_ns']} ns, "
              f"resources {est['resources']}")
@@ -156,9 +157,9 @@ class NetBuild(Build):
         if hwh.is_file():
             masters = net_masters(hwh, self.overlay_name)
             if not set(M_AXI_PORTS) <= set(masters):
-                raise BuildFailed(f"Vivado's {hwh} has no IP {self.overlay_name} with the m_axi ports "
+                raise BuildFailed(f"Vivado's {printable(hwh)} has no IP {self.overlay_name} with the m_axi ports "
                                   f"{', '.join(M_AXI_PORTS)} (it has {sorted(masters) or 'none'}): the block design is "
-                                  f"not the network overlay's; log: {self.logs / 'vivado.log'}")
+                                  f"not the network overlay's; log: {printable(self.logs / 'vivado.log')}")
         return super().assemble()
 
 

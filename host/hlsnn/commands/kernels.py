@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import time
 
+from ..errors import printable
+
 
 def _load(path):
     from ..config import load_config
@@ -213,7 +215,7 @@ def cmd_run(args):
     from ..errors import InputError
     if getattr(args, "overlay", None):
         raise InputError(f"--overlay: only for a compiled model (NAME.hlsnn); for one layer give the overlay folder "
-                         f"itself: hlsnn run overlays/<name> --target pynq (not {args.target_path})")
+                         f"itself: hlsnn run overlays/<name> --target pynq (not {printable(args.target_path)})")
 
     import zipfile
     from pathlib import Path
@@ -223,23 +225,23 @@ def cmd_run(args):
         if not src.is_file():                 # a FIFO or a device would block or never end (issue 47)
             kind = "a folder" if src.is_dir() else "not a regular file (a FIFO, device or socket)" if src.exists() \
                 else "no such file"
-            raise InputError(f"--{what} {path}: {kind}; give a .npy file (numpy.save)")
+            raise InputError(f"--{what} {printable(path)}: {kind}; give a .npy file (numpy.save)")
         try:
             a = np.load(path, allow_pickle=False)
         except (OSError, ValueError, EOFError, MemoryError, zipfile.BadZipFile) as exc:
-            raise InputError(f"--{what} {path}: cannot be read as a .npy array ({exc})") from None
+            raise InputError(f"--{what} {printable(path)}: cannot be read as a .npy array ({exc})") from None
         if not isinstance(a, np.ndarray):                  # an .npz archive
             a.close()
-            raise InputError(f"--{what} {path}: is an .npz archive; save one array with numpy.save (.npy)")
+            raise InputError(f"--{what} {printable(path)}: is an .npz archive; save one array with numpy.save (.npy)")
         if a.ndim == 0 or a.size == 0:
-            raise InputError(f"--{what} {path}: holds an array of shape {a.shape}: must have at least one "
+            raise InputError(f"--{what} {printable(path)}: holds an array of shape {a.shape}: must have at least one "
                              f"dimension and one element")
         if a.dtype.kind not in "biuf":
-            raise InputError(f"--{what} {path}: has dtype {a.dtype}: must be real numbers (int or float); complex, "
-                             f"string and object arrays are refused")
+            raise InputError(f"--{what} {printable(path)}: has dtype {a.dtype}: must be real numbers (int or float); "
+                             f"complex, string and object arrays are refused")
         return a
     if not Path(args.target_path).exists() and ("/" in str(args.target_path) or Path(args.target_path).suffix):
-        raise InputError(f"{args.target_path}: no such overlay folder or config file")
+        raise InputError(f"{printable(args.target_path)}: no such overlay folder or config file")
     x = load(args.input, "input")
     # the input is checked against the engine before the target is made (a csim target compiles)
     from ..engines import ENGINES

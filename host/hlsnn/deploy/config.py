@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import Field, check_section, is_config_name, load_config, read_yaml
-from ..errors import ConfigError, InputError
+from ..errors import ConfigError, InputError, printable
 from ..paths import CONFIGS_DIR
 from ..primitives import ROUNDING_CODES
 
@@ -119,8 +119,7 @@ FIELDS = {
     "output": Field("str", "the model output to deploy, for a model with several (e.g. skl2onnx's "
                     "probabilities beside its label)", default=""),
     "data": Field("str", "'digits' (scikit-learn's bundled digits), 'digits32' (the same as 32x32x3 images) or "
-                  "an .npz with x_train, y_train, x_test, "
-                  "y_test (relative to this file)", default="digits"),
+                  "an .npz with x_train, y_train, x_test, y_test (relative to this file)", default="digits"),
     "layout": Field("choice", "input layout of the data: flat (N, features), nchw (N, C, H, W), ncl (N, C, L), "
                     "ntf (N, T, F); auto: the model input's rank (4: nchw, 3: ncl, else flat)", default="auto",
                     choices=("auto", "flat", "nchw", "ncl", "ntf")),
@@ -375,7 +374,8 @@ def deployment_kwargs(cfg: DeployConfig, *, update=None, update_by=None, host_bi
     cal = cfg.calibration
     for key, plain, other, unit in STATIC_RULES:
         if cal[key] == other and update not in (None, "e1"):
-            raise InputError(f"radix update {update!r} with calibration.{key}: {other} in {cfg.path}: {other} "
+            raise InputError(f"radix update {update!r} with calibration.{key}: {other} in {printable(cfg.path)}: "
+                             f"{other} "
                              f"applies to update e1 only (with E2/E4 the statistics unit {unit}); use update e1 "
                              f"or {key}: {plain}")
     return dict(overflow_ratio=cal["overflow_ratio"], rounding=cfg.rounding, dynamic=cal["mode"] == "dynamic",

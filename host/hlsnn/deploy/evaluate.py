@@ -8,7 +8,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from ..errors import HlsnnError, InputError, MissingDependency
+from ..errors import HlsnnError, InputError, MissingDependency, printable
 from .config import deployment_kwargs, load_deploy_config
 from .onnx_import import load_onnx
 from .runner import Deployment
@@ -199,7 +199,7 @@ def open_deployment(config_path, assignment=None, target="emu", *, host_fallback
     cfg = load_deploy_config(config_path)
     name = assignment or next(iter(cfg.assignments))
     if name not in cfg.assignments:
-        raise InputError(f"assignment {name!r} is not in {cfg.path}; it has {', '.join(cfg.assignments)}")
+        raise InputError(f"assignment {name!r} is not in {printable(cfg.path)}; it has {', '.join(cfg.assignments)}")
     net = load_onnx(cfg.model, host_fallback=host_fallback, output=cfg.output)
     from . import datasets, task_formats       # a regression's fixed/sparse auto fields, as hlsnn deploy
     if cfg.task != "classification" and any(f.type in task_formats.TYPES and f.auto for f in cfg.formats.values()):

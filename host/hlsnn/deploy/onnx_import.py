@@ -87,7 +87,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError, MissingDependency, ModelError, UnsupportedModelError
+from ..errors import InputError, MissingDependency, ModelError, UnsupportedModelError, printable
 from . import import_rules as rules
 from . import bnforward, chomp, maxleaky, constmm, gatherup2d, noopslice, ecafold, shufflefold, iffold, meanfold, qimport, repeatup, samplewise, shapefold, splitconv, subneg, torchdecomp, unshuffle, pixelshuffle
 from . import graphindex
@@ -167,15 +167,16 @@ def check_model_path(path):
     try:
         mode = path.stat().st_mode
     except FileNotFoundError:
-        raise InputError(f"model file {path} does not exist") from None
+        raise InputError(f"model file {printable(path)} does not exist") from None
     except OSError as exc:
-        raise InputError(f"model file {path}: cannot read it ({exc.strerror or exc})") from None
+        raise InputError(f"model file {printable(path)}: cannot read it ({exc.strerror or exc})") from None
     except ValueError:                       # a NUL character: no path the OS can take
         raise InputError(f"model file {str(path)!r}: not a path (it holds a NUL character)") from None
     if stat.S_ISDIR(mode):
-        raise InputError(f"model file {path} is a folder; give the path of an .onnx file")
+        raise InputError(f"model file {printable(path)} is a folder; give the path of an .onnx file")
     if not stat.S_ISREG(mode):
-        raise InputError(f"model file {path} is not a regular file (a FIFO, device or socket); give an .onnx file")
+        raise InputError(f"model file {printable(path)} is not a regular file (a FIFO, device or socket); give an "
+                         ".onnx file")
 
 
 def _initializer(path, t):
@@ -185,18 +186,18 @@ def _initializer(path, t):
     _, numpy_helper = _onnx()
     n = int(np.prod([int(d) for d in t.dims], dtype=object)) if len(t.dims) else 1
     if n > MAX_INITIALIZER_ELEMENTS:
-        raise ModelError(f"{path}: initializer {t.name!r} declares {n:,} values (shape {list(t.dims)}); hlsnn takes "
-                         f"at most {MAX_INITIALIZER_ELEMENTS:,} per initializer")
+        raise ModelError(f"{printable(path)}: initializer {t.name!r} declares {n:,} values (shape {list(t.dims)}); "
+                         f"hlsnn takes at most {MAX_INITIALIZER_ELEMENTS:,} per initializer")
     try:
         arr = numpy_helper.to_array(t)
     except MemoryError:
-        raise ModelError(f"{path}: initializer {t.name!r} ({n:,} values) does not fit in memory") from None
+        raise ModelError(f"{printable(path)}: initializer {t.name!r} ({n:,} values) does not fit in memory") from None
     except Exception as exc:  # noqa: BLE001 - onnx/numpy raise several types for bad data
         msg = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
-        raise ModelError(f"{path}: initializer {t.name!r}: its data cannot be read as {list(t.dims)} values "
+        raise ModelError(f"{printable(path)}: initializer {t.name!r}: its data cannot be read as {list(t.dims)} values "
                          f"({msg}); is its raw_data or external data file the declared size?") from None
     if arr.size != n:
-        raise ModelError(f"{path}: initializer {t.name!r} holds {arr.size} values; its shape {list(t.dims)} "
+        raise ModelError(f"{printable(path)}: initializer {t.name!r} holds {arr.size} values; its shape {list(t.dims)} "
                          f"declares {n}")
     return arr.astype(np.float64) if arr.dtype.kind == "f" else arr
 
@@ -220,13 +221,13 @@ def _check_sizes(path, model):
             node = producer.get(vi.name)
             who = f"node {node.name or node.output[0]!r} ({node.op_type})" if node is not None else "the graph"
             dims = [d.dim_value if d.HasField("dim_value") else d.dim_param for d in tt.shape.dim]
-            raise ModelError(f"{path}: {who} makes an empty tensor {vi.name!r} of shape {dims}: its kernel or window "
-                             "is larger than its padded input, or a shape is 0")
+            raise ModelError(f"{printable(path)}: {who} makes an empty tensor {vi.name!r} of shape {dims}: its "
+                             "kernel or window is larger than its padded input, or a shape is 0")
         if n > MAX_TENSOR_ELEMENTS:
             node = producer.get(vi.name)
             who = f"node {node.name or node.output[0]!r} ({node.op_type})" if node is not None else "the graph"
             dims = [d.dim_value if d.HasField("dim_value") else d.dim_param for d in tt.shape.dim]
-            raise ModelError(f"{path}: {who} makes tensor {vi.name!r} of shape {dims}, {n:,} values per "
+            raise ModelError(f"{printable(path)}: {who} makes tensor {vi.name!r} of shape {dims}, {n:,} values per "
                              f"evaluation (at most {MAX_TENSOR_ELEMENTS:,}): check its pads, strides and shapes")
 
 
@@ -265,7 +266,7 @@ def _check_names(path, g):
             try:
                 check_label(what, name)
             except InputError as e:
-                raise ModelError(f"{path}: {e}") from None
+                raise ModelError(f"{printable(path)}: {e}") from None
 
 
 def load_onnx(path, *, host_fallback=False, output=None) -> Network:
@@ -279,7 +280,8 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
         model = onnx.load(str(path))
         onnx.checker.check_model(model)
     except Exception as e:  # onnx raises several types for a broken file
-        raise InputError(f"{path}: not a valid ONNX model ({str(e).splitlines()[0] if str(e) else type(e).__name__})")
+        raise InputError(f"{printable(path)}: not a valid ONNX model "
+                         f"({str(e).splitlines()[0] if str(e) else type(e).__name__})")
     model = qimport.float_model(model, path)      # issue 50: QDQ pairs folded (a no-op without them)
     model = torchdecomp.rewrite(model)            # Einsum as MatMul, dynamo's 1-D upsampling as Resize
     model = gatherup2d.rewrite(model)             # dynamo's 2-D nearest-exact (a GatherND): nearest Resize
@@ -312,13 +314,14 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
     graph_inputs = [i for i in g.input if i.name not in consts]
     names = [o.name for o in g.output]
     if len(graph_inputs) != 1:
-        raise InputError(f"{path}: the model must have one input; it has {len(graph_inputs)}")
+        raise InputError(f"{printable(path)}: the model must have one input; it has {len(graph_inputs)}")
     if output is None and len(names) != 1:
-        raise InputError(f"{path}: the model has {len(names)} outputs ({', '.join(names)}); name the one to deploy "
-                         f"with `output:` in the deployment config")
+        raise InputError(f"{printable(path)}: the model has {len(names)} outputs ({', '.join(names)}); name the one "
+                         f"to deploy with `output:` in the deployment config")
     output = names[0] if output is None else output
     if output not in names:
-        raise InputError(f"{path}: output {output!r} is not an output of the model; it has {', '.join(names)}")
+        raise InputError(f"{printable(path)}: output {output!r} is not an output of the model; it has "
+                         f"{', '.join(names)}")
     # only what the chosen output depends on (skl2onnx's label branch, ArgMax/ZipMap, is left out)
     producer = {o: n for n in g.node for o in n.output}
     needed, todo = set(), [output]
@@ -658,7 +661,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
     from .actup import rewrite as act_before_upsample
     layers = act_before_upsample(layers, output)  # act(up(x)) as up(act(x)): the act where a rule reads it
     if output not in produced and output != graph_inputs[0].name:
-        raise InputError(f"{path}: cannot trace the graph output {output!r} to a layer")
+        raise InputError(f"{printable(path)}: cannot trace the graph output {output!r} to a layer")
     _check_layer_names(path, layers)
     input_shape = _dims(graph_inputs[0])
     if input_shape and input_shape[0] == 1:

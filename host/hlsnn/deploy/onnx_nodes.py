@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ModelError
+from ..errors import ModelError, printable
 from .graph import Layer
 
 
@@ -276,6 +276,6 @@ def _check_layer_names(path, layers):
     for la in layers:
         for what, v, seen in (("layer", la.name, names), ("tensor", la.output, outs)):
             if v in seen:
-                raise ModelError(f"{path}: the importer's {what} name {v!r} is also a name in the file; "
+                raise ModelError(f"{printable(path)}: the importer's {what} name {v!r} is also a name in the file; "
                                  f"rename that node or tensor in the file")
             seen.add(v)

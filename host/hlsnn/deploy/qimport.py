@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ModelError
+from ..errors import ModelError, printable
 
 QDQ = ("QuantizeLinear", "DequantizeLinear")
 #: ops that only move values (an annotation before them holds after them)
@@ -258,7 +258,7 @@ def strip(model, path=None):
     left = [n for n in g.node if n.op_type in QDQ and n.domain in ("", "ai.onnx")]
     if left:
         n = left[0]
-        raise ModelError(f"{path or 'model'}: node {n.name or n.output[0]!r} ({n.op_type}) is not part of a "
+        raise ModelError(f"{printable(path or 'model')}: node {n.name or n.output[0]!r} ({n.op_type}) is not part of a "
                          f"QuantizeLinear -> DequantizeLinear pair of one scale or a DequantizeLinear of a "
                          f"constant; hlsnn folds only those ({len(left)} such node(s))")
     return m, notes

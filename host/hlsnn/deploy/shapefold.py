@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ModelError
+from ..errors import ModelError, printable
 
 
 def _const_names(g):
@@ -118,12 +118,12 @@ def file_shapes(model, path):
     inp = [i for i in g.input if i.name not in init][0]
     dims = [d.dim_value if d.HasField("dim_value") else None for d in inp.type.tensor_type.shape.dim]
     if not dims:
-        raise ModelError(f"{path}: the input {inp.name!r} has no shape: its attention or shape ops need static "
-                         "shapes")
+        raise ModelError(f"{printable(path)}: the input {inp.name!r} has no shape: its attention or shape ops need "
+                         "static shapes")
     dims[0] = 1
     if None in dims:
-        raise ModelError(f"{path}: the input {inp.name!r} has the symbolic shape {dims} beyond its batch: its "
-                         "attention or shape ops need static shapes (export with a fixed example input)")
+        raise ModelError(f"{printable(path)}: the input {inp.name!r} has the symbolic shape {dims} beyond its batch: "
+                         "its attention or shape ops need static shapes (export with a fixed example input)")
     m = onnx.ModelProto()
     m.CopyFrom(model)
     known = {o.name for o in m.graph.output}

@@ -21,7 +21,7 @@ from ..deploy.evaluate import (_check_data, _check_labels, _classification, _lay
                                infer_task, modelled_latency, open_accelerators, pot_note)
 from ..deploy.onnx_import import load_onnx
 from ..deploy.runner import Deployment
-from ..errors import HlsnnError, InputError
+from ..errors import HlsnnError, InputError, printable
 from ..measure.layers import input_terms
 
 
@@ -95,7 +95,7 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
     wanted = assignments or list(cfg.assignments)
     for a in wanted:
         if a not in cfg.assignments:
-            raise InputError(f"assignment {a!r} is not in {cfg.path}; it has {', '.join(cfg.assignments)}")
+            raise InputError(f"assignment {a!r} is not in {printable(cfg.path)}; it has {', '.join(cfg.assignments)}")
     accs = open_accelerators(cfg, target, wanted, **(target_options or {}))
     from ..progress import bar
     steps = bar(wanted, desc=f"deploy {cfg.name} on {target}", unit="assignment", show=progress)
@@ -212,8 +212,8 @@ def network_net(dep, net, cfg, name, accs, x_check, target, target_options, *, r
     from ..network.loader import CompiledNet, kernel_network
     if cfg.calibration["mode"] != "static":
         if required:
-            raise InputError(f"network=True: {cfg.path}: calibration.mode = {cfg.calibration['mode']!r}; the "
-                             f"network kernel needs static radix points (mode: static)")
+            raise InputError(f"network=True: {printable(cfg.path)}: calibration.mode = {cfg.calibration['mode']!r}; "
+                             f"the network kernel needs static radix points (mode: static)")
         return None
     x_check = np.asarray(x_check, np.float64)
     try:

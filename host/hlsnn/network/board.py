@@ -31,7 +31,7 @@ import time
 
 import numpy as np
 
-from ..errors import InputError, excerpt, seconds
+from ..errors import InputError, excerpt, printable, seconds
 from ..engines.network.kernel import layout
 from ..engines.network.words import dtype
 from .nethost import write_block
@@ -154,7 +154,7 @@ def hwh_modules(hwh):
     try:
         return list(ET.parse(str(hwh)).getroot().iter("MODULE"))
     except ET.ParseError as exc:
-        raise InputError(f"{hwh}: not a readable .hwh (XML: {exc})") from None
+        raise InputError(f"{printable(hwh)}: not a readable .hwh (XML: {exc})") from None
 
 
 def net_masters_of(module, hwh="the .hwh"):
@@ -165,7 +165,7 @@ def net_masters_of(module, hwh="the .hwh"):
         if bi.get("TYPE") == "MASTER" and bi.get("VLNV") == "xilinx.com:interface:aximm:1.0":
             w = bi.get("DATAWIDTH") or "0"
             if not re.fullmatch(r"[0-9]{1,6}", w):
-                raise InputError(f"{hwh}: interface {excerpt(bi.get('NAME'), 60)} of "
+                raise InputError(f"{printable(hwh)}: interface {excerpt(bi.get('NAME'), 60)} of "
                                  f"{excerpt(module.get('INSTANCE'), 60)} has DATAWIDTH {excerpt(w, 40)}; a data width "
                                  f"is a number of bits")
             out[bi.get("NAME")] = int(w)

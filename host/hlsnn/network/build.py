@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, printable
 from . import artifact
 from ..deploy.layers import program_of
 
@@ -18,9 +18,10 @@ def choose_assignment(cfg, assignment=None) -> str:
     if assignment is None:
         if len(cfg.assignments) == 1:
             return next(iter(cfg.assignments))
-        raise InputError(f"{cfg.path} has {len(cfg.assignments)} assignments: give one with --assignment ({names})")
+        raise InputError(f"{printable(cfg.path)} has {len(cfg.assignments)} assignments: give one with --assignment "
+                         f"({names})")
     if assignment not in cfg.assignments:
-        raise InputError(f"--assignment {assignment!r}: not in {cfg.path}; it has {names}")
+        raise InputError(f"--assignment {assignment!r}: not in {printable(cfg.path)}; it has {names}")
     return assignment
 
 
@@ -39,8 +40,8 @@ def compile_model(config_path, assignment, output, *, check_samples=4, calibrati
     assignment = choose_assignment(cfg, assignment)
     cal = cfg.calibration
     if cal["mode"] != "static":
-        raise InputError(f"{cfg.path}: calibration.mode = {cal['mode']!r}: a compiled model needs static radix "
-                         f"points (mode: static)")
+        raise InputError(f"{printable(cfg.path)}: calibration.mode = {cal['mode']!r}: a compiled model needs static "
+                         f"radix points (mode: static)")
     if not 0 <= check_samples <= 64:
         raise InputError(f"check samples = {check_samples}: 0..64")
     net = load_onnx(cfg.model, output=cfg.output, host_fallback=host_fallback)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import HlsnnError, InputError, excerpt
+from ..errors import HlsnnError, InputError, excerpt, printable
 from . import artifact
 from ..deploy import program as netmode
 from ..deploy import netprefix
@@ -142,8 +142,8 @@ class CompiledNet:
         overlays = dict(overlays or {})
         unknown = set(overlays) - set(prog["accels"])
         if unknown:
-            raise InputError(f"overlays: {', '.join(sorted(unknown))} is not an accelerator of {path}; it uses "
-                             f"{', '.join(prog['accels'])}")
+            raise InputError(f"overlays: {', '.join(sorted(unknown))} is not an accelerator of {printable(path)}; it "
+                             f"uses {', '.join(prog['accels'])}")
         if network is not False:
             if network and target not in NETWORK_TARGETS:
                 raise InputError(f"network=True: the network kernel runs on {', '.join(NETWORK_TARGETS)} so far, "
@@ -174,7 +174,8 @@ class CompiledNet:
             target, target_options = "emu", {}      # the accelerators only check the configs' hashes
         if target == "pynq" and set(overlays) != set(prog["accels"]):
             opts = " ".join(f"--overlay {a}=FOLDER" for a in prog["accels"])
-            raise InputError(f"target pynq: give overlays={{name: overlay folder}} for every accelerator of {path}: "
+            raise InputError(f"target pynq: give overlays={{name: overlay folder}} for every accelerator of "
+                             f"{printable(path)}: "
                              f"{', '.join(prog['accels'])} (hlsnn run: {opts}; a network overlay, "
                              f"overlays/<config>_net, runs the model in one start)")
         self.accs = {}
@@ -441,13 +442,14 @@ class CompiledNet:
         bad = np.flatnonzero(np.asarray(got_l).reshape(-1).view(np.uint64) != ref_l.reshape(-1).view(np.uint64))
         if bad.size:
             i = int(bad[0])
-            raise HlsnnError(f"{self.path}: self-check failed on {self.target_name}: {bad.size} of {ref_l.size} "
+            raise HlsnnError(f"{printable(self.path)}: self-check failed on {self.target_name}: {bad.size} of "
+                             f"{ref_l.size} "
                              f"outputs of layer {self.program['output']['engine_layer']} differ from the emulator's "
                              f"at compile time; first at flat index {i}: expected {float(ref_l.reshape(-1)[i])!r}, "
                              f"got {float(np.asarray(got_l).reshape(-1)[i])!r}")
         if not np.allclose(y, self.check["y"], rtol=1e-12, atol=1e-300):
-            raise HlsnnError(f"{self.path}: self-check failed on {self.target_name}: the network output differs from "
-                             f"the compile-time output by more than 1e-12 relative")
+            raise HlsnnError(f"{printable(self.path)}: self-check failed on {self.target_name}: the network output "
+                             f"differs from the compile-time output by more than 1e-12 relative")
         return len(self.check["x"])
 
     def _self_check_by_image(self, x):
@@ -457,13 +459,13 @@ class CompiledNet:
         _, env = self._dep.run(x, keep=True)
         ref_l, got_l = self.check["logits"], np.asarray(env[self.program["output"]["engine_tensor"]])
         if got_l.reshape(-1).view(np.uint64).tolist() != ref_l.reshape(-1).view(np.uint64).tolist():
-            raise HlsnnError(f"{self.path}: self-check failed: the layer path's outputs differ from the emulator's "
-                             f"at compile time")
+            raise HlsnnError(f"{printable(self.path)}: self-check failed: the layer path's outputs differ from the "
+                             f"emulator's at compile time")
         for i in range(len(x)):
             got, want = self._run_network(x[i:i + 1], False), self._dep.run(x[i:i + 1])
             if not np.array_equal(got, want):
-                raise HlsnnError(f"{self.path}: self-check failed on {self.target_name}: image {i} of the stored "
-                                 f"pairs differs from the layer path's bits")
+                raise HlsnnError(f"{printable(self.path)}: self-check failed on {self.target_name}: image {i} of the "
+                                 f"stored pairs differs from the layer path's bits")
         return len(x)
 
     @property

@@ -42,6 +42,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..errors import printable
+
 #: The reference clock pynq assumes (``_ClocksZynq`` / ``_ClocksUltrascale.DEFAULT_SRC_CLK_MHZ``).
 PYNQ_REF_MHZ = {"zynq7": 50.0, "zynqmp": 33.333}
 
@@ -293,7 +295,7 @@ def read_hwh(path):
     root = ET.parse(path).getroot()
     mods = [m for m in root.iter("MODULE") if m.get("MODTYPE") in _PS_MODTYPES]
     if len(mods) != 1:
-        raise ValueError(f"{path}: {len(mods)} processing systems (processing_system7 or zynq_ultra_ps_e); "
+        raise ValueError(f"{printable(path)}: {len(mods)} processing systems (processing_system7 or zynq_ultra_ps_e); "
                          f"expected one")
     params = {p.get("NAME"): p.get("VALUE") for p in mods[0].iter("PARAMETER")}
     return from_parameters(params, _PS_MODTYPES[mods[0].get("MODTYPE")])

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import HlsnnError, InputError, MissingDependency, excerpt, seconds
+from ..errors import HlsnnError, InputError, MissingDependency, excerpt, printable, seconds
 from .targets import _limit, kernel_cycles
 
 #: AXI DMA status register (DMASR) bits.
@@ -415,9 +415,10 @@ def read_manifest(path) -> dict:
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"), object_pairs_hook=no_duplicates)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise InputError(f"overlay manifest {path}: not a readable hlsnn manifest ({exc})") from None
+        raise InputError(f"overlay manifest {printable(path)}: not a readable hlsnn manifest ({exc})") from None
     except RecursionError:
-        raise InputError(f"overlay manifest {path}: not a readable hlsnn manifest (nested too deeply)") from None
+        raise InputError(f"overlay manifest {printable(path)}: not a readable hlsnn manifest (nested too "
+                         "deeply)") from None
 
 
 def config_from_manifest(manifest: dict):

@@ -16,7 +16,7 @@ from ..deploy.config import DeployConfig, deployment_kwargs, load_deploy_config
 from ..deploy.evaluate import open_accelerators
 from ..deploy.onnx_import import load_onnx
 from ..deploy.runner import Deployment
-from ..errors import InputError
+from ..errors import InputError, printable
 from .export import export
 
 
@@ -41,7 +41,7 @@ def deployed(model, example, deploy_config, assignment=None, *, target="emu", wo
     cfg = trained_config(deploy_config, "-")
     name = assignment or next(iter(cfg.assignments))
     if name not in cfg.assignments:
-        raise InputError(f"assignment {name!r} is not in {cfg.path}; it has {', '.join(cfg.assignments)}")
+        raise InputError(f"assignment {name!r} is not in {printable(cfg.path)}; it has {', '.join(cfg.assignments)}")
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(workdir or tmp, "trained.onnx")
         export(model, example, path)

@@ -9,7 +9,7 @@ import torch.nn.functional as Fn
 
 from ..config import load_config
 from ..deploy.config import STATIC_RULES, DeployConfig, load_deploy_config
-from ..errors import InputError
+from ..errors import InputError, printable
 from .quant import BfpWeight, FixedAct, FixedWeight, ShiftWeight, bfp_fake, fixed_fake, tag
 
 
@@ -252,7 +252,7 @@ def prepare(model, deploy_config, assignment=None, *, layers=None, overflow_rati
         assignment = next(iter(cfg.assignments.values()))
     elif isinstance(assignment, str):
         if assignment not in cfg.assignments:
-            raise InputError(f"assignment {assignment!r}: not in {cfg.path} (its assignments: "
+            raise InputError(f"assignment {assignment!r}: not in {printable(cfg.path)} (its assignments: "
                              f"{', '.join(sorted(cfg.assignments))})")
         assignment = cfg.assignments[assignment]
     layers = dict(layers or {})

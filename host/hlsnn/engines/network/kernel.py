@@ -47,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import CsimError, InputError
+from ...errors import CsimError, InputError, printable
 from ...engine_registry import network_part
 from ...names import c_ident, comment, check_slug
 from .skips import sc_regions
@@ -467,7 +467,7 @@ def build(net, *, strict=None, out_root=None, render_fn=None):
             os.unlink(part)
             (folder / "compile-error.log").write_text(" ".join(argv) + "\n\n" + proc.stderr)
             raise CsimError(f"network kernel of {net.name}: the C++ did not compile; see "
-                            f"{folder / 'compile-error.log'}:\n{proc.stderr[:2000]}")
+                            f"{printable(folder / 'compile-error.log')}:\n{proc.stderr[:2000]}")
         with open(part, "rb") as f:
             head = f.read(4)
         if head != b"\x7fELF":
@@ -523,8 +523,8 @@ class NetKernel:
         try:
             self.lib = ctypes.CDLL(str(self.path))
         except OSError as exc:
-            raise CsimError(f"network kernel library {self.path} does not load ({exc}): check CXX, delete it and "
-                            f"run again") from None
+            raise CsimError(f"network kernel library {printable(self.path)} does not load ({exc}): check CXX, delete "
+                            f"it and run again") from None
         require_symbols(self.lib, self.path, ("hlsnn_net_run", "hlsnn_last_assert", "hlsnn_strict",
                                               "hlsnn_counter_name", "hlsnn_counter_count", "hlsnn_counter_values"))
         self.lib.hlsnn_net_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]

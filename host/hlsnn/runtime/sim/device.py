@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ... import errors as _errors
 from .. import ps_clocks as _ps_clocks
 from .dma import AxiDmaModel
 from .errors import SimBusError, SimDeadlock, SimError, SimMetadataError, SimUnsupported
@@ -160,7 +161,7 @@ class SimDevice(_DeviceBase):
             try:
                 self.boot_clocks = _ps_clocks.read_hwh(boot_hwh)
             except (OSError, ValueError, SyntaxError) as exc:
-                raise SimMetadataError(f"SimDevice: boot_hwh {boot_hwh}: {exc}") from None
+                raise SimMetadataError(f"SimDevice: boot_hwh {_errors.printable(boot_hwh)}: {exc}") from None
             self._program_ps_clocks(self.boot_clocks)
         self._rebuild_regions()
 
@@ -498,7 +499,8 @@ class SimDevice(_DeviceBase):
         try:
             parser = RuntimeMetadataParser(Metadata(input=str(hwh)))
         except Exception as exc:
-            raise SimMetadataError(f"SimDevice: cannot parse {hwh}: {type(exc).__name__}: {exc}") from exc
+            raise SimMetadataError(f"SimDevice: cannot parse {_errors.printable(hwh)}: {type(exc).__name__}: "
+                                   f"{exc}") from exc
         parser.refresh_hierarchy_dict()
         parser._sim_hwh = str(hwh)
         self._fill_clock_frequencies(parser)
@@ -561,7 +563,7 @@ class SimDevice(_DeviceBase):
         try:
             clocks = _ps_clocks.from_parameters(params, family)
         except ValueError as exc:
-            raise SimMetadataError(f"SimDevice: {hwh}: PS clock configuration: {exc}") from None
+            raise SimMetadataError(f"SimDevice: {_errors.printable(hwh)}: PS clock configuration: {exc}") from None
         self.ps_clocks = clocks
         if clocks.assumed:
             self.fixups.append("PS clocks: the .hwh lacks " + "; ".join(clocks.assumed))
