@@ -244,6 +244,15 @@ def _float_param(value, name, node, what):
     return arr
 
 
+def _with_outputs(node, outputs):
+    """A copy of ``node`` writing ``outputs`` ("" for an output left out)."""
+    copy = type(node)()
+    copy.CopyFrom(node)
+    del copy.output[:]
+    copy.output.extend(outputs)
+    return copy
+
+
 def _as_identity(node):
     from onnx import helper
     return helper.make_node("Identity", [node.input[0]], list(node.output), name=node.name or node.output[0])
@@ -349,13 +358,24 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
     def reject(node, why):
         """An unsupported node: listed in the error, or (host_fallback) run on the host."""
         name = layer_name(node)
-        if not host_fallback or len([o for o in node.output if o]) != 1:
+        # the outputs something reads (a GRU's Y_h or an LSTM's Y_c that nothing reads is left out)
+        used = [o for o in node.output if o and (o == output or any(id(u) in needed for u in consumers.get(o, ())))]
+        if not host_fallback or len(used) != 1:
+            if host_fallback and len(used) > 1:
+                why += (f"; --host-fallback runs a node of one used output only, and {len(used)} of its outputs "
+                        f"are read ({', '.join(used)})")
             unsupported.append((name, node.op_type, why))
             return
-        layer = Layer(name, "host", [i for i in node.input if i and i not in consts], node.output[0],
-                      op="fallback", node=node,
-                      attrs={"consts": {i: consts[i] for i in node.input if i in consts}, "why": why,
-                             "opset": [(o.domain, o.version) for o in model.opset_import]})
+        if [o for o in node.output if o] != used:      # the unread outputs left out (optional in ONNX's RNNs)
+            node = _with_outputs(node, [o if o in used else "" for o in node.output])
+        ins = [i for i in node.input if i and i not in consts]
+        attrs = {"consts": {i: consts[i] for i in node.input if i in consts}, "why": why,
+                 "opset": [(o.domain, o.version) for o in model.opset_import]}
+        if fs is not None and all(i in fs for i in ins) and used[0] in fs:
+            # a file whose batch is fixed at 1: the node runs on each sample as the file's own computation
+            # (hlsnn.deploy.samplewise: a lifted tensor (N, *S), a normal one (N, *S[1:]))
+            attrs["sw"] = {"in_shapes": [list(fs[i]) for i in ins], "out_shape": list(fs[used[0]])}
+        layer = Layer(name, "host", ins, used[0], op="fallback", node=node, attrs=attrs)
         layers.append(layer)
         produced[layer.output] = layer
 
@@ -649,7 +669,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
             layers.append(layer)
             produced[layer.output] = layer
     if unsupported:
-        raise UnsupportedModelError(str(path), unsupported)
+        raise UnsupportedModelError(str(path), unsupported, host_fallback)
     from .catfold import fold as fold_after_concat
     layers = fold_after_concat(layers, output)   # bn(cat(convs)) (and its Relu) into each branch's conv
     layers = _rows_as_maps(layers, output, fresh)
