@@ -77,6 +77,37 @@ def test_an_lstm_read_through_its_y_h_only(tmp_path):
     np.testing.assert_allclose(float_forward(net, x), _per_sample_onnxruntime(path, x), rtol=1e-5, atol=1e-5)
 
 
+def test_an_lstm_writing_y_c_keeps_the_static_shapes(tmp_path):
+    """TorchScript's ``nn.LSTM`` writes (Y, Y_h, Y_c); onnx's reference LSTM writes no Y_c, which
+    made the batch-1 file's static shapes unknown, so every Transpose/Shape/Expand around it was
+    listed as unsupported (14 nodes for a one-LSTM model). Only the LSTM is listed now, and it
+    falls back; here its initial state is built from the input's shape as TorchScript writes it."""
+    def tail(inits, rng):
+        inits.append(numpy_helper.from_array(np.array([1], np.int64), "ax1"))
+        return [helper.make_node("Squeeze", ["Y", "ax1"], ["ys"], name="squeeze"),
+                helper.make_node("Transpose", ["ys"], ["yb"], name="to_ntf", perm=[1, 0, 2])] + \
+            _head("yb", T * H)(inits, rng)
+    path = _rnn_model(tmp_path, "LSTM", ["Y", "Y_h", "Y_c"], tail, "lstm3")
+    m = onnx.load(str(path))                       # h0 = zeros(1, x.shape[1], H), as TorchScript builds it
+    rnn = next(n for n in m.graph.node if n.op_type == "LSTM")
+    rnn.input.extend(["", "h0"])
+    m.graph.initializer.extend([numpy_helper.from_array(np.zeros(1, np.float32), "zero"),
+                                numpy_helper.from_array(np.array([1], np.int64), "idx1"),
+                                numpy_helper.from_array(np.array([1], np.int64), "one"),
+                                numpy_helper.from_array(np.array([H], np.int64), "hid")])
+    m.graph.node.insert(1, helper.make_node("Shape", ["xt"], ["shp"], name="shape"))
+    m.graph.node.insert(2, helper.make_node("Gather", ["shp", "idx1"], ["nb"], name="batch", axis=0))
+    m.graph.node.insert(3, helper.make_node("Concat", ["one", "nb", "hid"], ["h0shape"], name="h0shape", axis=0))
+    m.graph.node.insert(4, helper.make_node("Expand", ["zero", "h0shape"], ["h0"], name="h0"))
+    onnx.save(m, str(path))
+    with pytest.raises(UnsupportedModelError) as e:
+        load_onnx(path)
+    assert [(n[0], n[1]) for n in e.value.nodes] == [("rnn", "LSTM")]
+    net = load_onnx(path, host_fallback=True)
+    x = np.random.default_rng(4).normal(size=(4, T, F)).astype(np.float32)
+    np.testing.assert_allclose(float_forward(net, x), _per_sample_onnxruntime(path, x), rtol=1e-5, atol=1e-5)
+
+
 def test_a_node_with_two_read_outputs_is_refused_by_name_even_with_the_fallback(tmp_path):
     def tail(inits, rng):
         inits.append(numpy_helper.from_array(np.array([1, H], np.int64), "hshape"))
