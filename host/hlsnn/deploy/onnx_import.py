@@ -89,6 +89,7 @@ import numpy as np
 
 from ..errors import InputError, MissingDependency, ModelError, UnsupportedModelError
 from . import import_rules as rules
+from . import sklfold
 from . import bnforward, chomp, maxleaky, constmm, gatherup2d, noopslice, ecafold, shufflefold, iffold, meanfold, qimport, repeatup, samplewise, shapefold, splitconv, subneg, torchdecomp, unshuffle, pixelshuffle
 from . import graphindex
 from .graph import Layer, Network
@@ -290,6 +291,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
     except Exception as e:  # onnx raises several types for a broken file
         raise InputError(f"{path}: not a valid ONNX model ({str(e).splitlines()[0] if str(e) else type(e).__name__})")
     model = qimport.float_model(model, path)      # issue 50: QDQ pairs folded (a no-op without them)
+    model = sklfold.rewrite(model)                # skl2onnx's Scaler, c - x: standard ops (Sub, Mul, Add)
     model = torchdecomp.rewrite(model)            # Einsum as MatMul, dynamo's 1-D upsampling as Resize
     model = gatherup2d.rewrite(model)             # dynamo's 2-D nearest-exact (a GatherND): nearest Resize
     model = maxleaky.rewrite(model)               # torch.maximum(x, c * x), 0 <= c <= 1: LeakyRelu(alpha=c)
