@@ -79,6 +79,11 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
               "test_images": int(len(x_test)),
               "calibration_images": int(len(x_cal)), "calibration_mode": cfg.calibration["mode"]}
     if task == "classification":
+        if y_ref.ndim != 2:    # an ArgMax at the end gives (N,): a class index, not the scores
+            raise InputError(f"{cfg.model}: output {net.output!r} has the shape {tuple(y_ref.shape[1:])} per sample; "
+                             "a classifier's accuracy needs one score per class, (N, classes), whose argmax is the "
+                             "class: deploy the scores (export the model without its ArgMax, or name the scores "
+                             "with `output:`), or set `task: regression`")
         _check_labels(cfg.data, y_test, y_ref.shape[1])
         result["float_accuracy"] = float(np.mean(np.argmax(y_ref, axis=1) == y_test))
         score = _classification(y_test, y_ref)
