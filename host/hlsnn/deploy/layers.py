@@ -222,8 +222,8 @@ def program_of(dep, net, cfg, assignment, accs, *, x_cal, x_check=None, host_fal
                                           "inputs": list(la.inputs), "output": la.output,
                                           "attrs": _jsonable({"why": la.attrs["why"], "const_names": list(consts),
                                                               "opset": [list(o) for o in la.attrs["opset"]],
-                                                              **({"sw": la.attrs["sw"]} if "sw" in la.attrs
-                                                                 else {})})})
+                                                              # a batch-1 file: the node runs per sample
+                                                              **(la.attrs["sw"] if "sw" in la.attrs else {})})})
                 continue
             attrs = {k: v for k, v in la.attrs.items() if k != "params"}
             program["layers"].append({"name": la.name, "kind": "host", "op": la.op, "inputs": list(la.inputs),
@@ -331,6 +331,7 @@ def _host_layer(j, arrays):
         stub.node = _fallback_node(onnx, j, arrays)
         attrs = {"why": attrs.get("why"), "opset": [tuple(o) for o in attrs["opset"]],
                  "consts": {n: arrays[f"{j['name']}/const{i}"] for i, n in enumerate(attrs["const_names"])},
-                 **({"sw": attrs["sw"]} if attrs.get("sw") is not None else {})}
+                 **({"sw": {"in_shapes": attrs["in_shapes"], "out_shape": attrs["out_shape"]}}
+                    if attrs.get("in_shapes") is not None else {})}
     stub.op, stub.attrs = j["op"], attrs
     return stub
