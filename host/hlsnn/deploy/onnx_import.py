@@ -245,15 +245,6 @@ def _float_param(value, name, node, what):
     return arr
 
 
-def _with_outputs(node, outputs):
-    """A copy of ``node`` writing ``outputs`` ("" for an output left out)."""
-    copy = type(node)()
-    copy.CopyFrom(node)
-    del copy.output[:]
-    copy.output.extend(outputs)
-    return copy
-
-
 def _as_identity(node):
     from onnx import helper
     return helper.make_node("Identity", [node.input[0]], list(node.output), name=node.name or node.output[0])
@@ -369,7 +360,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
             unsupported.append((name, node.op_type, why))
             return
         if [o for o in node.output if o] != used:      # the unread outputs left out (optional in ONNX's RNNs)
-            node = _with_outputs(node, [o if o in used else "" for o in node.output])
+            node = graphindex.with_outputs(node, [o if o in used else "" for o in node.output])
         ins = [i for i in node.input if i and i not in consts]
         attrs = {"consts": {i: consts[i] for i in node.input if i in consts}, "why": why,
                  "opset": [(o.domain, o.version) for o in model.opset_import]}
