@@ -169,6 +169,11 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
                     for ln, ex in dep.execs.items():
                         out = ex.layer.output
                         r, q = as_map(ex.layer, ref_tensors[file_tensor(ex.layer)[0]]), env[out]
+                        if r.shape != q.shape and q.ndim == 4 and q.shape[3] == 1 and r.size == q.size \
+                                and r.shape[0] == q.shape[0] * q.shape[2]:
+                            # a token-wise layer on a lifted tensor (attention in a batch-1 file): the reference
+                            # holds each sample's T rows one after the other, the layer (N, C, T, 1)
+                            r = np.moveaxis(r.reshape(q.shape[0], q.shape[2], q.shape[1]), 2, 1)[..., None]
                         if ex.layer.relu:        # a Clip's ReLU fused in: the file's tensor there is before it
                             r = np.maximum(r, 0)
                         k = getattr(dep, "balanced", {}).get(ln)
