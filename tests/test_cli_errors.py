@@ -156,6 +156,16 @@ def deploy_files(tmp_path, monkeypatch):
     (tmp_path / "list.yaml").write_text(text.replace("bfp8: {default: bfp8}", "bfp8: {default: [bfp8]}"))
     (tmp_path / "feat.yaml").write_text(text.replace("data: digits", "data: feat.npz"))
     (tmp_path / "lab.yaml").write_text(text.replace("data: digits", "data: lab.npz"))
+    import onnx                       # the MLP ending in an ArgMax: a class index, not the scores
+    from onnx import helper
+    m = onnx.load(str(ROOT / "configs" / "models" / "digits_mlp.onnx"))
+    scores = m.graph.output[0].name
+    m.graph.node.append(helper.make_node("ArgMax", [scores], ["cls"], name="argmax", axis=1, keepdims=0))
+    del m.graph.output[:]
+    m.graph.output.append(helper.make_tensor_value_info("cls", onnx.TensorProto.INT64, [None]))
+    onnx.save(m, str(tmp_path / "argmax.onnx"))
+    (tmp_path / "argmax.yaml").write_text(text.replace(str(ROOT / "configs" / "models" / "digits_mlp.onnx"),
+                                                      str(tmp_path / "argmax.onnx")))
     for name, body in (("ov1", "{not json"), ("ov2", "{}"), ("ov3", '{"config": {}, "config": {}}')):
         (tmp_path / name).mkdir()
         (tmp_path / name / f"{name}.json").write_text(body)
@@ -169,6 +179,9 @@ def deploy_files(tmp_path, monkeypatch):
     (["deploy", "list.yaml", "--assignment", "bfp8"], "must name a format"),
     (["deploy", "feat.yaml", "--assignment", "bfp8"], "samples of shape (50,); the model digits_mlp takes (64,)"),
     (["deploy", "lab.yaml", "--assignment", "bfp8"], "label 5"),
+    (["deploy", "argmax.yaml", "--assignment", "bfp8"], "argmax (ArgMax): no engine or host rule for ArgMax"),
+    (["deploy", "argmax.yaml", "--assignment", "bfp8", "--host-fallback"],        # was an IndexError
+     "has the shape () per sample; a classifier's accuracy needs one score per class"),
     (["run", "ov1", "--input", "x.npy", "--target", "sim"], "not a readable hlsnn manifest"),
     (["run", "ov2", "--input", "x.npy", "--target", "sim"], "no 'config' mapping"),
     (["run", "ov3", "--input", "x.npy", "--target", "sim"], "duplicate key 'config'"),

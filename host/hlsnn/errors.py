@@ -81,12 +81,14 @@ class MissingDependency(HlsnnError, ImportError):
 class UnsupportedModelError(HlsnnError, ValueError):
     """An ONNX model has nodes hlsnn cannot run: lists every one (name, op type, reason)."""
 
-    def __init__(self, path, nodes):
+    def __init__(self, path, nodes, host_fallback=False):
         self.path, self.nodes = path, list(nodes)
         lines = "\n".join(f"  {name} ({op}): {why}" for name, op, why in self.nodes)
+        how = ("not even --host-fallback runs them (the reason says why)" if host_fallback else
+               "--host-fallback runs each of them on the host in float32 with onnx's reference implementation "
+               "(not on the FPGA)")
         super().__init__(f"{path}: {len(self.nodes)} unsupported node(s), which no accelerator or host rule of "
-                         f"hlsnn runs; --host-fallback runs each of them on the host in float32 with onnx's "
-                         f"reference implementation (not on the FPGA):\n{lines}")
+                         f"hlsnn runs; {how}:\n{lines}")
 
 
 #: errno values that are the environment's doing, not a bug: reported as one line naming the path

@@ -183,6 +183,51 @@ def test_unsupported_quantization_is_a_clear_error(tmp_path):
         load_onnx(_qdq(tmp_path, lone=True))
 
 
+
+def test_a_quantized_constant_node_folds_to_what_the_pair_gives(tmp_path):
+    """onnxruntime's quantize_static quantizes a Constant node's output (GELU's ``+ 1`` at opset 17)
+    as it quantizes an activation: Q -> DQ of a constant, which was refused as 'not part of a
+    pair' (session 32). It folds to QuantizeLinear's value (half to even, saturated), and the
+    float path equals onnxruntime on the same file."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 2])
+    inits = [numpy_helper.from_array(np.float32(0.0078), "s"), numpy_helper.from_array(np.uint8(3), "z"),
+             numpy_helper.from_array(np.random.default_rng(0).normal(size=(4, 2)).astype(np.float32), "w")]
+    c = numpy_helper.from_array(np.array([1.0, -0.3], np.float32), "cval")   # -0.3 saturates at -3 * 0.0078
+    nodes = [helper.make_node("Constant", [], ["c"], name="const", value=c),
+             helper.make_node("QuantizeLinear", ["c", "s", "z"], ["cq"], name="c_q"),
+             helper.make_node("DequantizeLinear", ["cq", "s", "z"], ["cf"], name="c_dq"),
+             helper.make_node("MatMul", ["x", "w"], ["mm"], name="fc"),
+             helper.make_node("Add", ["mm", "cf"], ["y"], name="plus")]
+    path = tmp_path / "c.onnx"
+    onnx.save(helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits),
+                                opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    net = load_onnx(path)
+    xs = np.random.default_rng(1).normal(size=(8, 4)).astype(np.float32)
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": xs})[0]
+    from hlsnn.deploy.runner import float_forward
+    np.testing.assert_allclose(float_forward(net, xs), want, rtol=1e-6, atol=1e-6)
+    bias = xs @ numpy_helper.to_array(inits[2]) - want
+    np.testing.assert_allclose(-bias, np.broadcast_to([128 * 0.0078, -3 * 0.0078], bias.shape), rtol=1e-5)
+
+
+def test_onnxruntimes_qoperator_format_is_named_with_the_remedy(tmp_path):
+    """quantize_static(quant_format=QOperator) writes QLinearMatMul/QLinearConv/QGemm: refused by
+    name, saying that hlsnn reads QDQ (it said a QuantizeLinear was 'not part of a pair')."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 2])
+    inits = [numpy_helper.from_array(np.float32(0.05), "s"), numpy_helper.from_array(np.int8(0), "z"),
+             numpy_helper.from_array(np.ones((4, 2), np.int8), "wq")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"], name="q"),
+             helper.make_node("QLinearMatMul", ["xq", "s", "z", "wq", "s", "z", "s", "z"], ["yq"], name="qmm"),
+             helper.make_node("DequantizeLinear", ["yq", "s", "z"], ["y"], name="dq")]
+    path = tmp_path / "qop.onnx"
+    onnx.save(helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits),
+                                opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    with pytest.raises(ModelError, match=r"QLinearMatMul: onnxruntime's QOperator format.*"
+                                         r"quant_format=QuantFormat.QDQ"):
+        load_onnx(path)
+
 def test_deploy_table_names_the_mapping(tmp_path):
     from hlsnn.deploy.evaluate import format_result
     res = deploy(_config(tmp_path, "mlp_pot", formats="  fixed8: {type: fixed, accel: sparse8_pynq-z2}\n"

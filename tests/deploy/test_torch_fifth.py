@@ -12,7 +12,7 @@ dynamic batch axis as deployment tutorials export):
 * ``torch.clamp(x, min=a)`` / ``clamp(max=b)`` (dynamo: ``Max`` / ``Min`` by one number) as the host
   ``Clip``, statistics pooling ``torch.cat([x.mean(-1), x.std(-1)], 1)`` and ``x - x.mean(...)``
   (``Sub`` of two tensors), ``x - c`` (:mod:`hlsnn.deploy.hostarith`); ``Max`` of two tensors, ``Min``
-  by a vector and ``c - x`` refused by name; a comparison with one number (host ``Compare``) as a
+  by a vector refused by name (``c - x`` too until session 32: now ``-1 * x + c``); a comparison with one number (host ``Compare``) as a
   ``Where``'s computed condition (a leaky ReLU by ``torch.where``);
 * ``F.scaled_dot_product_attention(..., is_causal=True)`` or with a boolean ``attn_mask``: TorchScript
   adds a constant ``-inf`` mask (``AddInf``, read by a ``Softmax`` only), dynamo guards a fully
@@ -311,9 +311,8 @@ def _binary(path, op, b_const=None, a_const=None):
 
 @pytest.mark.parametrize("op,kw,msg", [
     ("Max", {}, r"n \(Max\): Max of two computed tensors: only with one constant number \(a clamp\)"),
-    ("Min", {"b_const": [0.1, 0.2, 0.3, 0.4]}, r"n \(Min\): Min with a constant of shape \(4,\): only with one number"),
-    ("Sub", {"a_const": 1.0}, r"n \(Sub\): Sub of a computed tensor from a constant \(c - x\)")])
-def test_max_min_and_sub_outside_their_rules_are_refused_by_name(tmp_path, op, kw, msg):
+    ("Min", {"b_const": [0.1, 0.2, 0.3, 0.4]}, r"n \(Min\): Min with a constant of shape \(4,\): only with one number")])
+def test_max_and_min_outside_their_rules_are_refused_by_name(tmp_path, op, kw, msg):
     with pytest.raises(UnsupportedModelError, match=msg):
         load_onnx(_binary(tmp_path / "b.onnx", op, **kw))
 
@@ -322,6 +321,13 @@ def test_a_difference_of_two_tensors_equals_numpy(tmp_path):
     x = np.random.default_rng(8).normal(size=(6, 4))
     got = float_forward(load_onnx(_binary(tmp_path / "b.onnx", "Sub")), x)
     np.testing.assert_allclose(got, np.maximum(x, 0) - 1 / (1 + np.exp(-x)), rtol=1e-12, atol=1e-12)
+
+
+def test_a_computed_tensor_from_a_constant_equals_numpy(tmp_path):
+    """``c - x`` (refused by name until session 32): ``-1 * x + c`` (hlsnn.deploy.sklfold)."""
+    x = np.random.default_rng(8).normal(size=(6, 4))
+    got = float_forward(load_onnx(_binary(tmp_path / "b.onnx", "Sub", a_const=1.5)), x)
+    np.testing.assert_allclose(got, 1.5 - 1 / (1 + np.exp(-x)), rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("how", ["ts17", "dynamo"])

@@ -143,3 +143,12 @@ def run_moves(nodes, shape, fs):
                 return None
             y = y.reshape(out)
     return y
+
+
+def with_outputs(node, outputs):
+    """A copy of ``node`` writing ``outputs`` ("" for an output left out)."""
+    copy = type(node)()
+    copy.CopyFrom(node)
+    del copy.output[:]
+    copy.output.extend(outputs)
+    return copy

@@ -214,10 +214,10 @@ def _fallback(layer, inputs):
     ins = [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, None) for n in layer.inputs]
     init = [numpy_helper.from_array(np.asarray(v, np.float32 if np.asarray(v).dtype.kind == "f" else None), n)
             for n, v in consts.items()]
-    out = helper.make_tensor_value_info(node.output[0], onnx.TensorProto.FLOAT, None)
+    # the layer's output: the one output of the node that the network reads (a GRU's Y without its Y_h)
+    out = helper.make_tensor_value_info(layer.output, onnx.TensorProto.FLOAT, None)
     graph = helper.make_graph([node], "fallback", ins, [out], initializer=init)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in layer.attrs["opset"]])
-    feeds = {n: np.asarray(v, np.float32) for n, v in zip(layer.inputs, inputs)}
     from .reference import guard, run
     where = f"host fallback of {layer.name!r}"
     try:
@@ -226,7 +226,20 @@ def _fallback(layer, inputs):
         from ..errors import ModelError
         from .reference import _why
         raise ModelError(f"{where}: onnx's reference evaluator cannot load the node: {_why(exc)}") from None
-    return np.asarray(run(sess, None, feeds, where)[0], np.float64)
+    sw = layer.attrs.get("sw")
+    if sw is None:
+        feeds = {n: np.asarray(v, np.float32) for n, v in zip(layer.inputs, inputs)}
+        return np.asarray(run(sess, None, feeds, where)[0], np.float64)
+    # a file whose batch is fixed at 1 (static shapes S at batch 1): the node on each sample, as the file
+    # computes it; a lifted tensor (S not starting with 1) is held as (N, *S), a normal one as (N, *S[1:])
+    from .samplewise import is_lifted
+    n = len(inputs[0]) if inputs else 1
+    outs = []
+    for k in range(n):
+        feeds = {name: np.asarray(v[k] if is_lifted(s) else v[k:k + 1], np.float32)
+                 for name, v, s in zip(layer.inputs, inputs, sw["in_shapes"])}
+        outs.append(np.asarray(run(sess, None, feeds, where)[0], np.float64))
+    return np.stack(outs) if is_lifted(sw["out_shape"]) else np.concatenate(outs)
 
 
 def float_tensors(net, x):

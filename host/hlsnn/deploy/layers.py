@@ -221,7 +221,9 @@ def program_of(dep, net, cfg, assignment, accs, *, x_cal, x_check=None, host_fal
                 program["layers"].append({"name": la.name, "kind": "host", "op": "fallback",
                                           "inputs": list(la.inputs), "output": la.output,
                                           "attrs": _jsonable({"why": la.attrs["why"], "const_names": list(consts),
-                                                              "opset": [list(o) for o in la.attrs["opset"]]})})
+                                                              "opset": [list(o) for o in la.attrs["opset"]],
+                                                              # a batch-1 file: the node runs per sample
+                                                              **(la.attrs["sw"] if "sw" in la.attrs else {})})})
                 continue
             attrs = {k: v for k, v in la.attrs.items() if k != "params"}
             program["layers"].append({"name": la.name, "kind": "host", "op": la.op, "inputs": list(la.inputs),
@@ -328,6 +330,8 @@ def _host_layer(j, arrays):
                              f"(compiled with --host-fallback): pip install onnx") from None
         stub.node = _fallback_node(onnx, j, arrays)
         attrs = {"why": attrs.get("why"), "opset": [tuple(o) for o in attrs["opset"]],
-                 "consts": {n: arrays[f"{j['name']}/const{i}"] for i, n in enumerate(attrs["const_names"])}}
+                 "consts": {n: arrays[f"{j['name']}/const{i}"] for i, n in enumerate(attrs["const_names"])},
+                 **({"sw": {"in_shapes": attrs["in_shapes"], "out_shape": attrs["out_shape"]}}
+                    if attrs.get("in_shapes") is not None else {})}
     stub.op, stub.attrs = j["op"], attrs
     return stub

@@ -89,6 +89,7 @@ import numpy as np
 
 from ..errors import InputError, MissingDependency, ModelError, UnsupportedModelError, printable
 from . import import_rules as rules
+from . import sklfold
 from . import bnforward, chomp, maxleaky, constmm, gatherup2d, noopslice, ecafold, shufflefold, iffold, meanfold, qimport, repeatup, samplewise, shapefold, splitconv, subneg, torchdecomp, unshuffle, pixelshuffle
 from . import graphindex
 from .graph import Layer, Network
@@ -283,6 +284,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
         raise InputError(f"{printable(path)}: not a valid ONNX model "
                          f"({str(e).splitlines()[0] if str(e) else type(e).__name__})")
     model = qimport.float_model(model, path)      # issue 50: QDQ pairs folded (a no-op without them)
+    model = sklfold.rewrite(model)                # skl2onnx's Scaler, c - x: standard ops (Sub, Mul, Add)
     model = torchdecomp.rewrite(model)            # Einsum as MatMul, dynamo's 1-D upsampling as Resize
     model = gatherup2d.rewrite(model)             # dynamo's 2-D nearest-exact (a GatherND): nearest Resize
     model = maxleaky.rewrite(model)               # torch.maximum(x, c * x), 0 <= c <= 1: LeakyRelu(alpha=c)
@@ -352,13 +354,24 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
     def reject(node, why):
         """An unsupported node: listed in the error, or (host_fallback) run on the host."""
         name = layer_name(node)
-        if not host_fallback or len([o for o in node.output if o]) != 1:
+        # the outputs something reads (a GRU's Y_h or an LSTM's Y_c that nothing reads is left out)
+        used = [o for o in node.output if o and (o == output or any(id(u) in needed for u in consumers.get(o, ())))]
+        if not host_fallback or len(used) != 1:
+            if host_fallback and len(used) > 1:
+                why += (f"; --host-fallback runs a node of one used output only, and {len(used)} of its outputs "
+                        f"are read ({', '.join(used)})")
             unsupported.append((name, node.op_type, why))
             return
-        layer = Layer(name, "host", [i for i in node.input if i and i not in consts], node.output[0],
-                      op="fallback", node=node,
-                      attrs={"consts": {i: consts[i] for i in node.input if i in consts}, "why": why,
-                             "opset": [(o.domain, o.version) for o in model.opset_import]})
+        if [o for o in node.output if o] != used:      # the unread outputs left out (optional in ONNX's RNNs)
+            node = graphindex.with_outputs(node, [o if o in used else "" for o in node.output])
+        ins = [i for i in node.input if i and i not in consts]
+        attrs = {"consts": {i: consts[i] for i in node.input if i in consts}, "why": why,
+                 "opset": [(o.domain, o.version) for o in model.opset_import]}
+        if fs is not None and all(i in fs for i in ins) and used[0] in fs:
+            # a file whose batch is fixed at 1: the node runs on each sample as the file's own computation
+            # (hlsnn.deploy.samplewise: a lifted tensor (N, *S), a normal one (N, *S[1:]))
+            attrs["sw"] = {"in_shapes": [list(fs[i]) for i in ins], "out_shape": list(fs[used[0]])}
+        layer = Layer(name, "host", ins, used[0], op="fallback", node=node, attrs=attrs)
         layers.append(layer)
         produced[layer.output] = layer
 
@@ -652,7 +665,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
             layers.append(layer)
             produced[layer.output] = layer
     if unsupported:
-        raise UnsupportedModelError(str(path), unsupported)
+        raise UnsupportedModelError(str(path), unsupported, host_fallback)
     from .catfold import fold as fold_after_concat
     layers = fold_after_concat(layers, output)   # bn(cat(convs)) (and its Relu) into each branch's conv
     layers = _rows_as_maps(layers, output, fresh)

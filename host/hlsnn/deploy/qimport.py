@@ -150,8 +150,27 @@ def float_model(model, path=None):
     return strip(model, path)[0]
 
 
+#: onnxruntime's QOperator format and dynamic quantization: integer ops hlsnn does not read
+QOPERATOR = ("QGemm", "ConvInteger", "MatMulInteger", "DynamicQuantizeLinear", "DynamicQuantizeMatMul",
+             "MatMulIntegerToFloat", "QAttention")
+
+
+def _qoperator_error(model, path):
+    """The ModelError for a file in onnxruntime's QOperator format (``QLinearConv``, ``QGemm``...) or
+    dynamically quantized (``ConvInteger``, ``DynamicQuantizeLinear``...), else None."""
+    ops = sorted({n.op_type for n in model.graph.node if n.op_type.startswith("QLinear") or n.op_type in QOPERATOR})
+    if not ops:
+        return None
+    return ModelError(f"{path or 'model'}: {', '.join(ops)}: onnxruntime's QOperator format or dynamic quantization "
+                      "(integer ops in place of the float ones), which hlsnn does not read; hlsnn reads QDQ files "
+                      "(quantize_static's default quant_format=QuantFormat.QDQ) and QONNX, or the float model")
+
+
 def strip(model, path=None):
     """``(float model, {float tensor name: TensorQuant})`` (module docstring)."""
+    err = _qoperator_error(model, path)
+    if err is not None:
+        raise err
     if not has_qdq(model):
         return model, {}
     import onnx
@@ -199,6 +218,25 @@ def strip(model, path=None):
             notes[n.input[0]] = tq
             drop.add(id(n))
             alias[n.output[0]] = n.input[0]
+    for n in g.node:
+        # a constant (a Constant node's value: onnxruntime quantizes GELU's `+ 1` as an activation) through a
+        # Q -> DQ pair: folded to the value the pair gives, QuantizeLinear's (half to even, saturated)
+        if n.op_type != "QuantizeLinear" or n.input[0] not in consts:
+            continue
+        outs = users.get(n.output[0], [])
+        if not outs or n.output[0] in graph_out or any(
+                u.op_type != "DequantizeLinear" or list(u.input[1:]) != list(n.input[1:]) for u in outs):
+            continue
+        c = np.asarray(consts[n.input[0]], np.float32)
+        bits, signed, scale, zp, axis = _quant_params(n, consts, None)
+        ax = None if axis is None else axis % max(c.ndim, 1)
+        lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+        z, sc = _bcast(zp, ax, c.ndim).astype(np.float32), _bcast(scale, ax, c.ndim)
+        value = ((np.clip(np.rint(c / sc) + z, lo, hi) - z) * sc).astype(np.float32)
+        drop.add(id(n))
+        for u in outs:
+            new_inits.append(numpy_helper.from_array(value, u.output[0]))
+            drop.add(id(u))
     for n in g.node:
         if n.op_type != "QuantizeLinear" or n.input[0] in consts:
             continue

@@ -79,6 +79,11 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
               "test_images": int(len(x_test)),
               "calibration_images": int(len(x_cal)), "calibration_mode": cfg.calibration["mode"]}
     if task == "classification":
+        if y_ref.ndim != 2:    # an ArgMax at the end gives (N,): a class index, not the scores
+            raise InputError(f"{cfg.model}: output {net.output!r} has the shape {tuple(y_ref.shape[1:])} per sample; "
+                             "a classifier's accuracy needs one score per class, (N, classes), whose argmax is the "
+                             "class: deploy the scores (export the model without its ArgMax, or name the scores "
+                             "with `output:`), or set `task: regression`")
         _check_labels(cfg.data, y_test, y_ref.shape[1])
         result["float_accuracy"] = float(np.mean(np.argmax(y_ref, axis=1) == y_test))
         score = _classification(y_test, y_ref)
@@ -164,6 +169,11 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
                     for ln, ex in dep.execs.items():
                         out = ex.layer.output
                         r, q = as_map(ex.layer, ref_tensors[file_tensor(ex.layer)[0]]), env[out]
+                        if r.shape != q.shape and q.ndim == 4 and q.shape[3] == 1 and r.size == q.size \
+                                and r.shape[0] == q.shape[0] * q.shape[2]:
+                            # a token-wise layer on a lifted tensor (attention in a batch-1 file): the reference
+                            # holds each sample's T rows one after the other, the layer (N, C, T, 1)
+                            r = np.moveaxis(r.reshape(q.shape[0], q.shape[2], q.shape[1]), 2, 1)[..., None]
                         if ex.layer.relu:        # a Clip's ReLU fused in: the file's tensor there is before it
                             r = np.maximum(r, 0)
                         k = getattr(dep, "balanced", {}).get(ln)

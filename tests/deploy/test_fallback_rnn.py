@@ -1,0 +1,155 @@
+"""``--host-fallback`` on what PyTorch writes for ``nn.GRU``/``nn.LSTM`` (session 32, hreal): a
+recurrent node has several outputs of which the network reads one (a GRU's ``Y`` without its
+``Y_h``, an LSTM's ``Y_h`` without ``Y``), and in a file whose batch is fixed at 1 it reads the
+input transposed to (T, 1, F), a tensor that holds the batch on another axis (a *lifted* one,
+hlsnn.deploy.samplewise). Both were refused even with ``--host-fallback`` (the message said the
+flag would run them); the node now runs on each sample with onnx's reference, and the float path
+equals onnxruntime run on each sample of the file, whose batch is 1."""
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.runner import float_forward  # noqa: E402
+from hlsnn.errors import UnsupportedModelError  # noqa: E402
+
+T, F, H, C = 3, 2, 4, 5
+
+
+def _rnn_model(tmp_path, op, outputs, tail, name):
+    """x (1, T, F) -> Transpose to (T, 1, F) -> ``op`` (hidden H) writing ``outputs`` -> ``tail``
+    nodes -> y (1, C). Gate count 3 (GRU) or 4 (LSTM)."""
+    rng = np.random.default_rng(7)
+    gates = 3 if op == "GRU" else 4
+    inits = [numpy_helper.from_array((rng.normal(size=s) * 0.5).astype(np.float32), n) for n, s in
+             (("W", (1, gates * H, F)), ("R", (1, gates * H, H)), ("B", (1, 2 * gates * H)))]
+    nodes = [helper.make_node("Transpose", ["x"], ["xt"], name="to_tnf", perm=[1, 0, 2]),
+             helper.make_node(op, ["xt", "W", "R", "B"], outputs, name="rnn", hidden_size=H)] + tail(inits, rng)
+    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, T, F])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, C])], initializer=inits)
+    p = tmp_path / f"{name}.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(p))
+    return p
+
+
+def _head(src, k):
+    def tail(inits, rng):
+        inits += [numpy_helper.from_array(np.array([1, k], np.int64), "shape"),
+                  numpy_helper.from_array((rng.normal(size=(C, k)) * 0.5).astype(np.float32), "wf"),
+                  numpy_helper.from_array(rng.normal(size=C).astype(np.float32), "bf")]
+        return [helper.make_node("Reshape", [src, "shape"], ["flat"], name="flat"),
+                helper.make_node("Gemm", ["flat", "wf", "bf"], ["y"], name="fc", transB=1)]
+    return tail
+
+
+def _per_sample_onnxruntime(path, x):
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return np.concatenate([sess.run(None, {"x": x[i:i + 1]})[0] for i in range(len(x))])
+
+
+def test_a_gru_without_its_y_h_runs_on_each_sample(tmp_path):
+    """GRU writing (Y, Y_h), Y_h read by nothing; Y (T, 1, 1, H) squeezed, transposed back to
+    (1, T, H) and flattened into a Gemm (TorchScript's ``nn.GRU(batch_first=True)``)."""
+    def tail(inits, rng):
+        inits.append(numpy_helper.from_array(np.array([1], np.int64), "ax1"))
+        return [helper.make_node("Squeeze", ["Y", "ax1"], ["ys"], name="squeeze"),
+                helper.make_node("Transpose", ["ys"], ["yb"], name="to_ntf", perm=[1, 0, 2])] + \
+            _head("yb", T * H)(inits, rng)
+    path = _rnn_model(tmp_path, "GRU", ["Y", "Y_h"], tail, "gru")
+    with pytest.raises(UnsupportedModelError, match=r"rnn \(GRU\): no engine or host rule for GRU"):
+        load_onnx(path)
+    net = load_onnx(path, host_fallback=True)
+    assert [la.name for la in net.layers if la.op == "fallback"] == ["rnn"]
+    x = np.random.default_rng(1).normal(size=(6, T, F)).astype(np.float32)
+    np.testing.assert_allclose(float_forward(net, x), _per_sample_onnxruntime(path, x), rtol=1e-5, atol=1e-5)
+
+
+def test_an_lstm_read_through_its_y_h_only(tmp_path):
+    """LSTM writing (Y, Y_h) with only Y_h (1, 1, H) read: the second output is the layer's."""
+    path = _rnn_model(tmp_path, "LSTM", ["Y", "Y_h"], _head("Y_h", H), "lstm")
+    net = load_onnx(path, host_fallback=True)
+    (fb,) = [la for la in net.layers if la.op == "fallback"]
+    assert fb.output == "Y_h" and [o for o in fb.node.output if o] == ["Y_h"]
+    x = np.random.default_rng(2).normal(size=(5, T, F)).astype(np.float32)
+    np.testing.assert_allclose(float_forward(net, x), _per_sample_onnxruntime(path, x), rtol=1e-5, atol=1e-5)
+
+
+def test_an_lstm_writing_y_c_keeps_the_static_shapes(tmp_path):
+    """TorchScript's ``nn.LSTM`` writes (Y, Y_h, Y_c); onnx's reference LSTM writes no Y_c, which
+    made the batch-1 file's static shapes unknown, so every Transpose/Shape/Expand around it was
+    listed as unsupported (14 nodes for a one-LSTM model). Only the LSTM is listed now, and it
+    falls back; here its initial state is built from the input's shape as TorchScript writes it."""
+    def tail(inits, rng):
+        inits.append(numpy_helper.from_array(np.array([1], np.int64), "ax1"))
+        return [helper.make_node("Squeeze", ["Y", "ax1"], ["ys"], name="squeeze"),
+                helper.make_node("Transpose", ["ys"], ["yb"], name="to_ntf", perm=[1, 0, 2])] + \
+            _head("yb", T * H)(inits, rng)
+    path = _rnn_model(tmp_path, "LSTM", ["Y", "Y_h", "Y_c"], tail, "lstm3")
+    m = onnx.load(str(path))                       # h0 = zeros(1, x.shape[1], H), as TorchScript builds it
+    rnn = next(n for n in m.graph.node if n.op_type == "LSTM")
+    rnn.input.extend(["", "h0"])
+    m.graph.initializer.extend([numpy_helper.from_array(np.zeros(1, np.float32), "zero"),
+                                numpy_helper.from_array(np.array([1], np.int64), "idx1"),
+                                numpy_helper.from_array(np.array([1], np.int64), "one"),
+                                numpy_helper.from_array(np.array([H], np.int64), "hid")])
+    m.graph.node.insert(1, helper.make_node("Shape", ["xt"], ["shp"], name="shape"))
+    m.graph.node.insert(2, helper.make_node("Gather", ["shp", "idx1"], ["nb"], name="batch", axis=0))
+    m.graph.node.insert(3, helper.make_node("Concat", ["one", "nb", "hid"], ["h0shape"], name="h0shape", axis=0))
+    m.graph.node.insert(4, helper.make_node("Expand", ["zero", "h0shape"], ["h0"], name="h0"))
+    onnx.save(m, str(path))
+    with pytest.raises(UnsupportedModelError) as e:
+        load_onnx(path)
+    assert [(n[0], n[1]) for n in e.value.nodes] == [("rnn", "LSTM")]
+    net = load_onnx(path, host_fallback=True)
+    x = np.random.default_rng(4).normal(size=(4, T, F)).astype(np.float32)
+    np.testing.assert_allclose(float_forward(net, x), _per_sample_onnxruntime(path, x), rtol=1e-5, atol=1e-5)
+
+
+def test_a_node_with_two_read_outputs_is_refused_by_name_even_with_the_fallback(tmp_path):
+    def tail(inits, rng):
+        inits.append(numpy_helper.from_array(np.array([1, H], np.int64), "hshape"))
+        return [helper.make_node("Reshape", ["Y_h", "hshape"], ["h"], name="h"),
+                helper.make_node("Reshape", ["Y_c", "hshape"], ["c"], name="c"),
+                helper.make_node("Add", ["h", "c"], ["hc"], name="hc")] + _head("hc", H)(inits, rng)
+    path = _rnn_model(tmp_path, "LSTM", ["", "Y_h", "Y_c"], tail, "lstm2")
+    with pytest.raises(UnsupportedModelError) as e:
+        load_onnx(path, host_fallback=True)
+    msg = str(e.value)
+    assert "rnn (LSTM): no engine or host rule for LSTM; --host-fallback runs a node of one used output only" in msg
+    assert "(Y_h, Y_c)" in msg and "not even --host-fallback runs them" in msg
+    assert "--host-fallback runs each of them" not in msg
+
+
+@pytest.mark.slow
+def test_the_compiled_lstm_runs_each_sample_as_the_deployment(tmp_path):
+    """``hlsnn compile --host-fallback`` keeps the per-sample rule (the layer's ``sw`` shapes): the
+    compiled model's emulator gives the deployment's bits (two-hot, 16 calibration images; 17 s,
+    most of it the compile's self-check)."""
+    import hlsnn
+    from hlsnn.deploy.config import load_deploy_config
+    from hlsnn.deploy.evaluate import open_accelerators
+    from hlsnn.deploy.runner import Deployment
+    from hlsnn.network.build import compile_model
+    path = _rnn_model(tmp_path, "LSTM", ["Y", "Y_h"], _head("Y_h", H), "lstm")
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(24, T, F)).astype(np.float32)
+    np.savez(tmp_path / "d.npz", x_train=x[:16], y_train=rng.integers(0, C, 16), x_test=x[16:],
+             y_test=rng.integers(0, C, 8))
+    cfg = tmp_path / "lstm.yaml"
+    cfg.write_text(f"name: lstm\nmodel: {path}\ndata: d.npz\ncalibration: {{samples: 16}}\nformats:\n"
+                   "  twohot: {type: twohot, accel: " + str(hlsnn.paths.CONFIGS_DIR / "accel" / "shift8_pynq-z2.yaml")
+                   + ", radix: msb, weight_fit: output}\n")
+    compile_model(cfg, "twohot", tmp_path / "lstm.hlsnn", host_fallback=True)
+    dc = load_deploy_config(cfg)
+    accs = open_accelerators(dc, "emu")
+    try:
+        dep = Deployment(load_onnx(path, host_fallback=True), dc.assignments["twohot"], dc.formats, accs)
+        dep.calibrate(x[:16])
+        want = dep.run(x[16:])
+    finally:
+        for a in accs.values():
+            a.close()
+    np.testing.assert_array_equal(hlsnn.load(tmp_path / "lstm.hlsnn", "emu")(x[16:]), want)
