@@ -22,7 +22,8 @@ def steps_ii(gemv=False):
     (7, the page's Steps depth); with the pragmas, 1. With GEMV mode (``gemv``: weight_banks > 1)
     the same loop also writes ``xstore`` and ``xexp`` (gemv.inc.j2's sample read) at run-time
     indices, which the tiles and the post read: without the pragma on those too, the depth of
-    the one pipeline of both modes (8, the page's GemvSteps depth)."""
+    the one pipeline of both modes (8, the page's GemvSteps depth; so it was until session 32,
+    and bfp8_zcu104's goal case below an xfail)."""
     bfp = ROOT / "hls" / "engines" / "bfp_systolic"
     text = (bfp / "kernel.cpp.j2").read_text() + (bfp / "gemv.inc.j2").read_text()
     names = ("o_exp", "wexp_o") + (("xstore", "xexp") if gemv else ())

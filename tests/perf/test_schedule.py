@@ -158,6 +158,61 @@ Spread:
     assert derive(tmp_path, two % "j")["Spread"]["ii"] == 1
 
 
+@pytest.mark.parametrize("form", ["if (b < 32) a[b] = i;", "if (b < 32) { a[b] = i; }",
+                                  "if (b >= 32) { } else a[b] = i;"])
+def test_a_branch_that_is_one_expression_writes(tmp_path, form):
+    """An if's branch written without braces is still one statement: ``if (c) a[b] = v;`` writes
+    ``a`` (the GEMV sample store of the bfp kernel, ``if (xr < xw) xstore[c][xr] = word;``, was
+    read as two reads of ``a`` and no write, so its carried dependence went unseen). By hand:
+    ``a`` read and written at the run-time index ``b``, no pragma: II = DEFAULT_DEPTH = 2; one
+    read and one write of the one bank (no storage: two ports)."""
+    src = """
+void k(const int idx[64], int n, int out[64]) {
+  static int a[64];
+Store:
+  for (int i = 0; i < n; ++i) {
+#pragma HLS PIPELINE II = 1
+    const int b = idx[i];
+    %s
+    out[i & 63] = a[(b + 1) & 63];
+  }
+}
+"""
+    r = derive(tmp_path, src % form)["Store"]
+    assert r["ii"] == schedule.DEFAULT_DEPTH == 2 and r["bound"] == "dependence", r
+    assert r["bounds"]["ports"] == 1
+    assert any(n.startswith("a: read and written at run-time indices") for n in r["notes"]), r["notes"]
+
+
+@pytest.mark.parametrize("form", ["else if (j == 1) s += b[0][(i + j) & 63];",
+                                  "else if (j == 1) { s += b[0][(i + j) & 63]; }",
+                                  "else { if (j == 1) { s += b[0][(i + j) & 63]; } }"])
+def test_else_if_conditions_its_branches(tmp_path, form):
+    """``else if (c) X`` is ``else { if (c) X }``: X runs under c. Only the unrolled copy j = 1
+    reads bank 0 of ``b`` (ram_1p, one port): one read, II 1; the other copies' conditions are
+    false and they are dropped (counted without c, copies 1, 2, 3 read three words: II 3)."""
+    src = """
+void k(int n, int out[64]) {
+  static int b[4][64];
+#pragma HLS ARRAY_PARTITION variable = b dim = 1 complete
+#pragma HLS BIND_STORAGE variable = b type = ram_1p impl = bram
+Sel:
+  for (int i = 0; i < n; ++i) {
+#pragma HLS PIPELINE II = 1
+    int s = 0;
+    for (int j = 0; j < 4; ++j) {
+#pragma HLS UNROLL
+      if (j == 0) s += 1;
+      %s
+    }
+    out[i & 63] = s;
+  }
+}
+"""
+    r = derive(tmp_path, src % form)["Sel"]
+    assert r["ii"] == 1 and r["bounds"]["ports"] == 1, r
+
+
 def test_missing_libclang_is_one_line(monkeypatch):
     import builtins
     real = builtins.__import__

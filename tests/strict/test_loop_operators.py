@@ -101,17 +101,25 @@ def test_bank_sites_by_hand(tmp_path):
     """shift8_pynq-z2's Steps: each of the line buffer's banks has the window's read and the
     next input row's write (a run of a small convolution may never write the last bank; the
     code does); bfp8_zcu104's Steps in GEMV mode: each weight-exponent bank one read (bank-major
-    posting) and each result-store bank of the 16 columns x 16 lanes one write (the sample's
-    column is a run-time index: every column)."""
+    posting), each result-store bank of the 16 columns x 16 lanes one write (the sample's
+    column is a run-time index: every column), each activation-store bank one read (XRead, at
+    the mode's address, outside the mode's if: both modes) and one write (the sample beat), and
+    each sample-exponent bank one write (the sample's column: a run-time index); in array mode
+    the activation store and the sample exponents one read each (XRead; the post)."""
     cfg, r = _rendered(ROOT / "configs" / "accel" / "shift8_pynq-z2.yaml", tmp_path / "s")
     lbuf = [x for x in _sites(r) if (x["loop"], x["array"]) == ("Steps", "lbuf")]
     assert len(lbuf) == max(cfg.params["cols"], 8)      # max(cols, lanes) banks: 8 lanes of 8 bits in 64
     assert all((x["reads"], x["writes"]) == (1, 1) for x in lbuf)
     cfg, r = _rendered(ROOT / "configs" / "accel" / "bfp8_zcu104.yaml", tmp_path / "b")
     gemv = [x for x in _sites(r) if x["mode"] == "gemv=True"]
-    assert sorted({x["array"] for x in gemv}) == ["wexp", "ybuf"]
+    assert sorted({x["array"] for x in gemv}) == ["wexp", "xexp", "xstore", "ybuf"]
     assert [(x["reads"], x["writes"]) for x in gemv if x["array"] == "wexp"] == [(1, 0)] * 16
     assert [(x["reads"], x["writes"]) for x in gemv if x["array"] == "ybuf"] == [(0, 1)] * (16 * 16)
+    assert [(x["reads"], x["writes"]) for x in gemv if x["array"] == "xstore"] == [(1, 1)] * 16
+    assert [(x["reads"], x["writes"]) for x in gemv if x["array"] == "xexp"] == [(0, 1)] * 16
+    array = [x for x in _sites(r) if x["mode"] == "gemv=False" and x["loop"] == "Steps"]
+    assert [(x["reads"], x["writes"]) for x in array if x["array"] == "xstore"] == [(1, 0)] * 16
+    assert [(x["reads"], x["writes"]) for x in array if x["array"] == "xexp"] == [(1, 0)] * 16
 
 
 def test_a_run_time_bank_index_in_gemv_posting_is_over_the_ports(tmp_path):

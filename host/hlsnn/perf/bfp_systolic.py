@@ -189,8 +189,9 @@ def loopbacks(p) -> dict:
     issue rule, the compute's counters, the oldest tile still needed, its sum with the slots
     and the loader's compare were in series: five carry chains of 32 bits, about 11 ns on the
     Z-7020 against 7.3.) ``GemvSteps``: the first tile's sample wait, ``(gj + 1) * gc - 1``,
-    its minimum with ``kp - 1`` and the compare with the words read, then the counters. The
-    other loops: a 32-bit exit compare and a counter update."""
+    its minimum with ``kp - 1`` and the compare with the words read (as of ``X_GAP`` iterations
+    ago, a register), then the counters. The other loops: a 32-bit exit compare and a counter
+    update."""
     from ..engines.bfp_systolic.spec import _bits
     kp = (p["max_k"] + 1) // 2
     n_tiles = -(-p["max_n"] // p["rows"])
@@ -308,19 +309,21 @@ def gemv_iterations(p, k, n):
     sample with ``weight_banks > 1``). ``T`` tiles of ``gsteps = max(ceil(kp / gc), lag +
     ceil(rows / post))`` iterations each: each of the ``gc`` columns computes one of the tile's
     ``kp`` steps an iteration, and a tile's rows are posted before the next tile's sums replace
-    them. The sample streams in during the loop, a beat an iteration from the first: iteration
-    ``j`` of the first tile needs the word of step ``min((j+1) * gc, kp) - 1`` (a word holds
-    ``lanes / 2`` steps), read in an earlier iteration, so it runs at ``I_j = max(I_{j-1} + 1,
-    word + 1)``; the iterations it waits are ``waits``. The other tiles follow without a gap,
+    them. The sample streams in during the loop, a beat an iteration from the first (word ``w``
+    in iteration ``w``): iteration ``j`` of the first tile needs the word of step ``min((j+1) *
+    gc, kp) - 1`` (a word holds ``lanes / 2`` steps), written ``X_GAP`` iterations before at the
+    least (the activation store's read-after-write distance, ``spec.X_DEPTH`` = 3, and a stage of
+    margin), so it runs at ``I_j = max(I_{j-1} + 1, word + X_GAP)``; the iterations it waits
+    are ``waits``. The other tiles follow without a gap,
     and ``lag + ceil(rows / post) - 1`` iterations post the last tile's rows. The loop also
     runs until the sample's ``ceil((k + 1) / lanes)`` beats are read."""
-    from ..engines.bfp_systolic.spec import gemv_cols, gemv_lag, gemv_post, gemv_steps, lanes
+    from ..engines.bfp_systolic.spec import X_GAP, gemv_cols, gemv_lag, gemv_post, gemv_steps, lanes
     kp = (k + 1) // 2
     T = -(-n // p["rows"])
     S, gc, pairs = gemv_steps(p, kp), gemv_cols(p), lanes(p) // 2
     i = -1
     for j in range(S):
-        i = max(i + 1, (min((j + 1) * gc, kp) - 1) // pairs + 1)
+        i = max(i + 1, (min((j + 1) * gc, kp) - 1) // pairs + X_GAP)
     last = i + (T - 1) * S
     its = max(last + 1 + gemv_lag(p) + -(-p["rows"] // gemv_post(p)) - 1, -(-(k + 1) // lanes(p)))
     return its, i + 1 - S

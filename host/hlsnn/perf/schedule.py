@@ -82,7 +82,7 @@ DEFAULT_DEPTH = 2
 #: ``num_write_outstanding`` default, UG1399 "INTERFACE pragma")
 AXI_OUTSTANDING = 16
 #: bumped when the analysis changes (the disk cache's key)
-VERSION = 5
+VERSION = 6
 
 _LOOPS = ("FOR_STMT", "WHILE_STMT", "DO_STMT")
 #: the overloaded assignments of ap_int and friends (an assignment to a class-typed element)
@@ -438,37 +438,45 @@ class Kernel:
         return vp.get("storage") or "default"
 
     def _body(self, lp, c, acc, assigns, mult, unroll, cond, rename, depth):
-        """Collect the accesses and assignments of one iteration under ``c``."""
+        """Collect the accesses and assignments of one iteration under ``c``: each of its children
+        as a statement (:meth:`_stmt`)."""
         for ch in c.get_children():
-            k = _kind(ch)
-            if k in _LOOPS:
-                inner = next((x for x in self.loops if x.c == ch), None)
-                if inner is not None and inner.pipeline is not None:
-                    continue                     # its own row
-                t = _trip(inner, self.consts) if inner is not None else None
-                var = inner.var if inner is not None else None
-                n0, a0 = len(acc), len(assigns)
-                self._body(lp, ch, acc, assigns, mult * (t or 1), unroll + ((var, t or 1),), cond, rename, depth)
-                if t is None and (assigns[a0:] or any(not self._registers(x[0], len(x[1])) for x in acc[n0:])):
-                    # counted once, and it reaches a memory, a stream, a port or a carried register: the note says so
-                    self._untripped.append(inner.label if inner is not None else f"line {ch.location.line}")
-                continue
-            if k == "DECL_STMT" and self._aliases(lp, ch, acc, assigns, mult, unroll, cond, rename, depth):
-                continue
-            if k == "IF_STMT":
-                kids = _children(ch)
-                if kids:
-                    self._expr(lp, kids[0], acc, assigns, mult, unroll, cond, rename, depth)
-                for x, pol in zip(kids[1:], (True, False)):
-                    self._body(lp, x, acc, assigns, mult, unroll, cond + ((kids[0], pol),), rename, depth)
-                continue
-            if k in ("SWITCH_STMT",):
-                self._body(lp, ch, acc, assigns, mult, unroll, cond + ((ch, None),), rename, depth)
-                continue
-            if k.endswith("_STMT") and k not in ("DECL_STMT", "RETURN_STMT"):
-                self._body(lp, ch, acc, assigns, mult, unroll, cond, rename, depth)
-                continue
-            self._expr(lp, ch, acc, assigns, mult, unroll, cond, rename, depth)
+            self._stmt(lp, ch, acc, assigns, mult, unroll, cond, rename, depth)
+
+    def _stmt(self, lp, ch, acc, assigns, mult, unroll, cond, rename, depth):
+        """Collect the accesses and assignments of the statement (or expression) ``ch``. A branch of
+        an ``if`` is one statement, whatever its kind: a braced block, another ``if`` (``else if``:
+        its condition joins the conditions of its branches) or a single expression (``if (c) a[i] =
+        v;``: a write of ``a``, not the reads of its parts)."""
+        k = _kind(ch)
+        if k in _LOOPS:
+            inner = next((x for x in self.loops if x.c == ch), None)
+            if inner is not None and inner.pipeline is not None:
+                return                           # its own row
+            t = _trip(inner, self.consts) if inner is not None else None
+            var = inner.var if inner is not None else None
+            n0, a0 = len(acc), len(assigns)
+            self._body(lp, ch, acc, assigns, mult * (t or 1), unroll + ((var, t or 1),), cond, rename, depth)
+            if t is None and (assigns[a0:] or any(not self._registers(x[0], len(x[1])) for x in acc[n0:])):
+                # counted once, and it reaches a memory, a stream, a port or a carried register: the note says so
+                self._untripped.append(inner.label if inner is not None else f"line {ch.location.line}")
+            return
+        if k == "DECL_STMT" and self._aliases(lp, ch, acc, assigns, mult, unroll, cond, rename, depth):
+            return
+        if k == "IF_STMT":
+            kids = _children(ch)
+            if kids:
+                self._expr(lp, kids[0], acc, assigns, mult, unroll, cond, rename, depth)
+            for x, pol in zip(kids[1:], (True, False)):
+                self._stmt(lp, x, acc, assigns, mult, unroll, cond + ((kids[0], pol),), rename, depth)
+            return
+        if k in ("SWITCH_STMT",):
+            self._body(lp, ch, acc, assigns, mult, unroll, cond + ((ch, None),), rename, depth)
+            return
+        if k.endswith("_STMT") and k not in ("DECL_STMT", "RETURN_STMT"):
+            self._body(lp, ch, acc, assigns, mult, unroll, cond, rename, depth)
+            return
+        self._expr(lp, ch, acc, assigns, mult, unroll, cond, rename, depth)
 
     def _aliases(self, lp, decl, acc, assigns, mult, unroll, cond, rename, depth):
         """A declaration of references or pointers to arrays (``int (&row)[N] = buf[i]``, ``const int

@@ -71,6 +71,46 @@ def test_shipped_gaps_pass_the_planted_shapes():
     assert e["required"] == spec.RAW_DISTANCE["wexp"] and e["min_distance"] >= spec.POST_DEPTH
 
 
+def _gemv(k, n, seed=0):
+    """Runs one resident batch-1 call (GEMV mode) on t16_gemv's strict C-simulation (4 lanes of
+    16 bits: a word holds 2 steps, and the 4 columns take 4 steps an iteration, so the first
+    tile reads each iteration's last word as soon as the gap lets it); its read-after-write
+    records."""
+    from hlsnn.runtime import Accelerator
+    rng = np.random.default_rng(seed)
+    with Accelerator(CONFIGS / "t16_gemv.yaml", target="csim") as acc:
+        x, w = rng.normal(size=(1, k)), rng.normal(size=(n, k))
+        acc.load_weights(w)
+        acc.gemm(x, w)
+        acc.gemm(x, w)
+        assert "GemvSteps" in acc.kernel.last_cycles.counts
+        return {r["array"]: r for r in acc.target.lib.last_strict["raw"]}
+
+
+@pytest.mark.slow
+def test_planted_sample_gap_fails_the_strict_csim(monkeypatch):
+    """GEMV mode's first tile reads a sample word the iteration after the beat that wrote it (the
+    rule before the gap, X_GAP 1): the strict run stops naming the activation store. Iteration 0
+    needs words 0 and 1 (steps 0-3), written in iterations 0 and 1, and runs in iteration 2: the
+    first checked read (column 0's, word 0) is 2 iterations after its write, column 2's of word 1
+    would be 1; both short of the 3 the write stage needs."""
+    monkeypatch.setattr(spec, "X_GAP", 1)
+    with pytest.raises(StrictCsimError, match=r"array 'xstore\[\d\]': word \d+ read [12] iteration\(s\) after "
+                                              r"its write in loop GemvSteps; the pipeline needs 3"):
+        _gemv(64, 8)
+
+
+@pytest.mark.slow
+def test_shipped_sample_gap_passes():
+    """The same call with the shipped gap: the first tile's reads come X_GAP = 4 iterations after
+    the words' writes (the closest: each iteration's last word), against the X_DEPTH = 3 the
+    store's write stage needs; GEMV mode never reads the sample exponents it writes."""
+    assert spec.X_GAP >= spec.X_DEPTH == 3 and spec.RAW_REQUIRED["xstore"] == spec.X_DEPTH
+    g = _gemv(64, 8)
+    assert (g["xstore"]["min_distance"], g["xstore"]["required"]) == (spec.X_GAP, spec.X_DEPTH)
+    assert g["xexp"]["min_distance"] is None and g["xexp"]["required"] == spec.RAW_DISTANCE["xexp"]
+
+
 @pytest.mark.slow   # compiles a kernel with the hazard planted back
 def test_a_run_time_bank_index_in_gemv_posting_fails_the_strict_csim(tmp_path):
     """GEMV posting reads each weight-exponent bank once, at a constant bank index (bank-major).

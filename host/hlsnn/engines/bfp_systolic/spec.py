@@ -79,6 +79,14 @@ W_DEPTH = 3
 #: Iterations from a weight step's write to the first compute read of it (kernel: kWGap, the
 #: delay line of the loader's progress): W_DEPTH plus one stage of margin.
 W_GAP = W_DEPTH + 1
+#: GEMV mode: stages from a sample beat's stream read in ``Steps`` to the activation store's
+#: write of its word (the read, the lane masking register, the write: the write completes in
+#: stage 2, as ``ReadSampleBeats``' depth 3 says), so a column's read (stage 0) of a word
+#: written in iteration i sees it from i + 3 on.
+X_DEPTH = 3
+#: GEMV mode: iterations from a sample word's write to the first tile's first read of it
+#: (kernel: kXGap, the delay line of the beats read): X_DEPTH plus one stage of margin.
+X_GAP = X_DEPTH + 1
 #: Read-after-write distances (in ``Steps`` iterations) the depth table of
 #: :mod:`hlsnn.perf.bfp_systolic` implies for the arrays declared ``DEPENDENCE inter false``; the
 #: strict C-simulation holds every checked read to them (``HLSNN_MEM``). ``wstore``: the loader's
@@ -91,13 +99,19 @@ W_GAP = W_DEPTH + 1
 #: leaves ``POST_GAP + 1`` = 8: a group counts as complete that long after its last post).
 #: ``wexp_o``: the loader writes the output's copy of an exponent beat as it writes ``wexp``, 2
 #: (the output beats read it only once a group is complete, which needs every tile's steps, and
-#: so its exponents, loaded and computed: far more iterations than 2).
-RAW_DISTANCE = {"wstore": 3, "wexp": 2, "run": 7, "ybuf": 7, "wexp_o": 2, "o_exp": POST_DEPTH}
+#: so its exponents, loaded and computed: far more iterations than 2). ``xstore`` (GEMV mode:
+#: the sample's words, written as its beats stream in while the first tile reads them):
+#: :data:`X_DEPTH` = 3 (the kernel leaves :data:`X_GAP` = 4). ``xexp``: GEMV mode writes a
+#: sample's exponent from its beat (no lane masking: 2, as ``wexp``), the array's posts read it;
+#: the mode is fixed for a run of the loop, so no read ever follows a write in one run.
+RAW_DISTANCE = {"wstore": 3, "wexp": 2, "run": 7, "ybuf": 7, "wexp_o": 2, "o_exp": POST_DEPTH,
+                "xstore": X_DEPTH, "xexp": 2}
 #: Read-after-write distance each ``DEPENDENCE inter false`` array of ``Steps`` needs
 #: (iterations from a write to a read of the same word), for the strict C-simulation.
 RAW_REQUIRED = {"wstore": W_DEPTH, "wstore_u": W_DEPTH, "wstore_b": W_DEPTH, "run_lop": POST_DEPTH,
                 "run_any": POST_DEPTH, "run_mag": POST_DEPTH, "ybuf": POST_DEPTH, "o_exp": POST_DEPTH,
-                "wexp": RAW_DISTANCE["wexp"], "wexp_o": RAW_DISTANCE["wexp_o"]}
+                "wexp": RAW_DISTANCE["wexp"], "wexp_o": RAW_DISTANCE["wexp_o"], "xstore": X_DEPTH,
+                "xexp": RAW_DISTANCE["xexp"]}
 #: GEMV mode: output rows posted per cycle at most (kernel: kGemvPost, also at most the lanes)
 GEMV_POST = 4
 
@@ -287,10 +301,13 @@ def buffers(ctx) -> tuple:
         gc = ctx["gemv_cols"]
         bufs += [Buffer("gww", top, "array", 2 * rows * m, (gc,), partition=complete,
                         note="GEMV mode: each column's weight step, read from its bank (the tiles' operands)"),
-                 Buffer("gx0", top, "array", m, (gc,), partition=complete,
-                        note="GEMV mode: each column's first sample mantissa"),
-                 Buffer("gx1", top, "array", m, (gc,), partition=complete,
-                        note="GEMV mode: each column's second sample mantissa"),
+                 Buffer("gx0", top, "array", m, (cols,), partition=complete,
+                        note="each column's first sample mantissa, as read at the mode's address (XRead)"),
+                 Buffer("gx1", top, "array", m, (cols,), partition=complete,
+                        note="each column's second sample mantissa"),
+                 Buffer("xrd", top, "array", 32, (ctx["x_gap"],), partition=complete,
+                        note="GEMV mode: the sample beats read as of the last x_gap iterations: the first tile "
+                             "reads a word x_gap after its write"),
                  Buffer("gsh", top, "array", acc, (rows,), partition=complete,
                         note="GEMV mode: a tile's row sums (the adder tree's output)"),
                  Buffer("wide", top, "array", acc, (ctx["gemv_post"],), partition=complete),
@@ -570,7 +587,7 @@ def template_context(cfg) -> dict:
         "gemv_post": gemv_post(p),
         "gemv_lag": gemv_lag(p),
         "gemv_steps_max": n_tiles * gemv_steps(p, kp) + gemv_lag(p) + math.ceil(p["rows"] / gemv_post(p))
-        + math.ceil((p["max_k"] + 1) / L),
+        + math.ceil((p["max_k"] + 1) / L) + X_GAP,
         "wstore_uram_banks": wstore_uram_banks(p, cfg.board),
         "w_bank_depth": math.ceil(p["w_depth"] / p["weight_banks"]),
         "n_words": math.ceil(p["max_n"] / L),
@@ -579,6 +596,7 @@ def template_context(cfg) -> dict:
         "exp_beats": exp_beats(p),
         "post_gap": POST_GAP,
         "w_gap": W_GAP,
+        "x_gap": X_GAP,
         # products (one DSP each: mantissas fit the ports, packed A operands too) of the array
         # loop, GEMV mode's too (it multiplexes the tiles' operands), for the strict
         # C-simulation's operator list (HLSNN_OPS)
