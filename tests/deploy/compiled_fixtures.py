@@ -6,7 +6,10 @@ MODELS = ROOT / "configs" / "models"
 
 def compiled_models(tmp_path_factory, folder, models=MODELS, **kw):
     """``get(model, assignment) -> path``: the shipped model's assignment (``models``/MODEL.yaml)
-    compiled once (into a fresh ``folder``) with :func:`hlsnn.network.build.compile_model` and ``kw``."""
+    compiled once (into a fresh ``folder``) with :func:`hlsnn.network.build.compile_model` and ``kw``,
+    and read back through the compiled-model schema (:func:`hlsnn.network.artifact.read`: a file
+    today's compile writes must pass it; a few ms)."""
+    from hlsnn.network import artifact
     from hlsnn.network.build import compile_model
     d = tmp_path_factory.mktemp(folder)
     cache = {}
@@ -16,6 +19,7 @@ def compiled_models(tmp_path_factory, folder, models=MODELS, **kw):
         if key not in cache:
             cache[key] = d / f"{model}_{assignment.replace('+', '_')}.hlsnn"
             compile_model(models / f"{model}.yaml", assignment, cache[key], **kw)
+            artifact.read(cache[key])
         return cache[key]
     return get
 

@@ -139,19 +139,21 @@ def read(path, *, validate=True):
     return program, arrays
 
 
-#: What a program that passed :mod:`hlsnn.network.schema` can still raise where one written by
-#: ``hlsnn compile`` does not: the schema checks the engine layers' fields and arrays, and of the
-#: host layers the windows, tables and --host-fallback nodes, not every attribute of every host op
+#: What hlsnn's own code raises when it fails (a bug): under :class:`as_internal_error`, one of these
+#: that is no :class:`~hlsnn.errors.HlsnnError` becomes an :class:`~hlsnn.errors.InternalError`
 DAMAGE = (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError, OverflowError)
 
 
-class damage_as_input_error:
+class as_internal_error:
     """Within it, an exception of :data:`DAMAGE` that is no :class:`~hlsnn.errors.HlsnnError`
-    becomes one :class:`InputError` naming the compiled model ``path`` (the original chained as its
-    ``__cause__``): loading, running, modelling (``hlsnn perf``, ``report``) and building
-    (``hlsnn build NAME.hlsnn``) a compiled model end in their result or one clear line, as issue
-    47 promised, also for a host op's attributes edited with the checksum redone. As a decorator,
-    the guarded function's first argument is the path."""
+    becomes one :class:`~hlsnn.errors.InternalError` naming the compiled model ``path`` and
+    saying that this is a bug of hlsnn (the original chained as its ``__cause__``). Used where a
+    compiled model is loaded, run, modelled (``hlsnn perf``, ``report``) or built (``hlsnn build
+    NAME.hlsnn``): by then :func:`read` has checked the whole program against
+    :mod:`hlsnn.network.schema` (every field, every host op's attributes by its table, each host
+    op run once on its input's shape), so a hostile or damaged file was refused there, by field,
+    and what fails after it is hlsnn's fault, not the file's. As a decorator, the guarded
+    function's first argument is the path."""
 
     def __init__(self, path):
         self.path = path
@@ -162,10 +164,11 @@ class damage_as_input_error:
     def __exit__(self, kind, exc, tb):
         if kind is None or issubclass(kind, HlsnnError) or not issubclass(kind, DAMAGE):
             return False
+        from ..errors import InternalError, printable
         why = " ".join(str(exc).split())[:160] or kind.__name__
-        raise InputError(f"{self.path}: damaged or hostile compiled model: its program fails where one written by "
-                         f"`hlsnn compile` does not ({kind.__name__}: {why}); compile it again (if it came from "
-                         f"`hlsnn compile` unchanged, this is a bug of hlsnn: please report it)") from exc
+        raise InternalError(f"{printable(self.path)}: internal error, a bug of hlsnn ({kind.__name__}: {why}): the "
+                            f"compiled model passed every check of its format (hlsnn.network.schema), so this is "
+                            f"hlsnn's fault, not the file's; please report it with the file") from exc
 
     @staticmethod
     def guard(fn):
@@ -173,6 +176,6 @@ class damage_as_input_error:
 
         @functools.wraps(fn)
         def wrapped(path, *args, **kwargs):
-            with damage_as_input_error(path):
+            with as_internal_error(path):
                 return fn(path, *args, **kwargs)
         return wrapped
