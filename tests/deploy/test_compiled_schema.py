@@ -90,7 +90,15 @@ MESSAGES = {   # edit -> what the message must say (the layer, the op, the field
     "arity": (_after_pool1("Sub", {}), r"layer evil \(Sub\): inputs: 1 tensors; Sub reads 2"),
     "shape after": (_after_pool1("Upsample", {"factors": [2, 2]}),
                     r"layer fc: a dense layer of 64 inputs reads a tensor of shape \(256,\) \(256 values\)"),
+    # the wiring: a tensor read before it is written (was a KeyError while the model loaded)
+    "dangling input": (lambda p, a: _layer(p, "conv1").__setitem__("output", "x"),
+                       r"layer pool1: inputs: 'relu1_out' is neither the network's input nor an earlier layer's output"),
+    "written twice": (lambda p, a: _layer(p, "pool1").__setitem__("output", "relu1_out"),
+                      r"layer pool1: output: 'relu1_out' is written already"),
     # engine layers: the table per engine
+    "input radix": (lambda p, a: _layer(p, "conv1").__setitem__("f_x", None),
+                    r"layer conv1: f_x: None: the layer reads the network's float input, so it holds the input's "
+                    r"radix point"),
     "engine format": (lambda p, a: _layer(p, "conv1").__setitem__("format", "bfp"),
                       r"layer conv1: format: 'bfp' is not one of 'twohot', 'pot'"),
     "engine unknown field": (lambda p, a: _layer(p, "conv1").__setitem__("evil", 1),

@@ -29,7 +29,7 @@ import numpy as np
 from ..errors import InputError, excerpt, printable
 from ..names import check_label, check_slug
 from .hostschema import (MAX_DILATION, MAX_DIM, MAX_ELEMS, MAX_KERNEL, MAX_PAD, MAX_RADIX,  # noqa: F401 (re-exported)
-                         MAX_STRIDE, Bad as _Bad, SW_FNS, Bool, Either, Int, Ints, Label, ListOf, Nullable, OneOf, Spec,
+                         MAX_STRIDE, Bad as _Bad, SW_FNS, _isint, Bool, Either, Int, Ints, Label, ListOf, Nullable, OneOf, Spec,
                          check_host, dry_run, MAX_RANK)
 
 MAX_LAYERS = 4096
@@ -230,18 +230,34 @@ def _validate(p, arrays):
             _fail(f"{w}: inputs", "not a list of 1..16 tensor names")
         for t in ins:
             _label(f"{w}: input", t)
+            if t not in shapes:         # the network's input and the outputs of the layers before it
+                _fail(f"{w}: inputs", f"{excerpt(t, 60)} is neither the network's input nor an earlier layer's output")
         o = _label(f"{w}: output", _key(j, "output", w))
+        if o in shapes:
+            _fail(f"{w}: output", f"{excerpt(o, 60)} is written already (by an earlier layer, or the network's input)")
         if kind == "host":
             shapes[o] = _host(w, j, [shapes.get(t) for t in ins], arrays)
         else:
             engine_names.add(name)
             shapes[o] = _engine(w, j, shapes.get(ins[0]), accels, arrays)
+            if inp["name"] in ins and j["format"] != "bfp" and not _isint(j["f_x"]):
+                _fail(f"{w}: f_x", f"{excerpt(j['f_x'], 40)}: the layer reads the network's float input, so it "
+                                   f"holds the input's radix point (an integer within +-{MAX_RADIX})")
     for k in arrays:
         head = k.split("/", 1)[0]
         if head != "check" and not any(k.startswith(n + "/") for n in seen):
             _fail(f"array {k}", "belongs to no layer")
     if out["engine_layer"] not in engine_names:
         _fail("output.engine_layer", f"{out['engine_layer']!r} is not an engine layer")
+    last = next(j for j in layers if j["name"] == out["engine_layer"])
+    if out["engine_tensor"] != last["output"]:
+        _fail("output.engine_tensor", f"{excerpt(out['engine_tensor'], 60)} is not {last['name']}'s output "
+                                      f"{last['output']!r}")
+    if out["name"] not in shapes:
+        _fail("output.name", f"{excerpt(out['name'], 60)} is no layer's output")
+    for n in host_after:
+        if n not in seen:
+            _fail("output.host_after", f"{excerpt(n, 60)} is no layer")
     for k in ("check/x",):
         if k in arrays and tuple(arrays[k].shape[1:]) != tuple(shape):
             _fail(f"array {k}", f"shape {arrays[k].shape} is not a batch of the input shape {tuple(shape)}")
@@ -392,7 +408,7 @@ _COMMON = {"name": (Label(), True), "kind": (OneOf("dense", "conv"), True), "op"
 ENGINE_FIELDS = {
     "shift_mac": dict(_COMMON, format=(OneOf("twohot", "pot"), True), mode=(OneOf("twohot", "pot"), True),
                       exp_bits=(Int(1, 6), True), delta=(Int(-64, 64), True), axis=(Nullable(Int(0, 3)), True),
-                      f_w=(RADIX, True), bits=(Int(2, 16), True), signed=(Bool(), True), step=(STEP, True),
+                      f_w=(RADIX, True), bits=(Int(2, 16), True), signed=(Bool(), True), step=(Int(1, MAX_ELEMS), True),
                       k_step=(STEP, True), gp=(GROUPS, False), groups=(GROUPS, False), zg=(GROUPS, False),
                       terms=(Int(1, 2), False)),
     "sparse_cluster": dict(_COMMON, format=(OneOf("fixed", "sparse"), True), f_w=(RADIX, True),
