@@ -404,7 +404,7 @@ _COMMON = {"name": (Label(), True), "kind": (OneOf("dense", "conv"), True), "op"
            "accel": (Label(), True), "engine": (OneOf(*ENGINES), True), "format_name": (Label(), False),
            "inputs": (Spec(), True), "output": (Label(), True), "relu": (Bool(), True), "n_out": (Spec(), True),
            "w_shape": (Spec(), True), "geom": (Spec(), True), "f_x": (Nullable(RADIX), True),
-           "f_out": (Nullable(RADIX), True), "epilogue": (Spec(), False)}
+           "f_out": (Nullable(Int(-MAX_RADIX, MAX_RADIX)), True), "epilogue": (Spec(), False)}
 ENGINE_FIELDS = {
     "shift_mac": dict(_COMMON, format=(OneOf("twohot", "pot"), True), mode=(OneOf("twohot", "pot"), True),
                       exp_bits=(Int(1, 6), True), delta=(Int(-64, 64), True), axis=(Nullable(Int(0, 3)), True),
@@ -444,7 +444,10 @@ def _engine(w, j, shape, accels, arrays):
     for k in ("f_out", "f_w"):               # radix points: none on bfp_systolic (its exponents are data)
         v = j.get(k) if eng == "bfp_systolic" else _key(j, k, w)
         if v is not None or eng != "bfp_systolic":
-            _radix(f"{w}: {k}", v, n)
+            if k == "f_w":                   # one per output, or one (f_out: one, the output's radix point)
+                _radix(f"{w}: {k}", v, n)
+            else:
+                _int(f"{w}: {k}", v, -MAX_RADIX, MAX_RADIX)
     b = arrays.get(f"{j['name']}/b")
     if b is None or b.dtype.kind != "f" or b.shape != (n,):
         _fail(w, f"its bias {j['name']}/b is {'missing' if b is None else f'{b.dtype} of shape {b.shape}'}; it must "
@@ -496,8 +499,8 @@ def _engine(w, j, shape, accels, arrays):
             _fail(f"{w}: chunks", f"cover {top} of {n} outputs")
     # the geometry and the tensor it reads
     if kind == "dense":
-        if j.get("geom") is not None:
-            _dict(f"{w}: geom", j["geom"])
+        if j["geom"] is not None:
+            _fail(f"{w}: geom", f"{excerpt(j['geom'], 60)}: a dense layer has none (null)")
         if shape is not None and _size(shape) != ws[1]:
             _fail(w, f"a dense layer of {ws[1]} inputs reads a tensor of shape {shape} ({_size(shape)} values)")
         return (n,)
