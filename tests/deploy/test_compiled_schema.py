@@ -92,7 +92,8 @@ MESSAGES = {   # edit -> what the message must say (the layer, the op, the field
                     r"layer fc: a dense layer of 64 inputs reads a tensor of shape \(256,\) \(256 values\)"),
     # the wiring: a tensor read before it is written (was a KeyError while the model loaded)
     "dangling input": (lambda p, a: _layer(p, "conv1").__setitem__("output", "x"),
-                       r"layer pool1: inputs: 'relu1_out' is neither the network's input nor an earlier layer's output"),
+                       r"layer pool1: inputs: 'relu1_out' is neither the network's input nor an earlier layer's "
+                       r"output"),
     "written twice": (lambda p, a: _layer(p, "pool1").__setitem__("output", "relu1_out"),
                       r"layer pool1: output: 'relu1_out' is written already"),
     # engine layers: the table per engine

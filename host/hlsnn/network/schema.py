@@ -29,8 +29,8 @@ import numpy as np
 from ..errors import InputError, excerpt, printable
 from ..names import check_label, check_slug
 from .hostschema import (MAX_DILATION, MAX_DIM, MAX_ELEMS, MAX_KERNEL, MAX_PAD, MAX_RADIX,  # noqa: F401 (re-exported)
-                         MAX_STRIDE, Bad as _Bad, SW_FNS, _isint, Bool, Either, Int, Ints, Label, ListOf, Nullable, OneOf, Spec,
-                         check_host, dry_run, MAX_RANK)
+                         MAX_RANK, MAX_STRIDE, SW_FNS, Bad as _Bad, Bool, Either, Int, Ints, Label, ListOf, Nullable,
+                         OneOf, Spec, _isint, check_host, dry_run)
 
 MAX_LAYERS = 4096
 ENGINES = ("shift_mac", "sparse_cluster", "bfp_systolic")
@@ -412,7 +412,8 @@ ENGINE_FIELDS = {
                       k_step=(STEP, True), gp=(GROUPS, False), groups=(GROUPS, False), zg=(GROUPS, False),
                       terms=(Int(1, 2), False)),
     "sparse_cluster": dict(_COMMON, format=(OneOf("fixed", "sparse"), True), f_w=(RADIX, True),
-                           general=(Bool(), True), k_step=(STEP, True), pads1=(Nullable(Ints(0, MAX_PAD, (4, 4))), True),
+                           general=(Bool(), True), k_step=(STEP, True),
+                           pads1=(Nullable(Ints(0, MAX_PAD, (4, 4))), True),
                            blocks=(Nullable(ListOf(Ints(0, MAX_ELEMS, (0, MAX_RANK)), 0, MAX_DIM)), True),
                            in_terms=(Int(1, 2), False)),
     "bfp_systolic": dict(_COMMON, format=(OneOf("bfp"), True), f_w=(Nullable(RADIX), False),
