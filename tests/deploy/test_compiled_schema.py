@@ -18,7 +18,7 @@ from conftest import ROOT
 
 @pytest.fixture(scope="module")
 def good(tmp_path_factory):
-    get = compiled_models(tmp_path_factory, "schema", check_samples=2)
+    get = compiled_models(tmp_path_factory, "schema", check_samples=2, share=True)
     return {k: get("digits_cnn", k) for k in ("twohot", "fixed8", "bfp8")}
 
 

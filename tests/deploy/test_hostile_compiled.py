@@ -19,7 +19,7 @@ from compiled_fixtures import compiled_models
 
 @pytest.fixture(scope="module")
 def good(tmp_path_factory):
-    get = compiled_models(tmp_path_factory, "hostile3", check_samples=2)
+    get = compiled_models(tmp_path_factory, "hostile3", check_samples=2, share=True)
     return {k: get("digits_cnn", k) for k in ("twohot", "fixed8", "bfp8")}
 
 
