@@ -323,8 +323,9 @@ def test_perf_and_build_of_a_hostile_host_op_are_one_line(good, tmp_path, monkey
 
 
 def test_a_ragged_input_is_the_callers_mistake_not_the_models(good):
-    """The guard of hlsnn.load/run (artifact.as_internal_error, the catch-all of session 31) must not blame the model for the
-    caller's input: a ragged nested list was numpy's ValueError, then "damaged or hostile"."""
+    """The guard of hlsnn.load/run (the catch-all of session 31, now artifact.as_internal_error) must
+    not blame the model for the caller's input: a ragged nested list was numpy's ValueError, then
+    "damaged or hostile"."""
     import hlsnn
     with hlsnn.load(good["twohot"], target="emu") as net:
         with pytest.raises(InputError, match=r"^input: not an array of one shape"):
