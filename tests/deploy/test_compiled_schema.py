@@ -106,6 +106,12 @@ MESSAGES = {   # edit -> what the message must say (the layer, the op, the field
                              r"layer conv1: evil: is not a field of this layer \(its fields: name, kind, "),
     "engine missing field": (lambda p, a: _layer(p, "conv1").pop("k_step"),
                              r"layer conv1: the key 'k_step' is missing \(null or an integer in 1\.\.67108864\)"),
+    "output radix list": (lambda p, a: _layer(p, "fc").__setitem__("f_out", [-1]),
+                          r"layer fc: f_out: \[-1\] is not null or an integer in -60\.\.60"),
+    "dense geom": (lambda p, a: _layer(p, "fc").__setitem__("geom", {"a": 1}),
+                   r"layer fc: geom: \{'a': 1\}: a dense layer has none \(null\)"),
+    "step null": (lambda p, a: _layer(p, "conv1").__setitem__("step", None),
+                  r"layer conv1: step: None is not an integer in 1\.\.67108864"),
     "engine bool": (lambda p, a: _layer(p, "conv1").__setitem__("signed", 1), r"layer conv1: signed: 1 is not true "
                                                                               r"or false"),
 }
