@@ -45,6 +45,12 @@ class InputError(HlsnnError, ValueError):
     """An array handed to the library has the wrong shape, dtype or range."""
 
 
+class InternalError(HlsnnError, RuntimeError):
+    """A bug of hlsnn, met while it handled input that passed every check of its format (a
+    compiled model that passed :mod:`hlsnn.network.schema`): the message says so and names the
+    input, the original error is chained as ``__cause__`` for the bug report."""
+
+
 class ModelError(InputError):
     """An ONNX model cannot be imported or evaluated: names the node or initializer at fault and
     what is wrong (also every failure of onnx's reference evaluator, the float reference)."""

@@ -4,18 +4,31 @@ from conftest import ROOT
 MODELS = ROOT / "configs" / "models"
 
 
-def compiled_models(tmp_path_factory, folder, models=MODELS, **kw):
+_SHARED = {}     # (models, model, assignment, kw) -> path: the compiles of share=True callers, once per process
+
+
+def compiled_models(tmp_path_factory, folder, models=MODELS, share=False, **kw):
     """``get(model, assignment) -> path``: the shipped model's assignment (``models``/MODEL.yaml)
-    compiled once (into a fresh ``folder``) with :func:`hlsnn.network.build.compile_model` and ``kw``."""
+    compiled once (into a fresh ``folder``) with :func:`hlsnn.network.build.compile_model` and ``kw``,
+    and read back through the compiled-model schema (:func:`hlsnn.network.artifact.read`: a file
+    today's compile writes must pass it; a few ms). ``share``: the same compile of an earlier
+    ``share=True`` caller in this process is reused (callers that only read the file)."""
+    from hlsnn.network import artifact
     from hlsnn.network.build import compile_model
     d = tmp_path_factory.mktemp(folder)
     cache = {}
 
     def get(model, assignment):
         key = (model, assignment)
+        shared = (str(models), model, assignment, tuple(sorted(kw.items())))
+        if key not in cache and share and shared in _SHARED and _SHARED[shared].is_file():
+            cache[key] = _SHARED[shared]
         if key not in cache:
             cache[key] = d / f"{model}_{assignment.replace('+', '_')}.hlsnn"
             compile_model(models / f"{model}.yaml", assignment, cache[key], **kw)
+            artifact.read(cache[key])
+            if share:
+                _SHARED[shared] = cache[key]
         return cache[key]
     return get
 

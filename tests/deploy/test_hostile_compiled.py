@@ -19,7 +19,7 @@ from compiled_fixtures import compiled_models
 
 @pytest.fixture(scope="module")
 def good(tmp_path_factory):
-    get = compiled_models(tmp_path_factory, "hostile3", check_samples=2)
+    get = compiled_models(tmp_path_factory, "hostile3", check_samples=2, share=True)
     return {k: get("digits_cnn", k) for k in ("twohot", "fixed8", "bfp8")}
 
 
@@ -269,35 +269,38 @@ def test_a_hostile_fallback_node_is_refused_when_it_loads(good, tmp_path, node, 
 
 
 HOST_OP_CASES = {   # found by swapping pool1's op and attributes (session 31): each was a traceback at load
-    "Concat axis string": ("Concat", {"axis": "x"}),
-    "Concat axis -5": ("Concat", {"axis": -5}),
-    "Reshape shape string": ("Reshape", {"shape": "x"}),
-    "Reshape no shape": ("Reshape", {}),
-    "Squeeze axes huge": ("Squeeze", {"axes": [10 ** 9]}),
-    "Pad pads int": ("Pad", {"pads": -5}),
-    "ZeroStuff strides string": ("ZeroStuff", {"strides": "x"}),
-    "LayerNormalization no epsilon": ("LayerNormalization", {"axis": -5}),
-    "UnaryChain no nodes": ("UnaryChain", {}),
-    "GlobalMaxPool keepdims null": ("GlobalMaxPool", {"keepdims": None}),
+    "Concat axis string": ("Concat", {"axis": "x"}, "attrs.axis: 'x' is not the integer 1"),
+    "Concat axis -5": ("Concat", {"axis": -5}, "attrs.axis: -5 is not the integer 1"),
+    "Reshape shape string": ("Reshape", {"shape": "x"}, "attrs.shape: 'x' is not a list of 1..8 integers"),
+    "Reshape no shape": ("Reshape", {}, "attrs: the key 'shape' is missing"),
+    "Squeeze axes huge": ("Squeeze", {"axes": [10 ** 9]}, r"attrs.axes: \[1000000000\] is not a list of 1..8 integers "
+                                                         r"in 1..7"),
+    "Pad pads int": ("Pad", {"pads": -5}, "attrs: the key 'value' is missing"),
+    "ZeroStuff strides string": ("ZeroStuff", {"strides": "x"}, "attrs.strides: 'x' is not a list"),
+    "LayerNormalization no epsilon": ("LayerNormalization", {"axis": -5}, "attrs: the key 'epsilon' is missing"),
+    "UnaryChain no nodes": ("UnaryChain", {}, "attrs: the key 'nodes' is missing"),
+    "GlobalMaxPool keepdims null": ("GlobalMaxPool", {"keepdims": None}, "attrs.keepdims: None is not true, false"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(HOST_OP_CASES))
 @pytest.mark.parametrize("self_check", [True, False])
 def test_a_host_op_with_hostile_attributes_is_one_line(good, tmp_path, case, self_check):
-    """The schema checks a host layer's windows, tables and fallback node, not every attribute of
-    every host op: whatever such an edit raises while the model loads or runs ends as one
-    InputError naming the file (hlsnn.network.loader._damage_as_input_error)."""
+    """Each edit was a traceback (session 31), then one InputError of the catch-all; now the schema's
+    table of host ops (hlsnn.network.hostschema.HOST_OPS) refuses it at load, naming the file,
+    the layer, its op and the field."""
     import hlsnn
     program, arrays = artifact.read(good["twohot"])
     j = _layer(program, "pool1")
-    j["op"], j["attrs"] = HOST_OP_CASES[case]
+    j["op"], j["attrs"], want = HOST_OP_CASES[case]
     bad = tmp_path / "bad.hlsnn"
     artifact.write(bad, program, arrays)
-    with pytest.raises(InputError, match="damaged or hostile compiled model") as e:
+    with pytest.raises(InputError, match="damaged or hostile compiled model: layer pool1 ") as e:
         with hlsnn.load(bad, target="emu", self_check=self_check) as net:
             net(net.check["x"])
     assert "\n" not in str(e.value) and str(bad) in str(e.value)
+    assert f"layer pool1 ({j['op']}): " in str(e.value)
+    assert __import__("re").search(want, str(e.value)), str(e.value)
 
 
 @pytest.mark.parametrize("case", [("pool1", "Reshape", {"shape": "x"}), ("pool1", "ZeroStuff", {"strides": "x"}),
@@ -315,14 +318,14 @@ def test_perf_and_build_of_a_hostile_host_op_are_one_line(good, tmp_path, monkey
     for argv in (["perf", str(bad)], ["build", str(bad), "--dry-run", "--out", str(tmp_path / "ov")]):
         rc = main(argv)
         err = capsys.readouterr().err.strip()
-        assert rc in (0, 2) and "Traceback" not in err
-        if rc == 2:
-            assert len(err.splitlines()) == 1 and str(bad) in err
+        assert rc == 2 and "Traceback" not in err and len(err.splitlines()) == 1 and str(bad) in err
+        assert f"damaged or hostile compiled model: layer {case[0]} ({case[1]}): attrs" in err, err
 
 
 def test_a_ragged_input_is_the_callers_mistake_not_the_models(good):
-    """The guard of hlsnn.load/run (damage_as_input_error) must not blame the model for the
-    caller's input: a ragged nested list was numpy's ValueError, then "damaged or hostile"."""
+    """The guard of hlsnn.load/run (the catch-all of session 31, now artifact.as_internal_error) must
+    not blame the model for the caller's input: a ragged nested list was numpy's ValueError, then
+    "damaged or hostile"."""
     import hlsnn
     with hlsnn.load(good["twohot"], target="emu") as net:
         with pytest.raises(InputError, match=r"^input: not an array of one shape"):

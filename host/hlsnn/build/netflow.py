@@ -44,7 +44,7 @@ class NetBuild(Build):
         from ..network.board import manifest, net_ip_name
         prog, arrays = artifact.read(model)
         try:
-            with artifact.damage_as_input_error(model):
+            with artifact.as_internal_error(model):
                 net, cls = kernel_network(prog, arrays)
         except InputError as exc:
             raise InputError(f"hlsnn build {model}: no network overlay for this compiled model: {exc}") from None
@@ -66,8 +66,8 @@ class NetBuild(Build):
         from ..network.board import network_digest
         render = network_part(self.net.engine, "kernel").render
         self.hls_dir.mkdir(parents=True, exist_ok=True)
-        from ..network.artifact import damage_as_input_error
-        with damage_as_input_error(self.model):
+        from ..network.artifact import as_internal_error
+        with as_internal_error(self.model):
             files, sha, tables = render(self.net, self.hls_dir)
         if network_digest(self.net, tables) != self.manifest["network_sha256"]:     # pragma: no cover - a bug
             raise BuildFailed("the rendered kernel's tables are not those the manifest records")

@@ -65,11 +65,26 @@ def compile_model(config_path, assignment, output, *, check_samples=4, calibrati
         xc = np.asarray(ds.x_test[:check_samples], np.float64) if check_samples else None
         program, arrays = program_of(dep, dep.net, cfg, assignment, accs, x_cal=len(x_cal), x_check=xc,
                                      host_fallback=host_fallback)
+        _check_written(program, arrays, cfg.path)
         artifact.write(output, program, arrays)
         return program
     finally:
         for a in accs.values():
             a.close()
+
+
+def _check_written(program, arrays, source):
+    """The program as a reader will see it (through JSON) against the schema a loader checks
+    (:mod:`hlsnn.network.schema`), before the file is written: a refusal here is a bug of the
+    writer (:class:`~hlsnn.errors.InternalError`), not a damaged file."""
+    import json
+    from ..errors import InternalError
+    from .schema import Bad, check_program
+    try:
+        check_program(json.loads(json.dumps(program)), arrays)
+    except Bad as exc:
+        raise InternalError(f"hlsnn compile {source}: internal error, a bug of hlsnn: the program it wrote fails "
+                            f"the compiled-model schema that loaders check ({exc}); please report it") from None
 
 
 def _task(cfg, ds):

@@ -28,9 +28,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from .artifact import damage_as_input_error
+from .artifact import as_internal_error
 
-_guard = damage_as_input_error.guard
+_guard = as_internal_error.guard
 
 #: host cost constants per CPU: us per kernel start, us per byte touched, us per host op
 CPUS = {

@@ -114,7 +114,7 @@ class CompiledNet:
 
     def __init__(self, path, target="emu", *, overlays=None, self_check=True, network=None, **target_options):
         self.path = str(path)
-        with artifact.damage_as_input_error(self.path):
+        with artifact.as_internal_error(self.path):
             self._init(path, target, overlays, self_check, network, target_options)
 
     def _init(self, path, target, overlays, self_check, network, target_options):
@@ -326,7 +326,7 @@ class CompiledNet:
         """``y`` (the network's output), or with ``keep`` ``(y, tensors)``: every tensor by name.
         ``last_host_s`` counts the input's check too (it is the host's, on every call)."""
         t0 = time.perf_counter()      # the guard's cost is the host's too
-        with artifact.damage_as_input_error(self.path):
+        with artifact.as_internal_error(self.path):
             return self._run(x, keep, t0)
 
     def _run(self, x, keep, t0):

@@ -122,7 +122,7 @@ def _latency(res, other):
     return "".join(parts)
 
 
-@artifact.damage_as_input_error.guard
+@artifact.as_internal_error.guard
 def write_report(path, *, out=None, board=None, batch=1) -> Path:
     """Write the HTML report of the compiled model ``path`` to ``out`` (default ``<stem>_report.html``
     in the current folder) and return the path written. ``board`` and ``batch`` as in

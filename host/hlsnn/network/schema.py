@@ -26,25 +26,15 @@ import math
 
 import numpy as np
 
-from ..errors import InputError, excerpt
+from ..errors import InputError, excerpt, printable
 from ..names import check_label, check_slug
+from .hostschema import (MAX_DILATION, MAX_DIM, MAX_ELEMS, MAX_KERNEL, MAX_PAD, MAX_RADIX,  # noqa: F401 (re-exported)
+                         MAX_RANK, MAX_STRIDE, SW_FNS, Bad as _Bad, Bool, Either, Int, Ints, Label, ListOf, Nullable,
+                         OneOf, Spec, _isint, check_host, dry_run)
 
-MAX_RADIX = 60          # |f_x|, |f_w|, |f_out|: shifts f_x + f_w - f_out stay within C's int64 shifts
-MAX_KERNEL = 64
-MAX_STRIDE = 64
-MAX_PAD = 64
-MAX_DILATION = 16
-MAX_DIM = 1 << 16
-MAX_ELEMS = 1 << 26     # values per tensor (per image) or per weight
 MAX_LAYERS = 4096
 ENGINES = ("shift_mac", "sparse_cluster", "bfp_systolic")
 ROUNDINGS = ("nearest_even", "nearest_away", "truncate")
-SHAPE_KEEPING = ("Relu", "Clip", "Identity", "Dropout", "BatchNormalization", "Softmax", "LeakyRelu", "Sigmoid",
-                 "Tanh", "HardSigmoid", "HardSwish", "Mul", "Sub", "Div")
-
-
-class _Bad(Exception):
-    pass
 
 
 def _fail(where, what):
@@ -117,9 +107,10 @@ def _size(shape):
 
 def validate(program, arrays, source="compiled model"):
     """Check ``program`` (the parsed ``__program__`` JSON) and ``arrays`` (name -> ndarray) as
-    the module docstring says; :class:`InputError` naming ``source`` on the first fault."""
+    the module docstring says; :class:`InputError` naming ``source`` on the first fault. Returns
+    the per-image shape of every tensor it could work out (``{name: shape}``)."""
     try:
-        _validate(program, arrays)
+        return _validate(program, arrays)
     except _Bad as e:
         raise InputError(f"{source}: damaged or hostile compiled model: {e}; compile it again with `hlsnn compile`"
                          ) from None
@@ -148,6 +139,7 @@ def _walk(p):
 
 
 def _validate(p, arrays):
+    """The checks of :func:`validate` (:class:`Bad` on the first fault); the shapes it works out."""
     _dict("the program", p)
     _walk(p)
     try:
@@ -238,21 +230,38 @@ def _validate(p, arrays):
             _fail(f"{w}: inputs", "not a list of 1..16 tensor names")
         for t in ins:
             _label(f"{w}: input", t)
+            if t not in shapes:         # the network's input and the outputs of the layers before it
+                _fail(f"{w}: inputs", f"{excerpt(t, 60)} is neither the network's input nor an earlier layer's output")
         o = _label(f"{w}: output", _key(j, "output", w))
+        if o in shapes:
+            _fail(f"{w}: output", f"{excerpt(o, 60)} is written already (by an earlier layer, or the network's input)")
         if kind == "host":
             shapes[o] = _host(w, j, [shapes.get(t) for t in ins], arrays)
         else:
             engine_names.add(name)
             shapes[o] = _engine(w, j, shapes.get(ins[0]), accels, arrays)
+            if inp["name"] in ins and j["format"] != "bfp" and not _isint(j["f_x"]):
+                _fail(f"{w}: f_x", f"{excerpt(j['f_x'], 40)}: the layer reads the network's float input, so it "
+                                   f"holds the input's radix point (an integer within +-{MAX_RADIX})")
     for k in arrays:
         head = k.split("/", 1)[0]
         if head != "check" and not any(k.startswith(n + "/") for n in seen):
             _fail(f"array {k}", "belongs to no layer")
     if out["engine_layer"] not in engine_names:
         _fail("output.engine_layer", f"{out['engine_layer']!r} is not an engine layer")
+    last = next(j for j in layers if j["name"] == out["engine_layer"])
+    if out["engine_tensor"] != last["output"]:
+        _fail("output.engine_tensor", f"{excerpt(out['engine_tensor'], 60)} is not {last['name']}'s output "
+                                      f"{last['output']!r}")
+    if out["name"] not in shapes:
+        _fail("output.name", f"{excerpt(out['name'], 60)} is no layer's output")
+    for n in host_after:
+        if n not in seen:
+            _fail("output.host_after", f"{excerpt(n, 60)} is no layer")
     for k in ("check/x",):
         if k in arrays and tuple(arrays[k].shape[1:]) != tuple(shape):
             _fail(f"array {k}", f"shape {arrays[k].shape} is not a batch of the input shape {tuple(shape)}")
+    return {k: v for k, v in shapes.items() if v is not None}
 
 
 def _window(w, a, shape):
@@ -314,12 +323,18 @@ def _host(w, j, in_shapes, arrays):
         for k, f in enumerate(fs):
             if f is not None:
                 _int(f"{w}: gate_in.f_in[{k}]", f, -MAX_RADIX, MAX_RADIX)
+    check_host(w, op, a)                # the table of host ops (hlsnn.network.hostschema.HOST_OPS)
+    lo, hi = ARITY.get(op, (1, 1))
+    if not lo <= len(in_shapes) <= hi:
+        _fail(f"{w} ({op}): inputs", f"{len(in_shapes)} tensors; {op} reads {lo if lo == hi else f'{lo}..{hi}'}")
+    if op in SW_FNS and len(a["in_shapes"]) != len(in_shapes):
+        _fail(f"{w} ({op}): attrs.in_shapes", f"{len(a['in_shapes'])} shapes for {len(in_shapes)} inputs")
     shape = in_shapes[0]
     if op == "fallback":
         _fallback(w, j, a, arrays)
         return None
     if op in ("MaxPool", "AveragePool"):
-        return _window(w, a, shape)
+        _window(w, a, shape)
     if op == "BatchNormalization":
         for i in range(4):
             v = arrays.get(f"{j['name']}/bn{i}")
@@ -327,22 +342,14 @@ def _host(w, j, in_shapes, arrays):
                 _fail(w, f"its parameter array {j['name']}/bn{i} is missing or not one float per channel")
             if i == 3 and (v < 0).any():
                 _fail(w, "a negative variance")
-        return shape
-    if op == "Add":
-        if len(in_shapes) != 2:
-            _fail(w, f"{len(in_shapes)} inputs (an Add has 2)")
-        if None not in in_shapes and in_shapes[0] != in_shapes[1]:
-            _fail(w, f"adds shapes {in_shapes[0]} and {in_shapes[1]}")
-        return shape
-    if op == "GlobalAveragePool":
-        return None if shape is None or len(shape) != 3 else (shape[0], 1, 1)
-    if op == "Flatten":
-        if "axis" in a:
-            _int(f"{w}: axis", a["axis"], -4, 4)
-        return None if shape is None else (_size(shape),)
-    if op in SHAPE_KEEPING:
-        return shape
-    return None
+    if op == "Add" and None not in in_shapes and in_shapes[0] != in_shapes[1]:
+        _fail(w, f"adds shapes {in_shapes[0]} and {in_shapes[1]}")
+    return dry_run(w, j, a, in_shapes, arrays)     # its op on zeros of its input's shape: the output's
+
+
+#: how many tensors a host op reads (every op not named here: one)
+ARITY = {"Add": (2, 2), "Mul": (2, 2), "Sub": (2, 2), "Div": (2, 2), "Concat": (1, 16), "fallback": (1, 16),
+         **{op: (1, 16) for op in SW_FNS}}
 
 
 MAX_NODE_BYTES = 1 << 20     # a --host-fallback layer's serialized ONNX node (its attributes; weights are consts)
@@ -377,46 +384,76 @@ def _fallback(w, j, a, arrays):
             _fail(w, f"its constant {j['name']}/const{i} is missing or has more than {MAX_ELEMS} values")
 
 
+def _fields(w, j, table):
+    """The keys of ``j`` against ``table`` (``{key: (spec, required)}``): each required key there,
+    each key known, each value passing its :class:`~hlsnn.network.hostschema.Spec`."""
+    for k, (spec, need) in table.items():
+        if need and k not in j:
+            _fail(w, f"the key {k!r} is missing ({spec.allowed})")
+    for k, v in j.items():
+        if k not in table:
+            _fail(f"{w}: {printable(k)[:60]}", f"is not a field of this layer (its fields: {', '.join(table)})")
+        table[k][0].check(f"{w}: {k}", v)
+
+
+RADIX = Either(Int(-MAX_RADIX, MAX_RADIX), ListOf(Int(-MAX_RADIX, MAX_RADIX), 1, MAX_DIM))
+STEP, GROUPS = Nullable(Int(1, MAX_ELEMS)), Int(1, MAX_DIM)
+#: an engine layer's fields (``hlsnn.deploy.layers.capture`` and ``program_of``): the engine's own
+#: and those every engine layer has; the arrays and what ties fields to them are checked in code below
+_COMMON = {"name": (Label(), True), "kind": (OneOf("dense", "conv"), True), "op": (OneOf("dense", "conv"), False),
+           "accel": (Label(), True), "engine": (OneOf(*ENGINES), True), "format_name": (Label(), False),
+           "inputs": (Spec(), True), "output": (Label(), True), "relu": (Bool(), True), "n_out": (Spec(), True),
+           "w_shape": (Spec(), True), "geom": (Spec(), True), "f_x": (Nullable(RADIX), True),
+           "f_out": (Nullable(Int(-MAX_RADIX, MAX_RADIX)), True), "epilogue": (Spec(), False)}
+ENGINE_FIELDS = {
+    "shift_mac": dict(_COMMON, format=(OneOf("twohot", "pot"), True), mode=(OneOf("twohot", "pot"), True),
+                      exp_bits=(Int(1, 6), True), delta=(Int(-64, 64), True), axis=(Nullable(Int(0, 3)), True),
+                      f_w=(RADIX, True), bits=(Int(2, 16), True), signed=(Bool(), True), step=(Int(1, MAX_ELEMS), True),
+                      k_step=(STEP, True), gp=(GROUPS, False), groups=(GROUPS, False), zg=(GROUPS, False),
+                      terms=(Int(1, 2), False)),
+    "sparse_cluster": dict(_COMMON, format=(OneOf("fixed", "sparse"), True), f_w=(RADIX, True),
+                           general=(Bool(), True), k_step=(STEP, True),
+                           pads1=(Nullable(Ints(0, MAX_PAD, (4, 4))), True),
+                           blocks=(Nullable(ListOf(Ints(0, MAX_ELEMS, (0, MAX_RANK)), 0, MAX_DIM)), True),
+                           in_terms=(Int(1, 2), False)),
+    "bfp_systolic": dict(_COMMON, format=(OneOf("bfp"), True), f_w=(Nullable(RADIX), False),
+                         mantissa_bits=(Int(2, 24), True), exponent_bits=(Int(2, 16), True),
+                         rounding=(OneOf("nearest_even", "nearest_away", "truncate", "stochastic"), True),
+                         chunks=(ListOf(Spec(), 1, 4096), True), gp=(GROUPS, False), groups=(GROUPS, False),
+                         zg=(GROUPS, False)),
+}
+#: a bfp_systolic layer's output chunk (its rows' weights and bias, each a BFP tensor)
+CHUNK_FIELDS = {"rows": (Spec(), True), "w_axis": (Nullable(Int(-4, 3)), True), "b_axis": (Nullable(Int(-4, 3)), True),
+                "w_block": (Nullable(Int(1, MAX_ELEMS)), True), "b_block": (Nullable(Int(1, MAX_ELEMS)), True)}
+
+
 def _engine(w, j, shape, accels, arrays):
     kind = j["kind"]
     acc = _str(f"{w}: accel", _key(j, "accel", w), list(accels))
     eng = _str(f"{w}: engine", _key(j, "engine", w), ENGINES)
     if accels[acc]["engine"] != eng:
         _fail(w, f"engine {eng}, but its accelerator {acc} is {accels[acc]['engine']}")
-    _label(f"{w}: format", _key(j, "format", w))
-    if "format_name" in j:
-        _label(f"{w}: format_name", j["format_name"])
+    _fields(w, j, ENGINE_FIELDS[eng])
     ws = _ints(f"{w}: w_shape", _key(j, "w_shape", w), 2 if kind == "dense" else 4, 1, MAX_ELEMS)
     if _size(ws) > MAX_ELEMS:
         _fail(f"{w}: w_shape", f"{ws}: more than {MAX_ELEMS:,} weights")
     n = _int(f"{w}: n_out", _key(j, "n_out", w), 1, MAX_DIM)
     if n != ws[0]:
         _fail(f"{w}: n_out", f"{n}, but the weight {ws} has {ws[0]} outputs")
-    _bool(f"{w}: relu", _key(j, "relu", w))
     if j.get("f_x") is not None:
         _radix(f"{w}: f_x", j["f_x"])
     for k in ("f_out", "f_w"):               # radix points: none on bfp_systolic (its exponents are data)
         v = j.get(k) if eng == "bfp_systolic" else _key(j, k, w)
         if v is not None or eng != "bfp_systolic":
-            _radix(f"{w}: {k}", v, n)
+            if k == "f_w":                   # one per output, or one (f_out: one, the output's radix point)
+                _radix(f"{w}: {k}", v, n)
+            else:
+                _int(f"{w}: {k}", v, -MAX_RADIX, MAX_RADIX)
     b = arrays.get(f"{j['name']}/b")
     if b is None or b.dtype.kind != "f" or b.shape != (n,):
         _fail(w, f"its bias {j['name']}/b is {'missing' if b is None else f'{b.dtype} of shape {b.shape}'}; it must "
                  f"be {n} floats (n_out)")
-    for k in ("k_step", "step"):
-        if j.get(k) is not None:
-            _int(f"{w}: {k}", j[k], 1, MAX_ELEMS)
-    for k in ("gp", "groups", "zg"):
-        if j.get(k) is not None:
-            _int(f"{w}: {k}", j[k], 1, MAX_DIM)
     if eng == "shift_mac":
-        _str(f"{w}: mode", _key(j, "mode", w), ("twohot", "pot"))
-        _int(f"{w}: exp_bits", _key(j, "exp_bits", w), 1, 6)
-        _int(f"{w}: bits", _key(j, "bits", w), 2, 16)
-        _bool(f"{w}: signed", _key(j, "signed", w))
-        _int(f"{w}: delta", _key(j, "delta", w), -64, 64)
-        if j.get("axis") is not None:
-            _int(f"{w}: axis", j["axis"], 0, 3)
         rows = None
         for f in ("e1", "e2", "s1", "s2", "zero"):
             v = arrays.get(f"{j['name']}/{f}")
@@ -432,33 +469,21 @@ def _engine(w, j, shape, accels, arrays):
         if se is not None and (se.dtype.kind not in "iu" or (se.size and np.abs(se.astype(np.int64)).max() > 63)):
             _fail(w, "its scale_exponent is not integers within +-63")
     elif eng == "sparse_cluster":
-        _bool(f"{w}: general", _key(j, "general", w))
-        if j["general"]:
-            _ints(f"{w}: pads1", _key(j, "pads1", w), 4, 0, MAX_PAD)
+        if j["general"] and j.get("pads1") is None:
+            _fail(f"{w}: pads1", "null: a general convolution (general: true) has its stride-1 pads")
         v = arrays.get(f"{j['name']}/wq")
         if v is None or v.dtype != np.int8 or v.ndim != 4 or v.shape[0] != n:
             _fail(w, f"its weights {j['name']}/wq are missing or not int8 of shape ({n}, C, kh, kw)")
         if j.get("in_terms") is not None:            # input_terms: 2 (hlsnn.deploy.twoin)
-            _int(f"{w}: in_terms", j["in_terms"], 1, 2)
             t = arrays.get(f"{j['name']}/w_taps")
             if j["in_terms"] != 1 and (t is None or t.dtype.kind not in "iu"):
                 _fail(w, f"its taps {j['name']}/w_taps are missing")
-        bl = j.get("blocks")
-        if bl is not None:
-            if not isinstance(bl, list):
-                _fail(f"{w}: blocks", "not a list")
-            for i, blk in enumerate(bl):
-                _ints(f"{w}: blocks[{i}]", blk, None, 0, MAX_ELEMS)
+        if j.get("blocks") is not None:
             t = arrays.get(f"{j['name']}/w_taps")
             if t is None or t.dtype.kind not in "iu":
                 _fail(w, f"its taps {j['name']}/w_taps are missing")
     else:
-        _int(f"{w}: mantissa_bits", _key(j, "mantissa_bits", w), 2, 24)
-        _int(f"{w}: exponent_bits", _key(j, "exponent_bits", w), 2, 16)
-        _label(f"{w}: rounding", _key(j, "rounding", w))
-        chunks = _key(j, "chunks", w)
-        if not isinstance(chunks, list) or not 1 <= len(chunks) <= 4096:
-            _fail(f"{w}: chunks", "not a list of 1..4096 output chunks")
+        chunks = j["chunks"]
         top = 0
         for i, c in enumerate(chunks):
             _dict(f"{w}: chunks[{i}]", c)
@@ -466,12 +491,7 @@ def _engine(w, j, shape, accels, arrays):
             if lo != top or hi <= lo:
                 _fail(f"{w}: chunks[{i}].rows", f"[{lo}, {hi}] does not continue the chunks before it at {top}")
             top = hi
-            for k in ("w_block", "b_block"):
-                if c.get(k) is not None:
-                    _int(f"{w}: chunks[{i}].{k}", c[k], 1, MAX_ELEMS)
-            for k in ("w_axis", "b_axis"):
-                if c.get(k) is not None:
-                    _int(f"{w}: chunks[{i}].{k}", c[k], -4, 3)
+            _fields(f"{w}: chunks[{i}]", c, CHUNK_FIELDS)
             for k in (f"w{i}_mantissas", f"w{i}_exponents", f"b{i}_mantissas", f"b{i}_exponents"):
                 v = arrays.get(f"{j['name']}/{k}")
                 if v is None or v.dtype.kind not in "iu":
@@ -480,8 +500,8 @@ def _engine(w, j, shape, accels, arrays):
             _fail(f"{w}: chunks", f"cover {top} of {n} outputs")
     # the geometry and the tensor it reads
     if kind == "dense":
-        if j.get("geom") is not None:
-            _dict(f"{w}: geom", j["geom"])
+        if j["geom"] is not None:
+            _fail(f"{w}: geom", f"{excerpt(j['geom'], 60)}: a dense layer has none (null)")
         if shape is not None and _size(shape) != ws[1]:
             _fail(w, f"a dense layer of {ws[1]} inputs reads a tensor of shape {shape} ({_size(shape)} values)")
         return (n,)
@@ -510,3 +530,7 @@ def _engine(w, j, shape, accels, arrays):
     if n * oh * ow > MAX_ELEMS:
         _fail(w, f"an output of {n}x{oh}x{ow} values")
     return (n, oh, ow)
+
+
+#: :func:`validate` without its message: :class:`Bad` on the first fault (hlsnn compile checks what it writes)
+check_program, Bad = _validate, _Bad
