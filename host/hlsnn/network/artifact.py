@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import HlsnnError, InputError, excerpt
+from ..errors import HlsnnError, InputError, excerpt, printable
 
 FORMAT = "hlsnn-compiled-model"
 VERSION = 1
@@ -71,24 +71,24 @@ def _load(p, path):
     import zipfile
     try:
         if not zipfile.is_zipfile(p):
-            raise InputError(f"{path}: not a compiled model (not a zip container: truncated, damaged, or another "
-                             f"kind of file)")
+            raise InputError(f"{printable(path)}: not a compiled model (not a zip container: truncated, damaged, or "
+                             f"another kind of file)")
         with zipfile.ZipFile(p) as zf:
             infos = zf.infolist()
             if len(infos) > MAX_ENTRIES or sum(i.file_size for i in infos) > MAX_BYTES:
-                raise InputError(f"{path}: not a compiled model ({len(infos)} entries declaring "
+                raise InputError(f"{printable(path)}: not a compiled model ({len(infos)} entries declaring "
                                  f"{sum(i.file_size for i in infos):,} bytes; at most {MAX_ENTRIES:,} and "
                                  f"{MAX_BYTES:,})")
         z = np.load(p, allow_pickle=False)
         if not hasattr(z, "files"):
-            raise InputError(f"{path}: not a compiled model (one .npy array, not an .npz container)")
+            raise InputError(f"{printable(path)}: not a compiled model (one .npy array, not an .npz container)")
         with z:
             return {k: z[k] for k in z.files}
     except InputError:
         raise
     except Exception as exc:                 # BadZipFile, zlib.error, a bad .npy header, a CRC error ...
         msg = (str(exc).strip().splitlines() or [""])[0][:160]
-        raise InputError(f"{path}: not a compiled model (a damaged container: {type(exc).__name__}"
+        raise InputError(f"{printable(path)}: not a compiled model (a damaged container: {type(exc).__name__}"
                          f"{': ' + msg if msg else ''})") from None
 
 
@@ -99,39 +99,42 @@ def read(path, *, validate=True):
     ``validate=False`` skips the program's check (tests of the checks behind it only)."""
     p = Path(path)
     if not p.is_file():
-        raise InputError(f"{path}: no such compiled model (make one with `hlsnn compile MODEL.yaml --assignment A "
-                         f"-o NAME.hlsnn`)")
+        raise InputError(f"{printable(path)}: no such compiled model (make one with `hlsnn compile MODEL.yaml "
+                         f"--assignment A -o NAME.hlsnn`)")
     arrays = _load(p, path)
     blob = arrays.pop(PROGRAM_KEY, None)
     if blob is None:
-        raise InputError(f"{path}: not a compiled model (no {PROGRAM_KEY} entry)")
+        raise InputError(f"{printable(path)}: not a compiled model (no {PROGRAM_KEY} entry)")
     if blob.dtype != np.uint8 or blob.ndim != 1 or blob.size > MAX_PROGRAM_BYTES:
-        raise InputError(f"{path}: not a compiled model ({PROGRAM_KEY} is not UTF-8 bytes of at most "
+        raise InputError(f"{printable(path)}: not a compiled model ({PROGRAM_KEY} is not UTF-8 bytes of at most "
                          f"{MAX_PROGRAM_BYTES:,})")
     try:
         program = json.loads(blob.tobytes().decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
-        raise InputError(f"{path}: the layer program is not valid JSON ({exc})") from None
+        raise InputError(f"{printable(path)}: the layer program is not valid JSON ({exc})") from None
     except RecursionError:
-        raise InputError(f"{path}: the layer program is nested too deeply to be a compiled model's") from None
+        raise InputError(f"{printable(path)}: the layer program is nested too deeply to be a compiled "
+                         "model's") from None
     fmt = program.get("format") if isinstance(program, dict) else None
     if fmt != FORMAT:
-        raise InputError(f"{path}: not a compiled model (format {excerpt(fmt, 60)}, expected {FORMAT!r})")
+        raise InputError(f"{printable(path)}: not a compiled model (format {excerpt(fmt, 60)}, expected {FORMAT!r})")
     if program.get("version") != VERSION:
-        raise InputError(f"{path}: compiled model version {excerpt(program.get('version'), 40)}; this hlsnn reads "
-                         f"version {VERSION}: recompile it with `hlsnn compile`")
+        raise InputError(f"{printable(path)}: compiled model version {excerpt(program.get('version'), 40)}; this "
+                         f"hlsnn reads version {VERSION}: recompile it with `hlsnn compile`")
     from ..deploy.programrev import REVISION     # the optional fields this hlsnn knows (no imports)
     rev = program.get("revision", 1)
     if isinstance(rev, int) and not isinstance(rev, bool) and rev > REVISION:
-        raise InputError(f"{path}: compiled by a newer hlsnn ({excerpt(program.get('hlsnn'), 40)}, program revision "
+        raise InputError(f"{printable(path)}: compiled by a newer hlsnn ({excerpt(program.get('hlsnn'), 40)}, "
+                         "program revision "
                          f"{rev}; this one reads up to revision {REVISION}): load it with that hlsnn or recompile it "
                          f"with this one (`hlsnn compile`)")
     want = program.get(CHECKSUM_KEY)
     if not isinstance(want, str):
-        raise InputError(f"{path}: the compiled model records no checksum of its arrays ({CHECKSUM_KEY}); it was "
-                         f"written by an older hlsnn or edited: recompile it with `hlsnn compile`")
+        raise InputError(f"{printable(path)}: the compiled model records no checksum of its arrays ({CHECKSUM_KEY}); "
+                         f"it was written by an older hlsnn or edited: recompile it with `hlsnn compile`")
     if checksum(arrays) != want:
-        raise InputError(f"{path}: the compiled model's arrays do not match their checksum ({CHECKSUM_KEY}): the "
+        raise InputError(f"{printable(path)}: the compiled model's arrays do not match their checksum "
+                         f"({CHECKSUM_KEY}): the "
                          f"file is damaged or was edited; recompile it with `hlsnn compile`")
     if validate:
         from .schema import validate as check
@@ -164,7 +167,7 @@ class as_internal_error:
     def __exit__(self, kind, exc, tb):
         if kind is None or issubclass(kind, HlsnnError) or not issubclass(kind, DAMAGE):
             return False
-        from ..errors import InternalError, printable
+        from ..errors import InternalError
         why = " ".join(str(exc).split())[:160] or kind.__name__
         raise InternalError(f"{printable(self.path)}: internal error, a bug of hlsnn ({kind.__name__}: {why}): the "
                             f"compiled model passed every check of its format (hlsnn.network.schema), so this is "
