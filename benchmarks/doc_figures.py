@@ -116,8 +116,8 @@ class Net:
     ``kernel_us``, ``e2e_us``, ``host_us``, ``e2e_per_image_us`` (end to end /
     batch), ``starts``, ``c_call_us`` (the host's C call: its steps but the loader's Python),
     ``rule1_us`` (its quantize step), ``loader_us`` (the loader's Python), ``lut``, ``ff``, ``bram``,
-    ``dsp``, ``lut_k`` (thousands), ``lut_pct``, ``dsp_pct``, ``bram_pct`` (of the board's), and the
-    report's own keys."""
+    ``dsp``, ``lut_k`` (thousands), ``lut_pct``, ``dsp_pct``, ``bram_pct`` (of the board's), per layer
+    ``LAYER.cycles`` and ``LAYER.us`` (its kernel cycles and time), and the report's own keys."""
     model: str
     assignment: str
     batch: int = 1
@@ -135,6 +135,9 @@ class Net:
                   network=False if self.layers else None)
         out = dict(r, e2e_us=r["end_to_end_us"], e2e_per_image_us=r["end_to_end_us"] / self.batch,
                    starts=r["kernel_starts"])
+        for layer in r.get("layers") or []:              # per layer: NAME.cycles, NAME.us (its kernel time)
+            out[layer["name"] + ".cycles"] = layer.get("kernel_cycles")
+            out[layer["name"] + ".us"] = layer["kernel_us"]
         steps = {s["step"]: s["us"] for s in ((r.get("host") or {}).get("steps") or [])}
         if steps:
             out.update(loader_us=steps.get("loader's Python", 0.0),
@@ -321,7 +324,10 @@ FIGURES = [
         ("sparse20_zcu104", "conv, 50%", "3g", 320, 0.5), ("sparse20_zcu104", "conv, 10%", "2f", 320, 0.1)]],
     Figure(SPARSE, "than U = 1 ({cycles:,} → ", Op("sparse20_zcu104", conv=CONV, density=0.5, ii1=True,
                                                     edit=(("weights_per_round", 1),))),
-    Figure(SPARSE, " → {cycles:,} cycles) and 15% fewer", Op("sparse20_zcu104", conv=CONV, density=0.5, ii1=True)),
+    Figure(SPARSE, " → {cycles:,} cycles) and 27% fewer", Op("sparse20_zcu104", conv=CONV, density=0.5, ii1=True)),
+    Figure(SPARSE, "27% fewer at 20% ({cycles:,} → ", Op("sparse20_zcu104", conv=CONV, density=0.2, ii1=True,
+                                                         edit=(("weights_per_round", 1),))),
+    Figure(SPARSE, " → {cycles:,}), the same at 100%", Op("sparse20_zcu104", conv=CONV, density=0.2, ii1=True)),
     # README.md's prose beside the ResNet-8 table (the table itself: benchmarks/readme_figures.py)
     Figure("README.md", "on the PYNQ-Z2 in {kernel_ms:.2f} ms of kernel and **{e2e_ms:.2f} ms end to end** "
                         "({e2e_us:.0f} µs; was 408)", Net(R8, "fixed8_z2")),
@@ -337,7 +343,8 @@ FIGURES = [
     # compiled-models.md: the ResNet-8 and digits_cnn network-path tables
     Figure(CM, "| modelled kernel time on PYNQ-Z2 (`kernel_us`) | {kernel_us:.1f} us |", Net(DIGITS, "twohot")),
     Figure(CM, "| modelled kernel time on PYNQ-Z2 (`kernel_us`) | {_} | {kernel_ms:.2f} ms (", Net(R8, "twohot")),
-    Figure(CM, "| modelled end to end on PYNQ-Z2, host included, batch 1 | {e2e_ms:.2f} ms |", Net(DIGITS, "twohot")),
+    Figure(CM, "| modelled end to end on PYNQ-Z2, host included, batch 1 | {e2e_us:.1f} us |", Net(DIGITS, "twohot")),
+    Figure(CM, "ms before the stem's unfolding; {kernel_ms:.2f} ms layer by layer) |", Net(R8, "twohot", layers=True)),
     Figure(CM, "| modelled end to end on PYNQ-Z2, host included, batch 1 | {_} | {e2e_ms:.2f} ms (", Net(R8, "twohot")),
     Figure(CM, "| the same per image at batch 16 (`--batch 16`) | | {e2e_per_image_ms:.2f} ms |",
            Net(R8, "twohot", batch=16)),
@@ -367,6 +374,11 @@ FIGURES = [
       for name, m, a in [("DS-CNN two-hot", DSCNN, "twohot"), ("DS-CNN fixed8", DSCNN, "fixed8"),
                          ("MobileNet-ReLU6 two-hot", MNET6, "twohot"), ("MobileNet-ReLU6 fixed8", MNET6, "fixed8"),
                          ("MobileNet-ReLU two-hot", MNET, "twohot")]],
+    Figure(CM, "Per layer, DS-CNN two-hot: each depthwise conv {/3/Conv.cycles:,} cycles ({/3/Conv.us:.1f} us;",
+           Net(DSCNN, "twohot")),
+    Figure(CM, "pointwise conv {/6/Conv.cycles:,} ({/6/Conv.us:.1f} us), the 10 × 4 stem {/0/Conv.cycles:,} ({/0/Conv.us:.1f} "
+               "us, unfolded into 12 banks), the image load {load.us:.1f} us", Net(DSCNN, "twohot")),
+    Figure(CM, "(the kernel {lut:,} LUTs, {lut_pct:.0f}% of the Z-7020's)", Net(DSCNN, "twohot")),
     Figure(CM, "| kernel per image (`kernel_us`), layer by layer → network kernel | {_} → {kernel_ms:.2f} ms |",
            Net(R8, "bfp16")),
     Figure(CM, "| kernel per image (`kernel_us`), layer by layer → network kernel | {_} | {_} → {kernel_ms:.2f} ms |",
