@@ -86,13 +86,14 @@ class Op:
     resident: bool = False
     edit: tuple = ()
     ii1: bool = False       # every loop at II 1: a table that says so (not today's derived model)
+    target: str = "csim"    # or sim: through the simulated board (its DMA splits transfers as a board's)
 
     def command(self):
         shape = f"--gemm {','.join(map(str, self.gemm))}" if self.gemm else f"--conv {','.join(map(str, self.conv))}"
         extra = "".join([f" --mode {self.mode}" if self.mode else "", f" --density {self.density}"
                          if self.density != 1.0 else "", " --resident" if self.resident else ""])
         return (f"hlsnn perf configs/accel/{self.config}.yaml {shape}{extra}"
-                + (f" (with {_edits(self.edit)[2:]})" if self.edit else "") + (" at II 1" if self.ii1 else ""))
+                + (f" (with {_edits(self.edit)[2:]})" if self.edit else "") + (" at II 1" if self.ii1 else "") + (f" --target {self.target}" if self.target != "csim" else ""))
 
     def compute(self, ctx):
         from hlsnn.measure import operation
@@ -102,7 +103,7 @@ class Op:
             schedule.ii_of = lambda rows: {}
         try:
             r = operation.measure(_config(self.config, self.edit), gemm=self.gemm, conv=self.conv, mode=self.mode,
-                                  density=self.density, resident=self.resident)
+                                  density=self.density, resident=self.resident, target=self.target)
         finally:
             schedule.ii_of = derived
         return dict(r, us=r["time_us"], ms=r["time_us"] / 1e3, mpc=r["macs_per_cycle"],
@@ -117,27 +118,37 @@ class Net:
     batch), ``starts``, ``c_call_us`` (the host's C call: its steps but the loader's Python),
     ``rule1_us`` (its quantize step), ``loader_us`` (the loader's Python), ``lut``, ``ff``, ``bram``,
     ``dsp``, ``lut_k`` (thousands), ``lut_pct``, ``dsp_pct``, ``bram_pct`` (of the board's), per layer
-    ``LAYER.cycles`` and ``LAYER.us`` (its kernel cycles and time), and the report's own keys."""
+    ``LAYER.cycles``, ``LAYER.us`` and ``LAYER.ms`` (its kernel cycles and time), and the report's own keys."""
     model: str
     assignment: str
     batch: int = 1
     board: str = None
     layers: bool = False
+    ii1: bool = False       # every loop at II 1: a figure that says so (not today's derived model)
 
     def command(self):
         extra = "".join([f" --batch {self.batch}" if self.batch != 1 else "", f" --board {self.board}"
-                         if self.board else "", " --layer-by-layer" if self.layers else ""])
+                         if self.board else "", " --layer-by-layer" if self.layers else "",
+                         " at II 1" if self.ii1 else ""])
         return f"hlsnn compile {self.model} --assignment {self.assignment} -o X.hlsnn && hlsnn perf X.hlsnn{extra}"
 
     def compute(self, ctx):
         from hlsnn.network.latency import model
-        r = model(ctx.compiled(self.model, self.assignment), board=self.board, batch=self.batch,
-                  network=False if self.layers else None)
+        from hlsnn.perf import schedule
+        path = ctx.compiled(self.model, self.assignment)
+        derived = schedule.ii_of
+        if self.ii1:
+            schedule.ii_of = lambda rows: {}
+        try:
+            r = model(path, board=self.board, batch=self.batch, network=False if self.layers else None)
+        finally:
+            schedule.ii_of = derived
         out = dict(r, e2e_us=r["end_to_end_us"], e2e_per_image_us=r["end_to_end_us"] / self.batch,
                    starts=r["kernel_starts"])
         for layer in r.get("layers") or []:              # per layer: NAME.cycles, NAME.us (its kernel time)
             out[layer["name"] + ".cycles"] = layer.get("kernel_cycles")
             out[layer["name"] + ".us"] = layer["kernel_us"]
+            out[layer["name"] + ".ms"] = layer["kernel_us"] / 1e3
         steps = {s["step"]: s["us"] for s in ((r.get("host") or {}).get("steps") or [])}
         if steps:
             out.update(loader_us=steps.get("loader's Python", 0.0),
@@ -147,7 +158,11 @@ class Net:
         if res:
             out.update(lut=res["lut"], ff=res["ff"], bram=res["bram36"], dsp=res["dsp"], lut_k=res["lut"] / 1e3)
             from hlsnn.config import load_board
-            avail = load_board(r["board"]).resources
+            from hlsnn.errors import ConfigError
+            try:
+                avail = load_board(r["board"]).resources
+            except ConfigError:                  # --board x86-sim: a host, no fabric
+                avail = {}
             for k, a in (("lut", "lut"), ("dsp", "dsp"), ("bram", "bram36")):
                 if avail.get(a):
                     out[f"{k}_pct"] = 100 * res[a] / avail[a]
@@ -200,7 +215,9 @@ class Context:
 
 
 def _value(vals, name):
-    """``vals[name]``; a name ending in ``_ms`` is its ``_us`` value / 1000."""
+    """``vals[name]``; a name ending in ``_ms`` is its ``_us`` value / 1000; ``A+B+C`` the sum."""
+    if "+" in name:
+        return sum(_value(vals, part) for part in name.split("+"))
     if name not in vals and name.endswith("_ms") and name[:-3] + "_us" in vals:
         return vals[name[:-3] + "_us"] / 1e3
     return vals[name]
@@ -391,6 +408,27 @@ FIGURES = [
     Figure(CM, "| the network kernel (`hlsnn.resources` + the datapath model) | {bram} BRAM36, {lut:,} LUT, {dsp} DSP (",
            Net(R8, "bfp16")),
     Figure(CM, "does not fit**: the Z-7020 has 53,200 LUTs) | {bram} BRAM36, {lut:,} LUT, {dsp} DSP |", Net(R8, "bfp8")),
+    # deploy.md: ResNet-8's layer path, the engine layers' modelled kernel time at batch 1 (host left out)
+    *[Figure("docs/deploy.md", f"| {fmt} (" + "{_} | {_} | {_} | {_} | {kernel_ms:.2f} ms |", Net(R8, a, layers=True))
+      for fmt, a in [("bfp16", "bfp16"), ("twohot", "twohot"), ("pot", "pot"), ("fixed8", "fixed8"),
+                     ("sparse50", "sparse50")]],
+    Figure("docs/deploy.md", "| bfp8 (" + "{_} | {_} | {_} | {_} | {kernel_ms:.2f} ms (at II 1) |",
+           Net(R8, "bfp8", layers=True, ii1=True)),
+    Figure("docs/deploy.md", "s1a and s1b take {s1a.us:.0f} µs each", Net(R8, "bfp8", layers=True, ii1=True)),
+    Figure("docs/deploy.md", "at today's derived II 8 of its `Steps` {kernel_ms:.2f} ms", Net(R8, "bfp8", layers=True)),
+    Figure("docs/deploy.md", "the 64-channel stage takes {s3a.ms+s3s.ms+s3b.ms:.1f} of the {kernel_ms:.1f} ms",
+           Net(R8, "fixed8", layers=True)),
+    # performance.md: the modelled host of ResNet-8 fixed8_z2 (the measured columns are benchmarks)
+    Figure("docs/performance.md", "| ResNet-8 fixed8_z2 (PYNQ-Z2) | {_} | {_} | {host_us:.1f} us |",
+           Net(R8, "fixed8_z2", board="x86-sim")),
+    Figure("docs/performance.md", "| ResNet-8 fixed8_z2 (PYNQ-Z2) | {_} | {_} | {_} | {_} | {e2e_us:.0f} us (was 408) |",
+           Net(R8, "fixed8_z2")),
+    Figure("docs/performance.md", "ResNet-8 fixed8_z2 on the PYNQ-Z2: host {host_us:.0f} us (was 200): the C call "
+                                  "{c_call_us:.1f} us (rule 1 on the 3,072 float32 values {rule1_us:.1f} us of it",
+           Net(R8, "fixed8_z2")),
+    Figure("docs/performance.md", "the loader's Python {loader_us:.1f} us (was 38.4)", Net(R8, "fixed8_z2")),
+    Figure("docs/performance.md", "input check of its own (was 17.1); {e2e_us:.0f} us end to end against",
+           Net(R8, "fixed8_z2")),
     # hardware-rules.md: the "now" column of issue 30's before/after table (bfp8_zcu104's rows: hzcu)
     *[Figure("docs/hardware-rules.md", f"| {op} | " + "{_} | " + cell, Op(cfg, gemm=g), after=f"| {cfg} |")
       for cfg, op, g, cell in [
@@ -402,7 +440,7 @@ FIGURES = [
           ("bfp8_ultra96v2", "GEMV", GEMV, "{cycles:,} |"),
           ("bfp8_ultra96v2", "GEMM 256×1024×1024", GEMM, "{cycles:,} ({util_pct:.1f}%) |")]],
     # models.md: the sim target's DMA split leaves bfp16's GEMM's calls and cycles as on csim
-    Figure("docs/models.md", "same 6 calls and {cycles:,} cycles there", Op("bfp16_pynq-z2", gemm=GEMM)),
+    Figure("docs/models.md", "same {calls} calls and {cycles:,} cycles there", Op("bfp16_pynq-z2", gemm=GEMM, target="sim")),
     Figure(BFP, "8×11 (176 multipliers, est. {dsp}/220 DSP with the exponent units)", Res("bfp16_pynq-z2")),
     Figure(BFP, "8×11 (176 multipliers, est. {dsp}/220 DSP; {bram} of 140 BRAM36)", Res("bfp8_pynq-z2")),
     Figure(BFP, "(616 multipliers in 308 DSPs, est. {dsp}/360 DSP with the exponent units)", Res("bfp8_ultra96v2")),
@@ -426,13 +464,16 @@ def main(argv=None):
             print(f"{f.path}: {f.source.command()}")
         return 0
     ctx = Context()
+    sig = Path(__file__).read_bytes()          # a cache is valid for this file's sources only
     if args.cache and Path(args.cache).is_file():
-        ctx._values.update(pickle.loads(Path(args.cache).read_bytes()))
+        saved = pickle.loads(Path(args.cache).read_bytes())
+        if saved.get("sig") == sig:
+            ctx._values.update(saved["values"])
     try:
         problems = check(figs, ctx=ctx, write=args.write)
     finally:
         if args.cache:
-            Path(args.cache).write_bytes(pickle.dumps(ctx._values))
+            Path(args.cache).write_bytes(pickle.dumps({"sig": sig, "values": ctx._values}))
     for path, line, msg in problems:
         print(f"{'REWRITTEN' if args.write else 'MISMATCH'} {path}:{line}: {msg}")
     if args.write:
