@@ -429,6 +429,11 @@ FIGURES = [
     Figure("docs/performance.md", "the loader's Python {loader_us:.1f} us (was 38.4)", Net(R8, "fixed8_z2")),
     Figure("docs/performance.md", "input check of its own (was 17.1); {e2e_us:.0f} us end to end against",
            Net(R8, "fixed8_z2")),
+    # deploy-models.md: weight_terms' table, the one-term column's modelled us (two-hot, layer by layer)
+    *[Figure("docs/deploy-models.md", f"| {name} | " + "{_} | {_}, {kernel_us:.0f} us |", Net(m, "twohot", layers=True))
+      for name, m in [("dscnn_ts17 (tiny)", DSCNN), ("mobilenet_relu6_ts17 (tiny)", MNET6),
+                      ("mobilenet_relu_ts17 (tiny)", MNET), ("resnet8_ts17 (tiny)", "tests/data/torch/tiny/resnet8_ts17.yaml"),
+                      ("resnet8_digits32 (`configs/models`)", R8)]],
     # hardware-rules.md: the "now" column of issue 30's before/after table (bfp8_zcu104's rows: hzcu)
     *[Figure("docs/hardware-rules.md", f"| {op} | " + "{_} | " + cell, Op(cfg, gemm=g), after=f"| {cfg} |")
       for cfg, op, g, cell in [
