@@ -125,17 +125,20 @@ class Net:
     board: str = None
     layers: bool = False
     ii1: bool = False       # every loop at II 1: a figure that says so (not today's derived model)
+    format: str = None      # a model given as an .onnx: the YAML's one format, as the tests write it
 
     def command(self):
         extra = "".join([f" --batch {self.batch}" if self.batch != 1 else "", f" --board {self.board}"
                          if self.board else "", " --layer-by-layer" if self.layers else "",
                          " at II 1" if self.ii1 else ""])
-        return f"hlsnn compile {self.model} --assignment {self.assignment} -o X.hlsnn && hlsnn perf X.hlsnn{extra}"
+        model = self.model if self.format is None else (f"Y.yaml (model: {self.model}, data: digits, layout: auto, "
+                                                         f"formats: {{{self.assignment}: {self.format}}})")
+        return f"hlsnn compile {model} --assignment {self.assignment} -o X.hlsnn && hlsnn perf X.hlsnn{extra}"
 
     def compute(self, ctx):
         from hlsnn.network.latency import model
         from hlsnn.perf import schedule
-        path = ctx.compiled(self.model, self.assignment)
+        path = ctx.compiled(self.model, self.assignment, self.format)
         derived = schedule.ii_of
         if self.ii1:
             schedule.ii_of = lambda rows: {}
@@ -198,12 +201,18 @@ class Context:
         self.tmp = tempfile.TemporaryDirectory(prefix="doc-figures-")
         self._compiled, self._values = {}, {}
 
-    def compiled(self, model, assignment):
-        key = (model, assignment)
+    def compiled(self, model, assignment, fmt=None):
+        key = (model, assignment, fmt)
         if key not in self._compiled:
             from hlsnn.cli import main
-            out = Path(self.tmp.name) / f"{Path(model).stem}_{assignment}.hlsnn"
-            if main(["compile", str(ROOT / model), "--assignment", assignment, "-o", str(out)]) != 0:
+            stem = f"{Path(model).stem}_{assignment}_{len(self._compiled)}"
+            out = Path(self.tmp.name) / f"{stem}.hlsnn"
+            yaml = ROOT / model
+            if fmt is not None:         # a deployment YAML as the tests write one for an ONNX file
+                yaml = Path(self.tmp.name) / f"{stem}.yaml"
+                yaml.write_text(f"name: {Path(model).stem}\nmodel: {ROOT / model}\ndata: digits\nlayout: auto\n"
+                                f"formats:\n  {assignment}: {fmt}\n")
+            if main(["compile", str(yaml), "--assignment", assignment, "-o", str(out)]) != 0:
                 raise SystemExit(f"hlsnn compile {model} --assignment {assignment} failed")
             self._compiled[key] = str(out)
         return self._compiled[key]
@@ -277,6 +286,8 @@ DIGITS = "configs/models/digits_cnn.yaml"
 DSCNN = "tests/data/torch/tiny/dscnn_ts17.yaml"
 MNET6 = "tests/data/torch/tiny/mobilenet_relu6_ts17.yaml"
 MNET = "tests/data/torch/tiny/mobilenet_relu_ts17.yaml"
+DWA = "tests/data/torch/beyond/v_dw_a_ts17.onnx"
+T10 = "{type: twohot, accel: shift10_pynq-z2"
 SHIFT = "docs/engines/shift_mac.md"
 SPARSE = "docs/engines/sparse_cluster.md"
 
@@ -328,6 +339,14 @@ FIGURES = [
         ("shift8_zcu104", "GEMM 256×1024×1024, PoT", "{ms:.3g} ms", 0, 1216, dict(gemm=GEMM, mode="pot")),
         ("shift8_zcu104", "conv 64→64 3×3 56×56, two-hot (1 call)", "{ms:.3g} ms", 0, 608, dict(conv=CONV, mode="twohot")),
         ("shift8_zcu104", "conv, PoT (1 call)", "{ms:.2f} ms", 0, 1216, dict(conv=CONV, mode="pot"))]],
+    # shift_mac.md: dw_a two-hot on shift10_pynq-z2 with weight_terms: 2 (and one term)
+    Figure(SHIFT, "one start of {kernel_us:.1f} us of kernel time and {e2e_us:.1f} us end to end",
+           Net(DWA, "t10", format=T10 + ", weight_terms: 2}")),
+    Figure(SHIFT, "against {starts} starts and {e2e_us:,.1f} us layer by layer",
+           Net(DWA, "t10", format=T10 + ", weight_terms: 2}", layers=True)),
+    Figure(SHIFT, "and {lut_k:.1f}k LUTs ({lut_pct:.0f} %), {bram} BRAM36,\n{dsp} DSP by the network kernel's",
+           Net(DWA, "t10", format=T10 + ", weight_terms: 2}")),
+    Figure(SHIFT, "(one term: {lut_k:.1f}k, {lut_pct:.0f} %)", Net(DWA, "t10", format=T10 + "}")),
     Figure(SHIFT, "Now it gives {cycles:,} ({util_pct:.1f}%) on the 8×11 array", Op("bfp16_pynq-z2", gemm=(64, 512, 512))),
     # bfp8_zcu104's Steps derives II 8 today (GEMV mode's unpragma'd xstore/xexp writes); hzcu's change
     # brings it to II 1, so this figure is checked at II 1 until that is merged (then drop ii1)
