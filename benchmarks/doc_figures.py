@@ -347,6 +347,21 @@ FIGURES = [
     Figure(SHIFT, "and {lut_k:.1f}k LUTs ({lut_pct:.0f} %), {bram} BRAM36,\n{dsp} DSP by the network kernel's",
            Net(DWA, "t10", format=T10 + ", weight_terms: 2}")),
     Figure(SHIFT, "(one term: {lut_k:.1f}k, {lut_pct:.0f} %)", Net(DWA, "t10", format=T10 + "}")),
+    # deploy-beyond-cnn.md: the same dw_a in shift10 / shift8, one and two terms
+    *[f for name, acc, terms, one, lut in [
+        ("shift10, two terms", "shift10_pynq-z2", 2, "{kernel_us:.1f} us kernel, {e2e_us:.1f} us end to end",
+         "{lut:,} ({lut_pct:.0f} %), {bram} BRAM36 |"),
+        ("shift10, one term", "shift10_pynq-z2", 1, "{kernel_us:.1f} us, {e2e_us:.1f} us",
+         "{lut:,} ({lut_pct:.0f} %), {bram} BRAM36 |"),
+        ("shift8, two terms", "shift8_pynq-z2", 2, "{kernel_us:.1f} us, {e2e_us:.1f} us", "{lut:,}: more than"),
+        ("shift8, one term", "shift8_pynq-z2", 1, "{kernel_us:.1f} us, {e2e_us:.1f} us",
+         "{lut:,} ({lut_pct:.0f} %), {bram} BRAM36 |")]
+      for fmt in ["{type: twohot, accel: %s%s}" % (acc, ", weight_terms: 2" if terms == 2 else "")]
+      for f in [Figure("docs/deploy-beyond-cnn.md", f"| {name} | " + "{_} | {_} | " + one + " |", Net(DWA, "t", format=fmt)),
+                Figure("docs/deploy-beyond-cnn.md", f"| {name} | " + "{_} | {_} | {_} | {_} | " + lut, Net(DWA, "t", format=fmt)),
+                Figure("docs/deploy-beyond-cnn.md", f"| {name} | " + "{_} | {_} | {_} | {starts} starts, "
+                       + ("{kernel_us:.1f} us kernel, " if terms == 2 else "") + "{e2e_us:,.1f} us |",
+                       Net(DWA, "t", format=fmt, layers=True))]],
     Figure(SHIFT, "Now it gives {cycles:,} ({util_pct:.1f}%) on the 8×11 array", Op("bfp16_pynq-z2", gemm=(64, 512, 512))),
     # bfp8_zcu104's Steps derives II 8 today (GEMV mode's unpragma'd xstore/xexp writes); hzcu's change
     # brings it to II 1, so this figure is checked at II 1 until that is merged (then drop ii1)
