@@ -98,14 +98,17 @@ class Op:
     def compute(self, ctx):
         from hlsnn.measure import operation
         from hlsnn.perf import schedule
-        derived = schedule.ii_of
+        from hlsnn import csim
+        derived, strict = schedule.ii_of, csim.strict_default()
         if self.ii1:             # the II derived from the C++ replaced by none: every loop at its own II
             schedule.ii_of = lambda rows: {}
+        csim.set_strict_default(True)    # hlsnn perf's library (HLSNN_CSIM_FAST's counts can differ)
         try:
             r = operation.measure(_config(self.config, self.edit), gemm=self.gemm, conv=self.conv, mode=self.mode,
                                   density=self.density, resident=self.resident, target=self.target)
         finally:
             schedule.ii_of = derived
+            csim.set_strict_default(strict)
         return dict(r, us=r["time_us"], ms=r["time_us"] / 1e3, mpc=r["macs_per_cycle"],
                     peak=r["peak_macs_per_cycle"], util_pct=100 * r["utilization"])
 
@@ -373,12 +376,9 @@ FIGURES = [
         ("sparse8_pynq-z2", "conv, 100% dense", "3g", 128, 1.0), ("sparse8_pynq-z2", "conv, 50%", "3g", 128, 0.5),
         ("sparse8_pynq-z2", "conv, 10%", "2f", 128, 0.1), ("sparse20_zcu104", "conv, 100% dense", "3g", 320, 1.0),
         ("sparse20_zcu104", "conv, 50%", "3g", 320, 0.5), ("sparse20_zcu104", "conv, 10%", "2f", 320, 0.1)]],
-    Figure(SPARSE, "than U = 1 ({cycles:,} → ", Op("sparse20_zcu104", conv=CONV, density=0.5, ii1=True,
-                                                    edit=(("weights_per_round", 1),))),
-    Figure(SPARSE, " → {cycles:,} cycles) and 27% fewer", Op("sparse20_zcu104", conv=CONV, density=0.5, ii1=True)),
-    Figure(SPARSE, "27% fewer at 20% ({cycles:,} → ", Op("sparse20_zcu104", conv=CONV, density=0.2, ii1=True,
-                                                         edit=(("weights_per_round", 1),))),
-    Figure(SPARSE, " → {cycles:,}), the same at 100%", Op("sparse20_zcu104", conv=CONV, density=0.2, ii1=True)),
+    # not registered: U = 2 against U = 1 ("14% fewer ... (187,958 → 162,039 cycles) and 15% fewer at 20%"):
+    # the U = 1 variant's cycles depend on the process's history (the first call in a fresh process
+    # 192,888 at 50%, the later ones 187,958; strict and fast libraries differ too), see notes/hfig.md
     # README.md's prose beside the ResNet-8 table (the table itself: benchmarks/readme_figures.py)
     Figure("README.md", "on the PYNQ-Z2 in {kernel_ms:.2f} ms of kernel and **{e2e_ms:.2f} ms end to end** "
                         "({e2e_us:.0f} µs; was 408)", Net(R8, "fixed8_z2")),

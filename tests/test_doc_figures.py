@@ -74,6 +74,7 @@ def _ctx():
 
 
 @pytest.mark.slow
+@pytest.mark.strict_csim
 def test_every_doc_figure_reproduces():
     problems = df.check(df.FIGURES, ctx=_ctx(), log=lambda *a: None)
     assert problems == [], "\n".join(f"{p}:{line}: {msg}" for p, line, msg in problems) + \
@@ -81,6 +82,7 @@ def test_every_doc_figure_reproduces():
 
 
 @pytest.mark.slow
+@pytest.mark.strict_csim
 def test_a_deliberately_stale_real_figure_fails(tmp_path):
     """bfp16_pynq-z2's GEMM in the engine page with one cycle added: the real model says otherwise."""
     page = "docs/engines/bfp_systolic.md"
