@@ -6,17 +6,19 @@ sentences and table rows of the docs. Each entry of :data:`FIGURES` is one place
 
 * ``template``: the text as it stands in the file, with each figure a hole in Python's format
   syntax, e.g. ``"takes {cycles:,} cycles ({util_pct:.1f}% of 616 MAC/cycle, {ms:.3g} ms)"``.
-  A run of spaces in the template matches any whitespace (a line break of the Markdown too); a
-  hole (a value of the source; ``NAME_ms`` is ``NAME_us`` / 1000) matches a number (digits, ``,`` and ``.``); ``{_}`` matches any text of the line and is not
-  checked (a table's "before" cell). The text around the holes must be found
-  exactly once (after ``after``, where given: the start of the table's config row, say), so an
-  edit of the prose that loses a figure's context fails too;
+  A run of spaces in the template matches any whitespace (a line break of the Markdown too). A
+  hole names a value of the source (``NAME_ms`` is ``NAME_us`` / 1000, ``A+B`` a sum) and
+  matches a number (digits, ``,`` and ``.``); ``{_}`` matches any text of the line and is not
+  checked (a table's "before" cell). The text must be found exactly once (after ``after``, where
+  given: the start of the table's config row, say), so an edit of the prose that loses a
+  figure's context fails too;
 * ``source``: what computes the holes: :class:`Op` is ``hlsnn perf CONFIG --gemm/--conv``
   (:func:`hlsnn.measure.operation.measure`: the strict C-simulation's loop counts times each
   loop's derived II, :mod:`hlsnn.perf.schedule`); :class:`Net` is ``hlsnn compile MODEL
   --assignment A`` then ``hlsnn perf NAME.hlsnn [--batch N] [--board B] [--layer-by-layer]``
   (:func:`hlsnn.network.latency.model`: kernel, host model, end to end, and the network kernel's
-  resource model).
+  resource model); :class:`Res` is ``hlsnn info CONFIG``'s resource estimate. ``ii1=True`` (every
+  loop at II 1) only where the text says that is its basis.
 
 A figure reproduces when the hole's text in the file equals the computed value formatted by the
 hole's format spec. Measured timings (host microseconds on this machine, emulation speed) are
@@ -31,7 +33,7 @@ import re
 import string
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
