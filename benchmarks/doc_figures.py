@@ -368,9 +368,7 @@ FIGURES = [
                        + ("{kernel_us:.1f} us kernel, " if terms == 2 else "") + "{e2e_us:,.1f} us |",
                        Net(DWA, "t", format=fmt, layers=True))]],
     Figure(SHIFT, "Now it gives {cycles:,} ({util_pct:.1f}%) on the 8×11 array", Op("bfp16_pynq-z2", gemm=(64, 512, 512))),
-    # bfp8_zcu104's Steps derives II 8 today (GEMV mode's unpragma'd xstore/xexp writes); hzcu's change
-    # brings it to II 1, so this figure is checked at II 1 until that is merged (then drop ii1)
-    Figure(SHIFT, "and {cycles:,} ({util_pct:.1f}%) on the 48×16 one", Op("bfp8_zcu104", gemm=(64, 512, 512), ii1=True)),
+    Figure(SHIFT, "and {cycles:,} ({util_pct:.1f}%) on the 48×16 one", Op("bfp8_zcu104", gemm=(64, 512, 512))),
     Figure(SHIFT, "now {cycles:,} ({util_pct:.1f}%) on 16×8", Op("shift8_pynq-z2", gemm=(64, 512, 512), mode="twohot")),
     # sparse_cluster: the figures table says it is at II 1 (the README's table has the derived II)
     *[Figure(SPARSE, _row(op, "{cycles:,} | {ms:.%s} ms | {mpc:.1f} / %d | {util_pct:.1f}%% |" % (f, peak)),
@@ -448,10 +446,8 @@ FIGURES = [
     *[Figure("docs/deploy.md", f"| {fmt} (" + "{_} | {_} | {_} | {_} | {kernel_ms:.2f} ms |", Net(R8, a, layers=True))
       for fmt, a in [("bfp16", "bfp16"), ("twohot", "twohot"), ("pot", "pot"), ("fixed8", "fixed8"),
                      ("sparse50", "sparse50")]],
-    Figure("docs/deploy.md", "| bfp8 (" + "{_} | {_} | {_} | {_} | {kernel_ms:.2f} ms (at II 1) |",
-           Net(R8, "bfp8", layers=True, ii1=True)),
-    Figure("docs/deploy.md", "s1a and s1b take {s1a.us:.0f} µs each", Net(R8, "bfp8", layers=True, ii1=True)),
-    Figure("docs/deploy.md", "at today's derived II 8 of its `Steps` {kernel_ms:.2f} ms", Net(R8, "bfp8", layers=True)),
+    Figure("docs/deploy.md", "| bfp8 (" + "{_} | {_} | {_} | {_} | {kernel_ms:.2f} ms |", Net(R8, "bfp8", layers=True)),
+    Figure("docs/deploy.md", "s1a and s1b take {s1a.us:.0f} µs each", Net(R8, "bfp8", layers=True)),
     Figure("docs/deploy.md", "the 64-channel stage takes {s3a.ms+s3s.ms+s3b.ms:.1f} of the {kernel_ms:.1f} ms",
            Net(R8, "fixed8", layers=True)),
     # performance.md: the modelled host of ResNet-8 fixed8_z2 (the measured columns are benchmarks)
