@@ -378,6 +378,7 @@ class CsimLibrary:
             self.last_counts = None
             return
         n = int(self._lib.hlsnn_counter_count())
+        check_counter_table(self._lib, self.path)
         while len(self._counter_names) < n:
             self._counter_names.append(self._lib.hlsnn_counter_name(len(self._counter_names)).decode())
         iters = np.zeros(max(n, 1), dtype=np.uint64)
@@ -444,6 +445,16 @@ class CsimLibrary:
             self._read_strict()
             self._check_assert(status)
         return out[:n_out.value], rout, (None if last.value < 0 else int(last.value)), int(status)
+
+
+def check_counter_table(lib, path):
+    """:class:`CsimError` when the loaded library ``lib`` reports that a loop counter found its
+    table full (``hlsnn_counter_full``, hlsnn/csim_counters.h): the counts would be incomplete,
+    and the cycles modelled from them wrong (a library built before the check: not asked)."""
+    if hasattr(lib, "hlsnn_counter_full") and lib.hlsnn_counter_full():
+        raise CsimError(f"C-simulation library {printable(path)}: the kernel has more loop counters than the "
+                        f"table has slots (kMaxCounters in hls/include/hlsnn/csim_counters.h), so its cycle counts "
+                        f"would be incomplete; raise kMaxCounters and run again")
 
 
 def merge_strict(total, rep):

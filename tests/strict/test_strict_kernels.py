@@ -180,3 +180,58 @@ def test_a_shift_weight_read_right_after_its_write_fails(tmp_path):
     with pytest.raises(StrictCsimError, match=r"array 'wstore': word \d+ read 1 iteration\(s\) after its write "
                                               r"in loop Steps; the pipeline needs 2"):
         _compare(cfg, target)
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+def test_a_kernel_with_more_than_256_loop_counters_counts_every_loop_the_same_on_every_load():
+    # sparse20_zcu104 at weights_per_round 1: 20 units x their loops (CountWindows per unit at
+    # U = 1) register 272 counters. The table had 256 slots and the ones after the 256th were
+    # added into the last; the strict C-simulation's threads reach them in a different order on
+    # each load of the library (each Accelerator loads its own copy), so one call's modelled
+    # cycles changed from load to load (192,888 / 187,958 / 216,344 on the 64x56x56 layer).
+    import numpy as np
+    from hlsnn.config import load_config, read_yaml
+    data = read_yaml(accel_config("sparse20_zcu104"))
+    data["sparse_cluster"]["weights_per_round"] = 1
+    data["name"] += "_u1"
+    cfg = load_config(data, source="sparse20_zcu104 at weights_per_round 1", check_fit=False)
+    rng = np.random.default_rng(7)
+    # 64 x 80 = 4 x 5 tiles of 16 x 16: a tile for every one of the 20 units
+    x = np.where(rng.random((4, 64, 80)) < 0.5, rng.integers(-128, 128, (4, 64, 80)), 0).astype(np.int8)
+    w = np.where(rng.random((8, 4, 3, 3)) < 0.5, rng.integers(-128, 128, (8, 4, 3, 3)), 0).astype(np.int8)
+    runs = []
+    for _ in range(2):                  # two loads of the library, two calls on each
+        with hlsnn.Accelerator(cfg, "csim") as acc:
+            for _ in range(2):
+                y = acc.kernel.conv2d(x, w, padding="same")
+                kc = acc.kernel.last_cycles
+                runs.append((np.asarray(y), kc.cycles, dict(kc.counts)))
+    with hlsnn.Accelerator(cfg, "emu") as emu:
+        ref = np.asarray(emu.kernel.conv2d(x, w, padding="same"))
+    y0, cycles0, counts0 = runs[0]
+    np.testing.assert_array_equal(y0, ref)
+    # every unit's loops are counted under their own names (none lost to a shared slot) ...
+    per_unit = {f"{loop}.{m}" for loop in ("CountWindows", "MacLoop", "OutPixels", "LoadFirst") for m in range(20)}
+    assert per_unit <= set(counts0) and len(counts0) > 256
+    # ... and the same call gives the same outputs, counts and cycles every time
+    for y, cycles, counts in runs[1:]:
+        np.testing.assert_array_equal(y, y0)
+        assert (cycles, counts) == (cycles0, counts0)
+
+
+def test_a_full_loop_counter_table_is_an_error_not_a_wrong_cycle_count():
+    from hlsnn.csim import check_counter_table
+    from hlsnn.errors import CsimError
+
+    class Lib:                           # a loaded library whose table a counter found full
+        def __init__(self, full):
+            self.hlsnn_counter_full = lambda: full
+    check_counter_table(Lib(0), "libx.so")
+    check_counter_table(object(), "libold.so")          # a library built before the check
+    with pytest.raises(CsimError, match=r"libx\.so: the kernel has more loop counters than the table has slots "
+                                        r"\(kMaxCounters in hls/include/hlsnn/csim_counters\.h\)"):
+        check_counter_table(Lib(1), "libx.so")
+    # the header's table: room for the largest kernel's counters (272 above) with a margin
+    text = (ROOT / "hls" / "include" / "hlsnn" / "csim_counters.h").read_text()
+    assert int(re.search(r"const int kMaxCounters = (\d+);", text).group(1)) >= 512

@@ -14,18 +14,26 @@
 
 namespace hlsnn {
 
-const int kMaxCounters = 256;
+// Room for every loop counter of the largest kernel (sparse20_zcu104 at weights_per_round 1
+// registers about 270: per unit and per loop). A kernel with more does not lose counts silently:
+// the ones that find the table full share the spill slot (never reported) and `full` is set,
+// which the bridge exports (hlsnn_counter_full) and the host turns into an error. (Before, the
+// last slot absorbed the rest: which counters landed there depended on the order the strict
+// C-simulation's threads first reached them, so one call's modelled cycles changed from load
+// to load.)
+const int kMaxCounters = 1024;
 const int kCounterNameBytes = 48;
 
 struct CounterTable {
   int n;
-  char names[kMaxCounters][kCounterNameBytes];
-  uint64_t iters[kMaxCounters];
-  uint64_t entries[kMaxCounters];
+  bool full;  // a counter found no free slot (its counts went to the spill slot, kMaxCounters)
+  char names[kMaxCounters + 1][kCounterNameBytes];
+  uint64_t iters[kMaxCounters + 1];
+  uint64_t entries[kMaxCounters + 1];
 };
 
 inline CounterTable &Counters() {
-  static CounterTable t = {0, {{0}}, {0}, {0}};
+  static CounterTable t = {0, false, {{0}}, {0}, {0}};
   return t;
 }
 
@@ -45,7 +53,11 @@ inline int CounterId(const char *name, int idx) {
   for (int i = 0; i < t.n; ++i) {
     if (strcmp(t.names[i], full) == 0) return i;
   }
-  if (t.n == kMaxCounters) return kMaxCounters - 1;  // full: the last slot absorbs the rest
+  if (t.n == kMaxCounters) {  // full: the spill slot, and the host is told (hlsnn_counter_full)
+    t.full = true;
+    snprintf(t.names[kMaxCounters], kCounterNameBytes, "%s", "(counter table full)");
+    return kMaxCounters;
+  }
   snprintf(t.names[t.n], kCounterNameBytes, "%s", full);
   t.iters[t.n] = 0;
   t.entries[t.n] = 0;

@@ -561,6 +561,8 @@ class NetKernel:
             raise CsimError(f"network kernel of {self.net.name}: "
                             f"{'strict C-simulation' if st == 128 else 'a kernel assert'}: "
                             f"{self.lib.hlsnn_last_assert().decode(errors='replace')}")
+        from ...csim import check_counter_table
+        check_counter_table(self.lib, self.path)
         n = self.lib.hlsnn_counter_count()
         it, en = (ctypes.c_uint64 * max(n, 1))(), (ctypes.c_uint64 * max(n, 1))()
         self.lib.hlsnn_counter_values(it, en, n)
