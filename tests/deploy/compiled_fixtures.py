@@ -33,6 +33,18 @@ def compiled_models(tmp_path_factory, folder, models=MODELS, share=False, **kw):
     return get
 
 
+def digits_cnn_three_formats(tmp_path_factory, folder):
+    """The shipped digits_cnn compiled in two-hot, fixed8 and bfp8 (shared compiles, two check
+    samples): ``{assignment: path}``, the known-good files the hostile-input tests edit."""
+    get = compiled_models(tmp_path_factory, folder, check_samples=2, share=True)
+    return {k: get("digits_cnn", k) for k in ("twohot", "fixed8", "bfp8")}
+
+
+def layer_named(program, name):
+    """The layer ``name`` of a compiled model's program dict."""
+    return next(j for j in program["layers"] if j["name"] == name)
+
+
 def assert_grams_are_the_products(got, rows, g):
     """``shift_fit._grams``' result ``got`` is, bit for bit, the float64 ``r.T @ r`` and
     ``r.mean(axis=0)`` of each of the ``g`` groups' columns ``r`` of the im2col ``rows``."""

@@ -12,18 +12,13 @@ import pytest
 from hlsnn.errors import InputError, InternalError
 from hlsnn.network import artifact, hostschema, schema
 
-from compiled_fixtures import compiled_models
+from compiled_fixtures import digits_cnn_three_formats, layer_named as _layer
 from conftest import ROOT
 
 
 @pytest.fixture(scope="module")
 def good(tmp_path_factory):
-    get = compiled_models(tmp_path_factory, "schema", check_samples=2, share=True)
-    return {k: get("digits_cnn", k) for k in ("twohot", "fixed8", "bfp8")}
-
-
-def _layer(p, name):
-    return next(j for j in p["layers"] if j["name"] == name)
+    return digits_cnn_three_formats(tmp_path_factory, "schema")
 
 
 def _refused(good, tmp_path, edit, which="twohot"):

@@ -14,17 +14,12 @@ import pytest
 from hlsnn.network import artifact
 from hlsnn.errors import CsimError, InputError
 
-from compiled_fixtures import compiled_models
+from compiled_fixtures import digits_cnn_three_formats, layer_named as _layer
 
 
 @pytest.fixture(scope="module")
 def good(tmp_path_factory):
-    get = compiled_models(tmp_path_factory, "hostile3", check_samples=2, share=True)
-    return {k: get("digits_cnn", k) for k in ("twohot", "fixed8", "bfp8")}
-
-
-def _layer(p, name):
-    return next(j for j in p["layers"] if j["name"] == name)
+    return digits_cnn_three_formats(tmp_path_factory, "hostile3")
 
 
 def conv1(field, value, sub=None):
