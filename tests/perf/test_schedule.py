@@ -273,3 +273,22 @@ Sum:
 }}
 """
     assert derive(tmp_path, src)["Sum"]["ii"] == 1
+
+
+@pytest.mark.parametrize("name", ["sparse8_pynq-z2", pytest.param("sparse20_zcu104", marks=pytest.mark.slow)])
+def test_sparse_output_loops_run_at_ii_1(name):
+    """sparse_cluster's OutPixels and PoolPixels read every ``acc`` word once and clear it in
+    the same iteration (no iteration reads a word another wrote: ``DEPENDENCE inter false``, its
+    distance held by the strict csim), and PoolPixels reads a 2x2 window's two rows in two
+    iterations, so each bank has at most one read and one write an iteration (a simple dual
+    port's): II 1 by every bound. Until session 33 the template had no pragma on either loop
+    (OutPixels II 6, the read-clear recurrence at the loop's depth) and read a window's both rows
+    in one iteration (PoolPixels: 4 reads and 4 writes on ``acc[*]`` -> ports 4, and the depth 7)."""
+    from hlsnn.config import load_config
+    cfg = load_config(name, check_fit=False)
+    rows = {r["loop"]: r for r in schedule.config_schedule(cfg)}
+    for loop in ("OutPixels", "PoolPixels"):
+        r = rows[loop]
+        assert (r["ii"], r["bounds"]["ports"], r["bounds"]["dependence"]) == (1, 1, 1), r
+        assert any(n.startswith("acc: DEPENDENCE inter false") and "checked by the strict csim" in n
+                   for n in r["notes"]), r["notes"]

@@ -65,6 +65,11 @@ def test_every_shipped_shift_and_sparse_config_passes_the_strict_csim(name):
     assert all(b["sites"] <= b["ports"] for b in st["banks"])
     if cfg.engine == "sparse_cluster":     # ebuf (and ebuf1 at U = 2): MacLoop loads the next channel
         assert {"acc", "ebuf"} <= {r["array"] for r in st["raw"]} <= {"acc", "ebuf", "ebuf1"}
+        # the output loops' acc reads and clears are checked (their DEPENDENCE inter false), one
+        # read and one write a bank
+        out = [b for b in st["banks"] if b["array"] == "acc" and b["loop"].startswith(("OutPixels", "PoolPixels"))]
+        assert {b["loop"].split(".")[0] for b in out} == {"OutPixels", "PoolPixels"}
+        assert all((b["reads"], b["writes"]) == (1, 1) for b in out)
 
 
 @pytest.fixture
@@ -101,6 +106,51 @@ def test_a_run_time_column_index_on_the_sparse_column_memories_fails(sparse_smal
                           " : (ap_uint<16>)0;")
     with pytest.raises(StrictCsimError, match=r"loop MacLoop\.\d: bank 'ebuf\[\d\]\[\d+\]' has [2-9] read "
                                               r"site\(s\) and \d write site\(s\), more than its ports"):
+        _compare(cfg, target)
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+def test_a_pooled_bottom_row_read_where_the_top_row_was_cleared_fails(sparse_small):
+    # PoolPixels reads a window's bottom row (word + 1) the iteration after its top row; planted:
+    # the bottom read at the top row's words, which the iteration before cleared. DEPENDENCE
+    # inter false would let that read see the word before the clear, so the strict run stops
+    # (the planted read is 1 iteration after the write; acc's distance is 6)
+    from hlsnn.errors import StrictCsimError
+    cfg, rendered = sparse_small
+    target = planted_csim(cfg, rendered, "sparse_cluster.cpp", "hrow = atop + 1;", "hrow = atop;")
+    with pytest.raises(StrictCsimError, match=r"array 'acc\[\d\]': word \d+ read 1 iteration\(s\) after its "
+                                              r"write in loop PoolPixels\.\d; the pipeline needs 6"):
+        _compare(cfg, target)
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+def test_a_pooled_window_read_in_two_branches_is_over_the_ports(sparse_small):
+    # PoolBanks reads bank l once, at the top row's or the held window's bottom row's address
+    # (a select before one read); planted: the two reads in branches of their own. In C-simulation
+    # the same values (the branches never both hold), but each is a read site of every bank, and
+    # a simple-dual-port bank has one read port: II 2
+    from hlsnn.errors import StrictCsimError
+    cfg, rendered = sparse_small
+    old = ("            const int a = rt ? atop : hrow;\n"
+           "            v[l] = 0;\n"
+           "            if (rt || rb) {\n"
+           "              v[l] = HLSNN_LOAD_AT(acc[l], a, l);\n"
+           "              HLSNN_STORE_AT(acc[l], a, 0, l);\n"
+           "            }\n")
+    new = ("            v[l] = 0;\n"
+           "            if (rt) {\n"
+           "              v[l] = HLSNN_LOAD_AT(acc[l], atop, l);\n"
+           "              HLSNN_STORE_AT(acc[l], atop, 0, l);\n"
+           "            }\n"
+           "            if (rb) {\n"
+           "              v[l] = HLSNN_LOAD_AT(acc[l], hrow, l);\n"
+           "              HLSNN_STORE_AT(acc[l], hrow, 0, l);\n"
+           "            }\n")
+    target = planted_csim(cfg, rendered, "sparse_cluster.cpp", old, new)
+    with pytest.raises(StrictCsimError, match=r"loop PoolPixels\.\d: bank 'acc\[\d\]' has 2 read site\(s\) and 2 "
+                                              r"write site\(s\), more than its ports"):
         _compare(cfg, target)
 
 

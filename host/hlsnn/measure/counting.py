@@ -85,7 +85,11 @@ def sparse_call_counts(p, beats, regs):
                 windows.append((oh // 2 * 2, ow // 2 * 2) if pool else (oh, ow))
                 _add(c, f"JobUnit{m}", 2 + 3 * zg, 1)
                 _add(c, f"ReadParams.{m}", zg, 1)
-                _add(c, ("PoolPixels" if pool else "OutPixels") + f".{m}", zg * ph * pw, 1)
+                if pool:    # a window's rows in two iterations, overlapped with the next window's
+                    n_win = zg * ph * pw    # (not with one window a row: pw = 1 takes two a window)
+                    _add(c, f"PoolPixels.{m}", 0 if n_win == 0 else 2 * n_win if pw == 1 else n_win + 1, 1)
+                else:
+                    _add(c, f"OutPixels.{m}", zg * ph * pw, 1)
                 if oh:
                     n_out = zg * ph * pw * (2 if raw else 1)
                     _add(c, f"Merge{m}", max(1, -(-n_out // lanes)), 1)

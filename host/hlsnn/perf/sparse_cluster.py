@@ -13,7 +13,8 @@ plus the fill. Per call (``n_groups`` passes of up to ``max_z`` output channels,
     Unit<m>:  UnitGroups > UnitRounds > ReadParams (zg), LoadFirst (entries of channel 0)
                                       > InputChannels (C) > CountWindows (k^2)
                                                           > MacLoop (max(steps, next entries))
-                                      > OutPixels (zg*oh*ow) or PoolPixels (zg*oh/2*ow/2)
+                                      > OutPixels (zg*oh*ow) or PoolPixels (zg*oh/2*ow/2 + 1;
+                                        twice zg*oh/2 when ow/2 = 1)
     Collect:  CollectGroups > CollectRounds > JobSizes (units), Merge<m> (output beats)
 
 A unit has ``tile_w`` multipliers, one per output column of its tile. ``MacLoop`` applies one
@@ -49,7 +50,9 @@ MacLoop             1     per multiplier: its ``acc`` bank 1 read + 1 write     
                           ``coef_q``, ``data_q``: at most 1 read each
 OutPixels           1     ``acc`` bank: 1 read + 1 write (clear); ``res_q``: at   1      6
                           most 1 write
-PoolPixels          2     two ``acc`` banks: 2 reads + 2 writes each              2      7
+PoolPixels          1     per ``acc`` bank: at most 1 read + 1 write (a window's 1      8
+                          top row from two banks, the window before's bottom
+                          row from two others); ``res_q``: at most 1 write
 Merge<m>            1     ``res_q[m]``: 1 read; ``out``: 1 write (a beat)         1      2
 MergeBins/SendStats 1     one FIFO read or write                                 1      2
 =================== ===== ====================================================== ====== =====
@@ -59,6 +62,16 @@ the column's bitmap), ``CountWindows`` the popcount and the maximum over the mul
 ``MacLoop``: the entry's place (popcounts) 1, the ``ebuf`` read 1, the ``acc`` read 2 (BRAM
 latency), the 8x8 product and the add 2, the write 1: 7. ``OutPixels``: ``acc`` read 2, bias
 add and ReLU 1, rounding shifter and saturation 1, lane packing and the FIFO write 2.
+``PoolPixels``: ``acc`` read 2, the window's two banks (a ``tile_w / 2``-way multiplexer) 1, bias
+add 1, the maximum with the top row's and ReLU 1, then as ``OutPixels`` 3.
+
+``OutPixels`` and ``PoolPixels`` read each ``acc`` word once and clear it in the same iteration
+(``DEPENDENCE variable = acc inter false``; the strict C-simulation fails a read of a word
+written in the same loop run fewer than ``acc_distance`` iterations before). A bank has one read
+port and a 2x2 window's two rows sit in the same two banks, so ``PoolPixels`` reads a window's
+top row in one iteration and its bottom row in the next, together with the next window's top
+row from the next two banks: ``n + 1`` iterations for ``n`` windows, or ``2n`` when the output
+is one window wide (every window in banks 0 and 1).
 
 Unpipelined loops and their own cycles per iteration: ``DispatchGroups``, ``UnitGroups``,
 ``CollectGroups``, ``DispatchRounds`` (``Align``), ``CollectRounds``, ``SumSaturation``,
@@ -125,7 +138,7 @@ def _unit_loops(units):
         Loop("MacLoop", 1, 7, "compute", {"acc[l]": (S2P, 2), "ebuf[l]": (S2P, 2), "coef_q": (STREAM, 1),
                                           "data_q": (STREAM, 1)}),
         Loop("OutPixels", 1, 6, "compute", {"acc[l]": (S2P, 2), "res_q": (STREAM, 1)}),
-        Loop("PoolPixels", 2, 7, "compute", {"acc[l]": (S2P, 4), "res_q": (STREAM, 1)}),
+        Loop("PoolPixels", 1, 8, "compute", {"acc[l]": (S2P, 2), "res_q": (STREAM, 1)}),
         Loop("SendStats", 1, 2, "compute", {"stats_q": (STREAM, 1)}),
     )
 
