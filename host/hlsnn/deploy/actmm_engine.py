@@ -48,7 +48,7 @@ import numpy as np
 
 from ..engines import tiling
 from ..engines.bfp_systolic import protocol
-from ..perf.closed_form import bfp_call_counts, bfp_gemm_calls
+from ..perf.closed_form import bfp_call_counts, bfp_gemm_call_flags
 
 
 def packs(p, t, k, s, target=None) -> int:
@@ -70,8 +70,8 @@ class EngineActMatMul:
     """The product of a ``MatMulAct`` layer (:class:`hlsnn.deploy.samplewise.ActMatMul`'s
     ``engine``) on the ``bfp_systolic`` kernel of executor ``ex`` (module docstring). Since it
     was made or :meth:`reset`: :attr:`gemms` (the GEMMs it computed), :attr:`calls` (kernel
-    calls, counted by the protocol's split: :func:`hlsnn.perf.closed_form.bfp_gemm_calls`),
-    :attr:`shapes` (calls per ``(samples, outputs, K)``) and :attr:`sat_count`."""
+    calls, counted by the protocol's split: :func:`hlsnn.perf.closed_form.bfp_gemm_call_flags`),
+    :attr:`shapes` (calls per ``(samples, outputs, K, keep, resident)``) and :attr:`sat_count`."""
 
     name = "bfp_systolic"
 
@@ -106,10 +106,10 @@ class EngineActMatMul:
             for c0, c1 in tiling.chunks(wt.shape[0], p["max_n"]):     # S beyond max_n (gi == 1 only)
                 y = kern.gemm_bfp(xq, kern.quantize_weights(wt[c0:c1])).dequantize()
                 self.sat_count += kern.last_sat_count
-                calls = bfp_gemm_calls(p, x.shape[0], x.shape[1], c1 - c0)
+                calls = bfp_gemm_call_flags(p, x.shape[0], x.shape[1], c1 - c0)
                 self.calls += len(calls)
-                for rows, n in calls:
-                    key = (rows, n, x.shape[1])
+                for rows, n, keep, resident in calls:
+                    key = (rows, n, x.shape[1], keep, resident)
                     self.shapes[key] = self.shapes.get(key, 0) + 1
                 if gi == 1:
                     out[i0, :, c0:c1] = y
@@ -124,9 +124,9 @@ class EngineActMatMul:
         from ..perf.model import KernelCycles
         kc = KernelCycles()
         p = cfg.params
-        for (rows, n, k), times in self.shapes.items():
+        for (rows, n, k, keep, resident), times in self.shapes.items():
             counts = bfp_call_counts(p, rows, k, n, stats_method=p["output_exponent"] == "stats",
-                                     rolling=p["output_exponent"] == "rolling")
+                                     rolling=p["output_exponent"] == "rolling", keep=keep, resident=resident)
             one = call_cycles(cfg, counts)
             for _ in range(times):
                 kc.add(one, counts)

@@ -147,6 +147,20 @@ def bfp_gemm_calls(p, batch, k, n):
     return out
 
 
+def bfp_gemm_call_flags(p, batch, k, n):
+    """``[(samples, outputs, keep, resident), ...]``: :func:`bfp_gemm_calls` with the weight
+    flags ``Kernel.gemm`` gives them: the calls of an N chunk stream its weights once when there
+    are several and the tiles fit the store side by side (``protocol.streams_weights_once``):
+    the first keeps them, the others are resident."""
+    from ..engines.bfp_systolic.protocol import streams_weights_once
+    out = []
+    for a in range(0, n, p["max_n"]):
+        calls = bfp_gemm_calls(p, batch, k, min(p["max_n"], n - a))
+        once = streams_weights_once(p, calls[0][1], k, len(calls))
+        out += [(b, m, once and i == 0, once and i > 0) for i, (b, m) in enumerate(calls)]
+    return out
+
+
 def shift_gemm_calls(p, batch, k, n, *, mode="twohot"):
     """``[(samples, outputs), ...]``: the calls ``Kernel.gemm_int`` makes for a GEMM on a target
     without a transfer limit: N in chunks of ``max_n`` (whole tiles), each over the batch in
@@ -184,10 +198,10 @@ def gemm_cycles(cfg, batch, k, n, *, mode=None) -> KernelCycles:
     if cfg.engine not in ("bfp_systolic", "shift_mac"):
         raise InputError(f"{cfg.name}: closed-form counts exist for bfp_systolic and shift_mac only")
     if cfg.engine == "bfp_systolic":
-        for b, m in bfp_gemm_calls(p, batch, k, n):
+        for b, m, keep, resident in bfp_gemm_call_flags(p, batch, k, n):
             counts = bfp_call_counts(p, b, k, m, stats_method=p["output_exponent"] == "stats",
-                                     rolling=p["output_exponent"] == "rolling")
-            beats = _bfp_beats(p, b, m, k)
+                                     rolling=p["output_exponent"] == "rolling", keep=keep, resident=resident)
+            beats = _bfp_beats(p, b, m, k, resident=resident)
             kc.add(call_cycles(cfg, counts), counts)
             kc.beats_in += beats[0]
             kc.beats_out += beats[1]
@@ -255,9 +269,9 @@ def _k_limit(cfg):
     return k_tiled_limit(cfg.params)
 
 
-def _bfp_beats(p, batch, n, k):
+def _bfp_beats(p, batch, n, k, resident=False):
     from ..engines.bfp_systolic import protocol
-    return protocol.n_input_beats(p, batch, n, k, False), protocol.n_output_beats(p, batch, n)
+    return protocol.n_input_beats(p, batch, n, k, False, resident=resident), protocol.n_output_beats(p, batch, n)
 
 
 def _shift_beats(p, batch, n, k, mode, raw=False):
@@ -266,5 +280,5 @@ def _shift_beats(p, batch, n, k, mode, raw=False):
             protocol.n_output_beats(p, batch, n, raw=raw))
 
 
-__all__ = ["bfp_call_counts", "bfp_gemm_calls", "shift_call_counts", "shift_gemm_calls", "shift_k_chunks",
+__all__ = ["bfp_call_counts", "bfp_gemm_calls", "bfp_gemm_call_flags", "shift_call_counts", "shift_gemm_calls", "shift_k_chunks",
            "gemm_cycles", "conv_cycles", "reference_gemm"]

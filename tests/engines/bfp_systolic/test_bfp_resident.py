@@ -132,3 +132,45 @@ def test_the_emulators_store_follows_the_kernels_ring():
     for got in outs.values():
         np.testing.assert_array_equal(got[0], ym)
         np.testing.assert_array_equal(got[1], ye)
+
+
+@pytest.mark.parametrize("target", ["emu", pytest.param("csim", marks=pytest.mark.csim),
+                                    pytest.param("sim", marks=pytest.mark.csim)])
+@pytest.mark.parametrize("config, batch, k, n", [
+    ("t16_row", 100, 20, 6),     # 48 samples a call (the stores): 48, 48, 4
+    ("t16_gemv", 21, 64, 8),     # 10 a call: 10, 10, 1 (the last one resident and in GEMV mode)
+])
+def test_a_split_gemm_streams_its_weights_once(target, config, batch, k, n):
+    """A batch larger than one call holds (protocol.samples_per_call) with weights that fit the
+    store side by side: the first call keeps them, the others are resident and stream only
+    their samples (the bias too stays on chip); the result is the emulator's on the whole batch
+    in one call (the emu target's arrays), and the store holds weights nobody loaded, so a
+    later GEMM streams again. With load_weights the loaded weights' flags rule."""
+    rng = np.random.default_rng(5)
+    with hlsnn.Accelerator(CONFIGS / f"{config}.yaml", target, **stream(target)) as acc, \
+            hlsnn.Accelerator(CONFIGS / f"{config}.yaml", "emu") as ref:
+        p = acc.config.params
+        per = protocol.samples_per_call(p, k, n)
+        sizes = [min(per, batch - a) for a in range(0, batch, per)]
+        assert len(sizes) >= 3 and protocol.resident_fits(p, n, k)
+        x, w, b = rng.normal(size=(batch, k)), rng.normal(size=(n, k)), rng.normal(size=n)
+        calls = record(acc)
+        y = acc.gemm(x, w, bias=b, relu=True)
+        np.testing.assert_array_equal(y, ref.gemm(x, w, bias=b, relu=True))
+        assert [f & (KEEP | RESIDENT) for f, _ in calls] == [KEEP] + [RESIDENT] * (len(sizes) - 1)
+        assert [bool(f & protocol.FLAG_BIAS_KEPT) for f, _ in calls] == [False] + [True] * (len(sizes) - 1)
+        assert [beats for _, beats in calls[1:]] == [
+            protocol.n_input_beats(p, s, n, k, True, resident=True, bias_kept=True) for s in sizes[1:]]
+        assert acc.kernel.resident is None
+        del calls[:]
+        acc.gemm(x[:per], w)                                   # one call: streamed, no flag
+        assert [f & (KEEP | RESIDENT) for f, _ in calls] == [0]
+        if target == "csim":                                   # the cycle model splits alike
+            from hlsnn.perf.closed_form import gemm_cycles
+            acc.gemm(x, w)
+            assert acc.kernel.last_cycles.cycles == gemm_cycles(acc.config, batch, k, n).cycles
+        del calls[:]
+        acc.load_weights(w)
+        np.testing.assert_array_equal(acc.gemm(x, w, bias=b, relu=True), y)
+        assert [f & (KEEP | RESIDENT) for f, _ in calls] == [KEEP] + [RESIDENT] * (len(sizes) - 1)
+        assert acc.kernel.resident == (n, k)

@@ -44,8 +44,10 @@ class Kernel:
     modelled cycles of its kernel calls (:class:`hlsnn.perf.model.KernelCycles`; None elsewhere).
 
     **Calls.** One kernel call holds at most ``protocol.samples_per_call(p, K, N)`` samples
-    (the activation and result stores); a larger batch is split into calls, each streaming
-    the weights once.
+    (the activation and result stores); a larger batch is split into calls. When the weights
+    fit the weight store side by side (``protocol.streams_weights_once``), the first call
+    streams them with the *keep* flag and the others stream none (*resident*); otherwise each
+    call streams them once.
 
     **The rolling method** (``method="rolling"``, emulator rule 5) predicts each sample's
     exponent from the samples before it. Every operation (one :meth:`gemm` or :meth:`gemm_bfp`)
@@ -531,28 +533,41 @@ class Kernel:
             lambda b: self._transfer_bytes(b, n, k, has_bias, stats)[1], limit,
             what=f"{self.cfg.name} GEMM with N = {n}, K = {k}")
         yms, yes, tally = [], [], tiling.Tally()
-        for a, b in tiling.chunks(batch, rows):
+        parts = list(tiling.chunks(batch, rows))
+        # the calls of a split stream the weights once when they fit the store side by side
+        # (protocol.streams_weights_once): the first keeps them, the others find them resident,
+        # unless load_weights already decides (its flags); the store then holds weights nobody
+        # loaded, so a later operation streams its weights again
+        once = not self._weight_flags(wm, we) and protocol.streams_weights_once(p, n, k, len(parts))
+        for i, (a, b) in enumerate(parts):
+            wflags = (protocol.FLAG_KEEP if i == 0 else protocol.FLAG_RESIDENT) if once else None
             ym, ye, sat, hist = self._call(xm[a:b], xe[a:b], wm, we, bm, be, regs, stats,
                                            protocol.n_input_beats(p, b - a, n, k, has_bias),
-                                           protocol.n_output_beats(p, b - a, n))
+                                           protocol.n_output_beats(p, b - a, n), wflags=wflags)
             yms.append(ym)
             yes.append(ye)
             tally.count(sat, hist)
+        if once:
+            self._on_chip = None
         return np.concatenate(yms), np.concatenate(yes), tally.sat, tally.stats
 
-    def _call(self, xm, xe, wm, we, bm, be, regs, stats, n_in, n_out):
+    def _call(self, xm, xe, wm, we, bm, be, regs, stats, n_in, n_out, wflags=None):
         """One kernel call of ``n_in`` input and ``n_out`` output beats (statistics segment
         not counted): pack (into the target's DMA input buffer where it has one), run on the
-        target, check the ID registers, unpack."""
+        target, check the ID registers, unpack. ``wflags``: the keep / resident flags of a call
+        of a split that streams its weights once (:meth:`_run`); None: those of
+        :meth:`_weight_flags`."""
         p = self.p
         batch, k = xm.shape
         n = wm.shape[0]
-        wflags = self._weight_flags(wm, we)
+        split = wflags is not None
+        if not split:
+            wflags = self._weight_flags(wm, we)
         if regs[0] & protocol.FLAG_ROLLING and self._roll_fresh:
             regs = [regs[0] | protocol.FLAG_ROLL_CLEAR, regs[1]]   # the operation's first call
         self._roll_fresh = False
         # the weight store now holds these weights (keep), still holds them (resident), or not
-        on_chip = self._loaded if wflags else None
+        on_chip = ((wm, we) if split else self._loaded) if wflags else None
         if getattr(self.target, "arrays", False):
             self._on_chip = on_chip
             return self._emulate_arrays(xm, xe, wm, we, bm, be, regs, stats)

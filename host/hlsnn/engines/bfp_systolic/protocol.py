@@ -26,7 +26,8 @@ pass; the kernel keeps the last pass's), then every weight tile's exponents (in 
 the last pass's are kept) and its ``ceil(Kq/2)`` steps of the slice. With K <= ``max_k`` there
 is one pass and the stream is as above.
 
-A call holds at most :func:`samples_per_call` samples (the activation and result stores). The
+A call holds at most :func:`samples_per_call` samples (the activation and result stores); the
+calls of a larger batch stream the weights once when they fit (:func:`streams_weights_once`). The
 output stream is, per sample ``b``, one segment ``[y_exp[b], y[b,0], …, y[b,N-1]]``.
 
 ``FLAG_KEEP`` (bit 4) stores the call's weight tiles side by side in the weight store
@@ -164,6 +165,14 @@ def samples_per_call(p, k, n) -> int:
 def resident_fits(p, n, k) -> bool:
     """Whether an N x K layer's weight tiles fit the weight store side by side (keep / resident)."""
     return math.ceil(n / p["rows"]) * ((k + 1) // 2) <= p["w_depth"]
+
+
+def streams_weights_once(p, n, k, calls) -> bool:
+    """Whether a GEMM split into ``calls`` calls over its batch streams its N x K weights once:
+    the first call with ``FLAG_KEEP``, the others with ``FLAG_RESIDENT`` (and ``FLAG_BIAS_KEPT``
+    with a bias), when there are several calls and the tiles fit the store side by side
+    (:func:`resident_fits`). ``Kernel.gemm`` and the cycle model (``perf.closed_form``) split so."""
+    return calls > 1 and resident_fits(p, n, k)
 
 
 def pack_input(p, xm, xe, wm, we, bm=None, be=0, *, out=None, resident=False, bias_kept=False) -> np.ndarray:
