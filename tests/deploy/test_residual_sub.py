@@ -123,7 +123,7 @@ def test_a_host_op_after_the_logits_reading_another_tensor_is_declined():
     ok = [dict(name="a", kind="host", op="Add", inputs=["x", "c2"], output="y")]
     check(ok, program, _why)
     bad = [dict(name="a", kind="host", op="Add", inputs=["c1", "c2"], output="y")]
-    with pytest.raises(InputError, match="reads c1, neither the output of the layer before"):
+    with pytest.raises(InputError, match="reads c1, neither a tensor made after the kernel"):
         check(bad, program, _why)
 
 

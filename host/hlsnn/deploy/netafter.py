@@ -14,7 +14,15 @@ same for both), not op by op, so the host pays one numpy call for it, not an op'
 An op there may also read the model's float input (a residual denoiser's ``x + net(x)``, or ``x -
 net(x)`` as :mod:`hlsnn.deploy.subneg` imports it): it reads the float input as the layer path's
 host op does (:meth:`hlsnn.deploy.runner.Deployment.run`: the caller's values in float64), passed
-to :func:`hlsnn.deploy.program.finish` as ``x``. :func:`check` refuses any other tensor there (the
+to :func:`hlsnn.deploy.program.finish` as ``x``.
+
+The ops there need not be a chain: an op may read any tensor made after the kernel (the last
+engine layer's output, an earlier host op's output) or the model's float input, e.g. a binary
+classifier's head ``cat(1 - p, p)`` (scikit-learn's ``predict_proba`` as skl2onnx writes it:
+``p = Sigmoid(logit)``, then ``1 - p``, then ``Concat`` of both). Such a small DAG is evaluated
+in the layers' order on a dict of the tensors by name (:func:`stubs`' one step), each op as
+:func:`hostops.run` runs it on the layer path, so its bits are the layer path's; the network's
+output is the model's output tensor. :func:`check` refuses a tensor that is none of these (the
 network mode then declines the model, and it runs layer by layer)."""
 from __future__ import annotations
 
@@ -29,15 +37,32 @@ def is_view(op):
 
 def check(host_after, program, why):
     """Raise ``why(j, ...)`` for a host op ``j`` after the logits that reads a tensor other than the
-    op before's output (the last engine layer's, first) or the model's input (module docstring)."""
-    prev, inp = program["output"]["engine_tensor"], program["input"]["name"]
+    last engine layer's output, an earlier host op's output or the model's input, or when the ops
+    do not end in the model's output (module docstring)."""
+    made, inp = {program["output"]["engine_tensor"]}, program["input"]["name"]
     for j in host_after:
-        ins = list(j.get("inputs", ()))
-        if len(ins) > 1 and (any(i not in (prev, inp) for i in ins) or prev not in ins):
-            other = next((i for i in ins if i not in (prev, inp)), prev)
-            raise why(j, f"after the last engine layer it reads {other}, neither the output of the layer "
-                         f"before ({prev}) nor the model's input")
-        prev = j.get("output", prev)
+        other = next((i for i in j.get("inputs", ()) if i not in made and i != inp), None)
+        if other is not None:
+            raise why(j, f"after the last engine layer it reads {other}, neither a tensor made after the "
+                         f"kernel ({', '.join(sorted(made))}) nor the model's input")
+        made.add(j.get("output"))
+    out = program["output"].get("name")
+    if host_after and out is not None and host_after[-1].get("output") != out:
+        raise why(host_after[-1], f"the host ops after the kernel end in {host_after[-1].get('output')}, "
+                                  f"not the model's output {out}")
+
+
+def is_chain(net):
+    """Whether ``net``'s host ops after the logits are a chain: no op reads a tensor made after the
+    kernel (the kernel's output, an earlier op's output) other than the op before's output (the
+    kernel's, for the first op); an op of two or more inputs may read the model's input too."""
+    made, prev = set(), net.output.get("tensor")
+    for j in net.host_after:
+        if any(i in made for i in j.get("inputs", ())):
+            return False
+        made.add(prev)
+        prev = j.get("output")
+    return True
 
 
 def _reads_input(net, j):
@@ -50,6 +75,8 @@ def stubs(net):
     float input, read by an op that reads the model's input, else unused)."""
     from . import hostops
     from .layers import _host_layer
+    if not is_chain(net):                         # a small DAG (module docstring): one step
+        return [_dag(net, [(_host_layer(j, {}), list(j["inputs"]), j["output"]) for j in net.host_after])]
     ys = [np.zeros((b,) + tuple(net.output["shape"])) for b in (1, 2)]
     steps = []
     for j in net.host_after:
@@ -87,3 +114,21 @@ def _float_input(net, x, b):
         raise InputError(f"network {net.name}: a host op after the logits reads the model's float input "
                          f"{net.input['name']}; pass it to finish (x=)")
     return np.asarray(x, np.float64).reshape((b,) + tuple(net.input["shape"]))
+
+
+def _dag(net, ops):
+    """The function ``fn(y, x)`` that runs the host ops after the logits ``ops`` (``(layer, input
+    names, output name)`` in the layers' order) on the tensors by name: the kernel's output ``y``,
+    the float input ``x`` where an op reads it; the last op's output is the network's."""
+    from . import hostops
+    inp = net.input["name"]
+    reads_x = any(inp in ins for _, ins, _ in ops)
+
+    def run(y, x=None):
+        env = {net.output["tensor"]: y}
+        if reads_x:
+            env[inp] = _float_input(net, x, len(y))
+        for st, ins, out in ops:
+            env[out] = hostops.run(st, [env[i] for i in ins])
+        return env[ops[-1][2]]
+    return run

@@ -17,6 +17,11 @@ A region is fused where a ``Mul`` or ``Add`` of two tensors has one source tenso
 such ops only, every tensor inside is read only inside (and is not the network's output), and
 it has three ops or more with the unary ops after it (``ThresholdedRelu`` aside: a step, no
 slope bound): ``x * sigmoid(x)`` (SiLU) and ``x * hardsigmoid(x)`` stay a ``Mul`` of two tensors.
+A ``Relu`` may be one of the unary ops before the region's last ``Mul`` or ``Add`` (not after it:
+a Relu there stays the clamp it is): an onnxruntime QDQ file's GELU, whose ``1 + erf(x / sqrt 2)``
+is quantized to uint8 with zero point 0, imports with a ``Relu`` for that clamp
+(:mod:`hlsnn.deploy.qimport`) between the ``Add`` 1 and the ``Mul`` by ``x``; its table's value is
+``max(v, 0)`` (exact, slope 1).
 """
 from __future__ import annotations
 
@@ -28,8 +33,12 @@ from .graph import Layer
 BINARY = ("Mul", "Add")
 
 
-def _unary(layer):
+def _unary(layer, inside=False):
+    """A unary table op a region may hold; ``inside`` (before the region's last ``Mul`` / ``Add``):
+    a ``Relu`` too (module docstring)."""
     from ..engines.network import tables
+    if inside and layer is not None and layer.kind == "host" and layer.op == "Relu" and len(layer.inputs) == 1:
+        return True
     return (layer is not None and layer.kind == "host" and len(layer.inputs) == 1 and layer.op != "ThresholdedRelu"
             and layer.op in tables.OPS and layer.op != "UnaryChain" and tables.key(layer.op, layer.attrs) is not None)
 
@@ -47,7 +56,7 @@ def _region(m, produced, single):
         la = produced.get(t)
         if la is not None and la.name in members:
             continue
-        if (_unary(la) or _binary(la)) and single(t):
+        if (_unary(la, inside=True) or _binary(la)) and single(t):
             members[la.name] = la
             todo.extend(la.inputs)
         else:

@@ -244,7 +244,7 @@ def _perm(w, a):
 
 #: the unary and binary ops a UnaryChain node may be (hlsnn.deploy.unaryfuse, tables.key)
 CHAIN_OPS = ("Mul", "Add", "HardSwish", "Sigmoid", "Tanh", "Erf", "Softplus", "Softsign", "Mish", "Selu", "Celu",
-             "HardSigmoid", "LeakyRelu", "Elu", "Gelu", "PRelu", "Scale", "AddConst")
+             "HardSigmoid", "LeakyRelu", "Elu", "Gelu", "PRelu", "Scale", "AddConst", "Relu")
 MAX_CHAIN = 64
 
 

@@ -73,8 +73,8 @@ def key(op, attrs):
     as a table function, or None where it has no table rule (not a unary elementwise op with
     an exact definition here, or a constant that is not one scalar)."""
     a = attrs or {}
-    if op in ("HardSwish", "Sigmoid", "Tanh", "Erf", "Softplus", "Softsign", "Mish"):
-        return op, ()
+    if op in ("HardSwish", "Sigmoid", "Tanh", "Erf", "Softplus", "Softsign", "Mish", "Relu"):
+        return op, ()       # Relu: a UnaryChain's node only (OPS has no Relu: a lone one is a clamp)
     if op in ("Selu", "Celu", "ThresholdedRelu"):
         names = ("alpha", "gamma") if op == "Selu" else ("alpha",)
         if any(k not in a for k in names) or (op == "Celu" and float(a["alpha"]) == 0):
@@ -127,6 +127,8 @@ def why_not(op, attrs):
 
 def _rational(op, p, x):
     """The exact value of a :data:`RATIONAL` op at the Fraction ``x``."""
+    if op == "Relu":
+        return max(x, Fraction(0))
     if op == "HardSwish":
         return x * min(max(x + 3, Fraction(0)), Fraction(6)) / 6
     if op == "HardSigmoid":
@@ -328,7 +330,7 @@ def value(k, x, prec=DIGITS[0]):
     op, p = k[0], dict(k[1])
     if op == "UnaryChain":
         return chain_value(k, x, prec)
-    if op in RATIONAL:
+    if op in RATIONAL or op == "Relu":
         return _rational(op, p, x), Fraction(0)
     if x == 0 and op != "Softplus":                     # softplus(0) = ln 2
         return (Fraction(1, 2) if op == "Sigmoid" else Fraction(0)), Fraction(0)
