@@ -124,7 +124,8 @@ class Net:
     batch), ``starts``, ``c_call_us`` (the host's C call: its steps but the loader's Python),
     ``rule1_us`` (its quantize step), ``loader_us`` (the loader's Python), ``lut``, ``ff``, ``bram``,
     ``dsp``, ``lut_k`` (thousands), ``lut_pct``, ``dsp_pct``, ``bram_pct`` (of the board's), per layer
-    ``LAYER.cycles``, ``LAYER.us`` and ``LAYER.ms`` (its kernel cycles and time), and the report's own keys."""
+    ``LAYER.cycles``, ``LAYER.us`` and ``LAYER.ms`` (its kernel cycles and time) and ``LAYER.host_us``,
+    ``kernel_cycles`` (the layers' sum), and the report's own keys."""
     model: str
     assignment: str
     batch: int = 1
@@ -165,6 +166,7 @@ class Net:
             out[layer["name"] + ".cycles"] = layer.get("kernel_cycles")
             out[layer["name"] + ".us"] = layer["kernel_us"]
             out[layer["name"] + ".ms"] = layer["kernel_us"] / 1e3
+            out[layer["name"] + ".host_us"] = layer.get("host_us")
         steps = {s["step"]: s["us"] for s in ((r.get("host") or {}).get("steps") or [])}
         if steps:
             out.update(loader_us=steps.get("loader's Python", 0.0),
@@ -642,6 +644,8 @@ BEYOND = [
     _bf("LUT, {_} DSP; fixed8 {bram} BRAM36, {lut:,} LUT, {dsp} DSP. Re-modelled", _fam(V4, "g_tcn_ts17", "fixed8")),
     # tok_b (the family's), se_cnn, dw_b
     _bf("`hlsnn perf tok_b_ts17-twohot.hlsnn --batch 1` (pynq-z2, modelled, derived II): {e2e_us:.1f} us end to end",
+        _fam(VF, "tok_b_ts17", "twohot")),
+    _bf("in one start ({/0/LayerNormalization.host_us:.1f} us of it the host `LayerNormalization`)",
         _fam(VF, "tok_b_ts17", "twohot")),
     _bf("against {e2e_us:,.1f} us and {starts} starts", _fam(VF, "tok_b_ts17", "twohot", layers=True),
         "`hlsnn perf tok_b_ts17-twohot.hlsnn"),
