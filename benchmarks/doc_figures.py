@@ -28,6 +28,7 @@ benchmarks, not model figures: they are not here. Usage: ``python benchmarks/doc
 from __future__ import annotations
 
 import argparse
+import functools
 import pickle
 import re
 import string
@@ -123,7 +124,8 @@ class Net:
     batch), ``starts``, ``c_call_us`` (the host's C call: its steps but the loader's Python),
     ``rule1_us`` (its quantize step), ``loader_us`` (the loader's Python), ``lut``, ``ff``, ``bram``,
     ``dsp``, ``lut_k`` (thousands), ``lut_pct``, ``dsp_pct``, ``bram_pct`` (of the board's), per layer
-    ``LAYER.cycles``, ``LAYER.us`` and ``LAYER.ms`` (its kernel cycles and time), and the report's own keys."""
+    ``LAYER.cycles``, ``LAYER.us`` and ``LAYER.ms`` (its kernel cycles and time) and ``LAYER.host_us``,
+    ``kernel_cycles`` (the layers' sum), and the report's own keys."""
     model: str
     assignment: str
     batch: int = 1
@@ -131,19 +133,26 @@ class Net:
     layers: bool = False
     ii1: bool = False       # every loop at II 1: a figure that says so (not today's derived model)
     format: str = None      # a model given as an .onnx: the YAML's one format, as the tests write it
+    regression: bool = False  # with format: a dense model's YAML (task: regression, targets: inputs)
 
     def command(self):
         extra = "".join([f" --batch {self.batch}" if self.batch != 1 else "", f" --board {self.board}"
                          if self.board else "", " --layer-by-layer" if self.layers else "",
                          " at II 1" if self.ii1 else ""])
         model = self.model if self.format is None else (f"Y.yaml (model: {self.model}, data: digits, layout: auto, "
-                                                         f"formats: {{{self.assignment}: {self.format}}})")
+                                                         + ("task: regression, targets: inputs, " if self.regression else "")
+                                                         + f"formats: {{{self.assignment}: {self.format}}})")
+        if _is_built(self.model):
+            script, key = _built_parts(self.model)
+            fmt = "" if self.format is None else f" (formats: {{{self.assignment}: {self.format}}})"
+            return (f"python scripts/{script}.py export --out D && hlsnn compile D/{key}.yaml{fmt} --assignment "
+                    f"{self.assignment} -o X.hlsnn && hlsnn perf X.hlsnn{extra}")
         return f"hlsnn compile {model} --assignment {self.assignment} -o X.hlsnn && hlsnn perf X.hlsnn{extra}"
 
     def compute(self, ctx):
         from hlsnn.network.latency import model
         from hlsnn.perf import schedule
-        path = ctx.compiled(self.model, self.assignment, self.format)
+        path = ctx.compiled(self.model, self.assignment, self.format, self.regression)
         derived = schedule.ii_of
         if self.ii1:
             schedule.ii_of = lambda rows: {}
@@ -152,11 +161,12 @@ class Net:
         finally:
             schedule.ii_of = derived
         out = dict(r, e2e_us=r["end_to_end_us"], e2e_per_image_us=r["end_to_end_us"] / self.batch,
-                   starts=r["kernel_starts"])
+                   starts=r["kernel_starts"], kernel_cycles=sum(x.get("kernel_cycles") or 0 for x in r.get("layers") or []))
         for layer in r.get("layers") or []:              # per layer: NAME.cycles, NAME.us (its kernel time)
             out[layer["name"] + ".cycles"] = layer.get("kernel_cycles")
             out[layer["name"] + ".us"] = layer["kernel_us"]
             out[layer["name"] + ".ms"] = layer["kernel_us"] / 1e3
+            out[layer["name"] + ".host_us"] = layer.get("host_us")
         steps = {s["step"]: s["us"] for s in ((r.get("host") or {}).get("steps") or [])}
         if steps:
             out.update(loader_us=steps.get("loader's Python", 0.0),
@@ -185,6 +195,7 @@ class Figure:
     after: str = None
 
 
+@functools.lru_cache(maxsize=None)
 def _pattern(template):
     """The template's regex (literal text, whitespace runs as ``\\s+``, each hole a number
     group) and its holes ``[(name, spec)]``."""
@@ -199,24 +210,98 @@ def _pattern(template):
     return re.compile("".join(rx)), holes
 
 
-class Context:
-    """Compiled models and computed sources, once each per run."""
+# --- models the repository builds instead of storing ---
+#
+# docs/deploy-beyond-cnn.md quotes models of issue 52's families that scripts/variant_*.py train for
+# seconds on bundled data and export offline (torch + onnxscript; nothing downloaded). A figure of
+# one names it ``built("variant_sixth", "k_ae_lin_ts17")``: the family's ``export`` step writes the
+# whole family (not ``--only``: one seed at the start, each model's training draws after the ones
+# before it, so a model's weights depend on the family's order), and the family's own deployment
+# YAML (what its ``status`` step compiles: bfp8 on bfp8_zcu104, two-hot on shift8_pynq-z2, fixed8 on
+# sparse8_pynq-z2) is the one compiled.
 
-    def __init__(self):
+def built(script, key):
+    """The model KEY (``NAME_ts17`` / ``NAME_dynamo``) of ``scripts/SCRIPT.py export``'s family."""
+    return f"build:{script}:{key}"
+
+
+def _is_built(model):
+    return model.startswith("build:")
+
+
+def _built_parts(model):
+    _, script, key = model.split(":")
+    return script, key
+
+
+# the module whose ``_config(out, key, entry)`` writes a family's deployment YAML
+_YAML_OF = {"variant_family": "variant_family", "variant_fresh": "variant_family", "variant_fourth": "variant_fourth",
+            "variant_fifth": "variant_fifth", "variant_sixth": "variant_fifth", "variant_seventh": "variant_fifth",
+            "variant_dense": "variant_dense"}
+
+
+def build_family(script, out, log=print):
+    """``python scripts/SCRIPT.py export --out OUT`` (one thread), unless an earlier run built OUT
+    (``--models``; its mark ``OUT/BUILT`` is written once the export has finished)."""
+    import os
+    import subprocess
+    out = Path(out)
+    if (out / "BUILT").is_file():
+        return out
+    log(f"building {script}'s models into {out} (python scripts/{script}.py export; minutes)")
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "host"), OMP_NUM_THREADS="1")
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / f"{script}.py"), "export", "--out", str(out)],
+                       env=env, capture_output=True, text=True)
+    if r.returncode != 0 or not (out / "MANIFEST.json").is_file():
+        raise SystemExit(f"python scripts/{script}.py export --out {out} failed:\n{r.stderr[-2000:]}")
+    (out / "BUILT").write_text(f"python scripts/{script}.py export --out {out}\n")
+    return out
+
+
+def family_yaml(script, out, key):
+    """The family's deployment YAML of KEY in OUT (written by the family's own ``_config``)."""
+    import importlib
+    import json
+    if str(ROOT / "scripts") not in sys.path:
+        sys.path.insert(0, str(ROOT / "scripts"))
+    entry = json.loads((Path(out) / "MANIFEST.json").read_text())["models"].get(key)
+    if entry is None or "export_error" in entry:
+        raise SystemExit(f"{script}'s export in {out} has no model {key}")
+    return Path(importlib.import_module(_YAML_OF[script])._config(Path(out), key, entry))
+
+
+class Context:
+    """Compiled models and computed sources, once each per run; built families under ``models``
+    (default: the run's temporary directory)."""
+
+    def __init__(self, models=None):
         self.tmp = tempfile.TemporaryDirectory(prefix="doc-figures-")
+        self.models = Path(models) if models else Path(self.tmp.name) / "models"
         self._compiled, self._values = {}, {}
 
-    def compiled(self, model, assignment, fmt=None):
-        key = (model, assignment, fmt)
+    def compiled(self, model, assignment, fmt=None, regression=False):
+        key = (model, assignment, fmt, regression)
         if key not in self._compiled:
             from hlsnn.cli import main
-            stem = f"{Path(model).stem}_{assignment}_{len(self._compiled)}"
+            stem = f"{Path(model).stem if not _is_built(model) else _built_parts(model)[1]}_{assignment}_{len(self._compiled)}"
             out = Path(self.tmp.name) / f"{stem}.hlsnn"
+            if _is_built(model):
+                script, name = _built_parts(model)
+                yaml = family_yaml(script, build_family(script, self.models / script), name)
+                if fmt is not None:     # the family's YAML with this one format (a variant the text names)
+                    text = yaml.read_text()
+                    yaml = Path(self.tmp.name) / f"{stem}.yaml"
+                    yaml.write_text(text[:text.index("formats:")] + f"formats:\n  {assignment}: {fmt}\n")
+                if main(["compile", str(yaml), "--assignment", assignment, "-o", str(out)]) != 0:
+                    raise SystemExit(f"hlsnn compile {yaml} --assignment {assignment} failed")
+                self._compiled[key] = str(out)
+                return str(out)
             yaml = ROOT / model
             if fmt is not None:         # a deployment YAML as the tests write one for an ONNX file
                 yaml = Path(self.tmp.name) / f"{stem}.yaml"
                 yaml.write_text(f"name: {Path(model).stem}\nmodel: {ROOT / model}\ndata: digits\nlayout: auto\n"
-                                f"formats:\n  {assignment}: {fmt}\n")
+                                + ("task: regression\ntargets: inputs\n" if regression else "")
+                                + f"formats:\n  {assignment}: {fmt}\n")
             if main(["compile", str(yaml), "--assignment", assignment, "-o", str(out)]) != 0:
                 raise SystemExit(f"hlsnn compile {model} --assignment {assignment} failed")
             self._compiled[key] = str(out)
@@ -487,6 +572,312 @@ FIGURES = [
 ]
 
 
+# --- docs/deploy-beyond-cnn.md (hbeyond): issue 52's models, one start and layer by layer ---
+#
+# The committed files of tests/data/torch/beyond compiled with the families' formats (bfp8 on
+# bfp8_zcu104, two-hot on shift8_pynq-z2, fixed8 on sparse8_pynq-z2; a dense model's YAML a
+# regression one, as the families' own), and the families' models the repository builds (built()).
+
+BEYOND_PAGE = "docs/deploy-beyond-cnn.md"
+FAMILY_FORMATS = {"bfp8": "{type: bfp, accel: bfp8_zcu104}", "twohot": "{type: twohot, accel: shift8_pynq-z2}",
+                  "fixed8": "{type: fixed, accel: sparse8_pynq-z2}"}
+_DENSE = {"unet_upsample_ts17", "unet_convtranspose_ts17", "v_f_ae1d_lin_ts17", "v_f_unet_bil_ts17",
+          "v_f_unet_milesial_ts17", "v_f_unet_reflect_ts17", "v_unet_bilinear_ts17", "v_unet_ct2_ts17",
+          "v_unet_ct3_ts17", "v_unet_mix_ts17", "v_unet_size_ts17"}
+
+
+def _beyond(name, a, **kw):
+    """A committed file of tests/data/torch/beyond in the family format ``a``."""
+    return Net(f"tests/data/torch/beyond/{name}.onnx", a, format=FAMILY_FORMATS[a], regression=name in _DENSE, **kw)
+
+
+def _fam(script, key, a, **kw):
+    """A model of ``scripts/SCRIPT.py export``'s family in its YAML's assignment ``a``."""
+    return Net(built(script, key), a, **kw)
+
+
+def _bf(template, source, after=None):
+    return Figure(BEYOND_PAGE, template, source, after)
+
+
+def _one_vs_layers(anchor, src, layers_src, one, lay):
+    """A "one start ... against layer by layer" pair after ``anchor``."""
+    return [_bf(one, src, anchor), _bf(lay, layers_src, anchor)]
+
+
+V4, V5, V6, V7, VF, VFR, VD = ("variant_fourth", "variant_fifth", "variant_sixth", "variant_seventh",
+                               "variant_family", "variant_fresh", "variant_dense")
+ONE = "{e2e_us:.1f} ({kernel_us:.1f})"
+
+BEYOND = [
+    # the header: the four models moved to one start on 2026-11-26 and k_wavenet's host
+    _bf("in brackets: s_ghost_ts17 bfp8 (ZCU104) {e2e_us:.1f} us ({host_us:.1f})", _fam(V7, "s_ghost_ts17", "bfp8")),
+    _bf("two-hot {e2e_us:.1f} us ({host_us:.1f}), fixed8", _fam(V7, "s_ghost_ts17", "twohot"), "in brackets: s_ghost_ts17"),
+    _bf("fixed8 {e2e_us:.1f} us ({host_us:.1f}); s_unet_res_dynamo", _fam(V7, "s_ghost_ts17", "fixed8"), "in brackets: s_ghost_ts17"),
+    _bf("s_unet_res_dynamo bfp8 {e2e_us:.1f} us ({host_us:.1f})", _fam(V7, "s_unet_res_dynamo", "bfp8")),
+    _bf("two-hot {e2e_us:.1f} us ({host_us:.1f}); h_dw_prelu_ts17", _fam(V7, "s_unet_res_dynamo", "twohot")),
+    _bf("h_dw_prelu_ts17 bfp8 (ZCU104) {e2e_us:.1f} us ({host_us:.1f}", _fam(V5, "h_dw_prelu_ts17", "bfp8")),
+    _bf("k_ae_lin_ts17 fixed8 {e2e_us:.1f} us ({host_us:.1f})", _fam(V6, "k_ae_lin_ts17", "fixed8")),
+    _bf("k_wavenet two-hot host {host_us:.1f} us", _fam(V6, "k_wavenet_ts17", "twohot")),
+    _bf("bfp8 host {host_us:.1f} us", _fam(V6, "k_wavenet_ts17", "bfp8"), "k_wavenet two-hot host"),
+    # attention on the layer path (engine placement), at today's II
+    _bf("at II 1 the engine placement gives mha_clf {e2e_us:,.0f} us", _beyond("mha_clf_ts17", "bfp8")),
+    _bf("us and encoder_clf {e2e_us:,.0f} us (`hlsnn perf", _beyond("encoder_clf_dynamo", "bfp8")),
+    _bf("fixed8 (PYNQ-Z2, 1,000 us per start): mha_clf {_} -> {e2e_us:,.0f} us", _beyond("mha_clf_ts17", "fixed8")),
+    _bf("encoder_clf {_} -> {e2e_us:,.0f} us. So on the layer path", _beyond("encoder_clf_dynamo", "fixed8")),
+    # the fourth family: g_glu and g_tcn
+    _bf("| g_glu, one start | {_} | " + ONE + " |", _fam(V4, "g_glu_ts17", "twohot")),
+    _bf("| g_glu, one start | {_} | {_} | " + ONE + " |", _fam(V4, "g_glu_ts17", "fixed8")),
+    _bf("| g_glu, layer by layer | | {e2e_us:,.1f} ({starts} starts) |", _fam(V4, "g_glu_ts17", "twohot", layers=True)),
+    _bf("| g_glu, layer by layer | | {_} | {e2e_us:,.1f} ({starts} starts) |", _fam(V4, "g_glu_ts17", "fixed8", layers=True)),
+    _bf("| g_tcn, one start | " + ONE + " |", _fam(V4, "g_tcn_ts17", "bfp8")),
+    _bf("| g_tcn, one start | {_} | " + ONE + " |", _fam(V4, "g_tcn_ts17", "twohot")),
+    _bf("| g_tcn, one start | {_} | {_} | " + ONE + " |", _fam(V4, "g_tcn_ts17", "fixed8")),
+    _bf("| g_tcn, layer by layer | {e2e_us:,.1f} ({starts} starts;", _fam(V4, "g_tcn_ts17", "bfp8", layers=True)),
+    _bf("| g_tcn, layer by layer | {_} | {e2e_us:,.1f} ({starts} starts) |", _fam(V4, "g_tcn_ts17", "twohot", layers=True)),
+    _bf("| g_tcn, layer by layer | {_} | {_} | {e2e_us:,.1f} ({starts} starts) |",
+        _fam(V4, "g_tcn_ts17", "fixed8", layers=True)),
+    _bf("g_glu two-hot {bram} BRAM36, {lut:,} LUT, {dsp} DSP;", _fam(V4, "g_glu_ts17", "twohot")),
+    _bf("DSP; fixed8 {bram} BRAM36, {lut:,} LUT, {dsp} DSP; g_tcn bfp8", _fam(V4, "g_glu_ts17", "fixed8")),
+    _bf("g_tcn bfp8 {bram} BRAM36, {lut:,} LUT, {dsp} DSP; two-hot", _fam(V4, "g_tcn_ts17", "bfp8")),
+    _bf("DSP; two-hot {bram} BRAM36, {lut:,} LUT, {dsp} DSP; fixed8", _fam(V4, "g_tcn_ts17", "twohot"), "g_tcn bfp8"),
+    _bf("LUT, {_} DSP; fixed8 {bram} BRAM36, {lut:,} LUT, {dsp} DSP. Re-modelled", _fam(V4, "g_tcn_ts17", "fixed8")),
+    # tok_b (the family's), se_cnn, dw_b
+    _bf("`hlsnn perf tok_b_ts17-twohot.hlsnn --batch 1` (pynq-z2, modelled, derived II): {e2e_us:.1f} us end to end",
+        _fam(VF, "tok_b_ts17", "twohot")),
+    _bf("in one start ({/0/LayerNormalization.host_us:.1f} us of it the host `LayerNormalization`)",
+        _fam(VF, "tok_b_ts17", "twohot")),
+    _bf("against {e2e_us:,.1f} us and {starts} starts", _fam(VF, "tok_b_ts17", "twohot", layers=True),
+        "`hlsnn perf tok_b_ts17-twohot.hlsnn"),
+    *_one_vs_layers("`hlsnn perf se_cnn_ts17-FORMAT.hlsnn --batch 1`", _beyond("se_cnn_ts17", "twohot"),
+                    _beyond("se_cnn_ts17", "twohot", layers=True),
+                    "two-hot {e2e_us:.1f} us end to end ({kernel_us:.1f} us of", "kernel) against {e2e_us:,.0f} us ({starts} starts)"),
+    *_one_vs_layers("`hlsnn perf se_cnn_ts17-FORMAT.hlsnn --batch 1`", _beyond("se_cnn_ts17", "fixed8"),
+                    _beyond("se_cnn_ts17", "fixed8", layers=True),
+                    "fixed8 {e2e_us:.1f} us ({kernel_us:.1f}) against", "against {e2e_us:,.0f} us (estimates, not a"),
+    *_one_vs_layers("`hlsnn perf se_cnn_ts17-bfp8.hlsnn", _beyond("se_cnn_ts17", "bfp8"),
+                    _beyond("se_cnn_ts17", "bfp8", layers=True),
+                    "{e2e_us:.1f} us end to end, {kernel_us:.1f} us of kernel", "against {e2e_us:,.1f} us and {starts} starts"),
+    *[f for a, one, lay in [("twohot", "two-hot {e2e_us:.1f} us end to end ({kernel_us:.1f} us of kernel)",
+                             "of kernel) against {e2e_us:,.0f} us and {starts} starts;"),
+                            ("fixed8", "fixed8 {e2e_us:.1f} us ({kernel_us:.1f}) against",
+                             "us ({_}) against {e2e_us:,.0f} us and {starts} starts; bfp8"),
+                            ("bfp8", "bfp8 {e2e_us:.1f} us ({kernel_us:.1f}) against",
+                             "against {e2e_us:,.0f} us and {starts} starts. **tok_res**")]
+      for f in _one_vs_layers("`hlsnn perf dw_b_ts17-FORMAT.hlsnn --batch 1`", _fam(VF, "dw_b_ts17", a),
+                              _fam(VF, "dw_b_ts17", a, layers=True), one, lay)],
+    # the fresh family's f_unet_add and f_mbv3_dl (the committed v_f_mbv3_dl)
+    *_one_vs_layers("f_unet_add_ts17 fixed8", _fam(VFR, "f_unet_add_ts17", "fixed8"),
+                    _fam(VFR, "f_unet_add_ts17", "fixed8", layers=True),
+                    "f_unet_add_ts17 fixed8 {e2e_us:.1f} us end to end ({kernel_us:.1f} us of kernel)",
+                    "of kernel) against {e2e_us:,.1f} us and {starts}"),
+    *_one_vs_layers("f_mbv3_dl_ts17 two-hot", _beyond("v_f_mbv3_dl_ts17", "twohot"),
+                    _beyond("v_f_mbv3_dl_ts17", "twohot", layers=True),
+                    "f_mbv3_dl_ts17 two-hot {e2e_us:.1f} us ({kernel_us:.1f})", "against {e2e_us:,.1f} us and {starts} starts"),
+    *_one_vs_layers("f_mbv3_dl_ts17 two-hot", _beyond("v_f_mbv3_dl_ts17", "bfp8"),
+                    _beyond("v_f_mbv3_dl_ts17", "bfp8", layers=True),
+                    "bfp8 (ZCU104)\n{e2e_us:.1f} us ({kernel_us:.1f})", "us ({_}) against {e2e_us:,.1f} us and {starts} starts ("),
+    # gates of gates: f_dw_cbam (committed), f_tc_cbam and f_dw_gate (the fresh family's)
+    *[f for name, mk in [("f_dw_cbam", lambda a, **kw: _beyond("v_f_dw_cbam_ts17", a, **kw)),
+                         ("f_tc_cbam", lambda a, **kw: _fam(VFR, "f_tc_cbam_dynamo", a, **kw)),
+                         ("f_dw_gate", lambda a, **kw: _fam(VFR, "f_dw_gate_ts17", a, **kw))]
+      for i, a in enumerate(["bfp8", "twohot", "fixed8"])
+      for f in [_bf(f"| {name}, one start | " + "{_} | " * i + ONE + " |", mk(a)),
+                _bf(f"| {name}, layer by layer (" + "{_} | " * (i + 1) + ONE + (" ⁸ |" if a == "bfp8" else " |"),
+                    mk(a, layers=True))]],
+    _bf("| f_dw_cbam, layer by layer ({starts} starts) |", _beyond("v_f_dw_cbam_ts17", "twohot", layers=True)),
+    _bf("| f_tc_cbam, layer by layer ({starts} starts) |", _fam(VFR, "f_tc_cbam_dynamo", "twohot", layers=True)),
+    _bf("| f_dw_gate, layer by layer ({starts}; fixed8", _fam(VFR, "f_dw_gate_ts17", "twohot", layers=True)),
+    _bf("| f_dw_gate, layer by layer ({_}; fixed8 {starts} starts) |", _fam(VFR, "f_dw_gate_ts17", "fixed8", layers=True)),
+    # v_dw_a bfp8 (rule 9d)
+    *_one_vs_layers("`hlsnn perf v_dw_a_ts17-bfp8 --batch 1`", _beyond("v_dw_a_ts17", "bfp8"),
+                    _beyond("v_dw_a_ts17", "bfp8", layers=True),
+                    "{starts} start,\n{e2e_us:.1f} us end to end", "against {starts} starts and {e2e_us:,.1f} us layer by layer"),
+    # tcresnet: dilation
+    _bf("that layer takes {_} of the kernel's {kernel_us:.1f} us at batch 1", _beyond("tcresnet_ts17", "twohot")),
+    _bf("us at batch 1 ({_} of {kernel_us:.1f} us\nat batch 32)", _beyond("tcresnet_ts17", "twohot", batch=32)),
+    _bf("its non-zeros only) {_} of {kernel_us:.1f} us ({_} of {_})", _beyond("tcresnet_ts17", "fixed8")),
+    _bf("its non-zeros only) {_} of {_} us ({_} of {kernel_us:.1f})", _beyond("tcresnet_ts17", "fixed8", batch=32)),
+    _bf("End to end, one start against the layer path's {starts} (two-hot)", _beyond("tcresnet_ts17", "twohot", layers=True)),
+    _bf("(two-hot) or {starts} (fixed8) per batch", _beyond("tcresnet_ts17", "fixed8", layers=True)),
+    _bf("per batch: {e2e_us:.1f} us\nagainst", _beyond("tcresnet_ts17", "twohot")),
+    _bf("against {e2e_us:,.0f} us (two-hot) and", _beyond("tcresnet_ts17", "twohot", layers=True)),
+    _bf("(two-hot) and {e2e_us:.1f} against", _beyond("tcresnet_ts17", "fixed8")),
+    _bf("against {e2e_us:,.0f} us (fixed8) at batch 1", _beyond("tcresnet_ts17", "fixed8", layers=True)),
+    _bf("at batch 1; {e2e_us:.1f} against", _beyond("tcresnet_ts17", "twohot", batch=32)),
+    _bf("against\n{e2e_us:,.0f} us and", _beyond("tcresnet_ts17", "twohot", batch=32, layers=True), "at batch 1; "),
+    _bf("us and {e2e_us:.1f} against {_} us at batch 32", _beyond("tcresnet_ts17", "fixed8", batch=32), "at batch 1; "),
+    _bf("against {e2e_us:,.0f} us at batch 32 (the layer path's", _beyond("tcresnet_ts17", "fixed8", batch=32, layers=True)),
+    # tc_dw (the family's) bfp8
+    *_one_vs_layers("`hlsnn perf tc_dw_ts17_bfp8.hlsnn --batch 1`", _fam(VF, "tc_dw_ts17", "bfp8"),
+                    _fam(VF, "tc_dw_ts17", "bfp8", layers=True),
+                    "--batch 1` {e2e_us:.1f} us end to end (kernel {kernel_us:.1f} us)",
+                    "against {e2e_us:,.1f} us with `--layer-by-layer` ({starts} starts;"),
+    _bf("dynamo export {e2e_us:.1f} against", _fam(VF, "tc_dw_dynamo", "bfp8"), "`hlsnn perf tc_dw_ts17_bfp8.hlsnn"),
+    _bf("against {e2e_us:,.1f}).\nTested", _fam(VF, "tc_dw_dynamo", "bfp8", layers=True), "`hlsnn perf tc_dw_ts17_bfp8.hlsnn"),
+    # tokens_clf on the PYNQ-Z2's CPU and clock
+    *[_bf(t, _beyond("tokens_clf_ts17", a, board="pynq-z2", batch=b, layers=lay), "`hlsnn perf NAME.hlsnn --board pynq-z2`")
+      for a, b, lay, t in [
+          ("bfp8", 1, True, "layer path's {starts} per batch"),
+          ("bfp8", 1, False, "bfp8 {e2e_us:.1f} us against"), ("bfp8", 1, True, "us against {e2e_us:,.0f} us at batch 1"),
+          ("bfp8", 32, False, "at batch 1,\n{e2e_us:.1f} against"), ("bfp8", 32, True, "against {e2e_us:,.0f} us at batch 32 ("),
+          ("twohot", 1, False, "two-hot {e2e_us:.1f} against"), ("twohot", 1, True, "two-hot {_} against {e2e_us:,.0f} us and"),
+          ("twohot", 32, False, "us and {e2e_us:.1f} against {_} us;\nfixed8"),
+          ("twohot", 32, True, "and {_} against {e2e_us:,.0f} us;\nfixed8"),
+          ("fixed8", 1, False, "fixed8 {e2e_us:.1f} against"), ("fixed8", 1, True, "fixed8 {_} against {e2e_us:,.0f} us and"),
+          ("fixed8", 32, False, "us and {e2e_us:.1f} against {_} us (the two"),
+          ("fixed8", 32, True, "and {_} against {e2e_us:,.0f} us (the two exports alike)")]],
+    # v_unet_ct2's kernel, unet_upsample two-hot
+    _bf("latency model {kernel_us:.1f} /", _beyond("v_unet_ct2_ts17", "bfp8"), "shortcut buffer 64 + 16 = 80 words a bank"),
+    _bf("/ {kernel_us:.1f} / {_} us of kernel a", _beyond("v_unet_ct2_ts17", "twohot"), "shortcut buffer 64 + 16 = 80 words a bank"),
+    _bf("/ {kernel_us:.1f} us of kernel a", _beyond("v_unet_ct2_ts17", "fixed8"), "shortcut buffer 64 + 16 = 80 words a bank"),
+    _bf("goes from {e2e_us:.0f} us layer by layer", _beyond("unet_upsample_ts17", "twohot", layers=True)),
+    _bf("layer by layer to {e2e_us:.0f} us on the", _beyond("unet_upsample_ts17", "twohot")),
+    # f_unet_milesial (the committed v_f_unet_milesial)
+    *[f for a, lay, one in [
+        ("bfp8", "bfp8 (ZCU104) {e2e_us:,.1f} us (", "starts -> {e2e_us:.1f} us ({kernel_us:.1f} us of"),
+        ("twohot", "two-hot {e2e_us:,.1f} ->", "two-hot {_} -> {e2e_us:.1f} us ({kernel_us:.1f})"),
+        ("fixed8", "fixed8 {e2e_us:,.1f} ->", "fixed8 {_} -> {e2e_us:.1f} us ({kernel_us:.1f}); relative")]
+      for f in [_bf(lay, _beyond("v_f_unet_milesial_ts17", a, layers=True), "`f_unet_milesial` (both exports)"),
+                _bf(one, _beyond("v_f_unet_milesial_ts17", a), "`f_unet_milesial` (both exports)")]],
+    _bf("32) and {starts} starts ->", _beyond("v_f_unet_milesial_ts17", "bfp8", layers=True), "`f_unet_milesial` (both exports)"),
+    # bilinear / average pools: v_unet_mix, v_unet_bilinear (committed), tc_avg (the family's)
+    *[f for name, src, key, us in [("v_unet_mix", "c", "v_unet_mix_ts17", " us"), ("v_unet_bilinear", "c", "v_unet_bilinear_ts17", " us"),
+                                   ("tc_avg (`nn.AvgPool1d(2)` in a 1-D net)", "f", "tc_avg_ts17", "")]
+      for mk in [(lambda a, **kw: _beyond(key, a, **kw)) if src == "c" else (lambda a, **kw: _fam(VF, key, a, **kw))]
+      for f in [_bf(f"| {name} | " + "{starts} starts, {e2e_us:,.1f}" + us + " ⁹ ->", mk("bfp8", layers=True)),
+                _bf(f"| {name} | " + "{_} -> {starts} start, {e2e_us:.1f} us |", mk("bfp8")),
+                _bf(f"| {name} | " + "{_} | {e2e_us:,.1f} ->", mk("twohot", layers=True)),
+                _bf(f"| {name} | " + "{_} | {_} -> {e2e_us:.1f} us |", mk("twohot")),
+                _bf(f"| {name} | " + "{_} | {_} | {e2e_us:,.1f} ->", mk("fixed8", layers=True)),
+                _bf(f"| {name} | " + "{_} | {_} | {_} -> {e2e_us:.1f} us |", mk("fixed8"))]],
+    # starts / kernel / end to end tables: the fresh family's 1-D autoencoders and f_tc_2d, f_unet_reflect
+    *[f for name, mk in [("f_ae1d_ct", lambda a, **kw: _fam(VFR, "f_ae1d_ct_ts17", a, **kw)),
+                         ("f_ae1d_lin", lambda a, **kw: _fam(VFR, "f_ae1d_lin_ts17", a, **kw)),
+                         ("f_ae1d_near", lambda a, **kw: _fam(VFR, "f_ae1d_near_ts17", a, **kw)),
+                         ("f_tc_2d", lambda a, **kw: _fam(VFR, "f_tc_2d_ts17", a, **kw)),
+                         ("f_unet_reflect", lambda a, **kw: _beyond("v_f_unet_reflect_ts17", a, **kw))]
+      for i, a in enumerate(["bfp8", "twohot", "fixed8"])
+      for f in [_bf(f"| {name} | " + "{_} | " * i + "{starts} / {kernel_us:.1f} / {e2e_us:,.1f}"
+                    + (" ¹⁰ ->" if a == "bfp8" else " ->"), mk(a, layers=True)),
+                _bf(f"| {name} | " + "{_} | " * i + "{_} -> {starts} / {kernel_us:.1f} / {e2e_us:,.1f} |", mk(a))]],
+    _bf("bfp8 uses {lut:,} LUTs on the ZCU104", _beyond("v_f_unet_reflect_ts17", "bfp8")),
+    _bf("two-hot uses {lut:,} LUTs", _beyond("v_f_unet_reflect_ts17", "twohot"), "bfp8 uses"),
+    _bf("and fixed8 {lut:,} on the PYNQ-Z2", _beyond("v_f_unet_reflect_ts17", "fixed8"), "bfp8 uses"),
+    # v_tc_a (rule 4b)
+    *[_bf(t, src, "`hlsnn perf v_tc_a_ts17-FORMAT.hlsnn") for t, src in [
+        ("`--layer-by-layer` ({starts} starts)", _beyond("v_tc_a_ts17", "twohot", layers=True)),
+        ("two-hot {e2e_us:.1f} us ({kernel_us:.1f} us of kernel)", _beyond("v_tc_a_ts17", "twohot")),
+        ("of kernel) against {e2e_us:,.1f} us, fixed8", _beyond("v_tc_a_ts17", "twohot", layers=True)),
+        ("fixed8 {e2e_us:.1f} ({kernel_us:.1f}) against", _beyond("v_tc_a_ts17", "fixed8")),
+        ("against {e2e_us:,.1f} us on the PYNQ-Z2", _beyond("v_tc_a_ts17", "fixed8", layers=True)),
+        ("bfp8 {e2e_us:.1f} ({kernel_us:.1f}) against", _beyond("v_tc_a_ts17", "bfp8")),
+        ("against {e2e_us:,.1f} us on the ZCU104", _beyond("v_tc_a_ts17", "bfp8", layers=True)),
+        ("alike, {e2e_us:,.1f} /", _beyond("v_tc_a_dynamo", "twohot", layers=True)),
+        ("alike, {_} / {e2e_us:,.1f} /", _beyond("v_tc_a_dynamo", "fixed8", layers=True)),
+        ("/ {e2e_us:,.1f} us layer by layer; bfp8", _beyond("v_tc_a_dynamo", "bfp8", layers=True))]],
+    # dw_mult (the family's)
+    *[_bf(t, src, "`hlsnn perf dw_mult_ts17-bfp8.hlsnn --batch 1`") for t, src in [
+        ("--batch 1`: {e2e_us:.1f} us ({kernel_us:.1f} of kernel)", _fam(VF, "dw_mult_ts17", "bfp8")),
+        ("against {e2e_us:,.1f} us layer by layer ({starts} starts)", _fam(VF, "dw_mult_ts17", "bfp8", layers=True)),
+        ("two-hot {e2e_us:.1f} against", _fam(VF, "dw_mult_ts17", "twohot")),
+        ("two-hot {_} against {e2e_us:,.1f} us,", _fam(VF, "dw_mult_ts17", "twohot", layers=True)),
+        ("fixed8 {e2e_us:.1f} against", _fam(VF, "dw_mult_ts17", "fixed8")),
+        ("fixed8 {_} against {e2e_us:,.1f} us.", _fam(VF, "dw_mult_ts17", "fixed8", layers=True))]],
+    # the sixth family's k_ae_lin (rules 12w, 12t)
+    _bf("k_ae_lin two-hot: {starts} -> 1", _fam(V6, "k_ae_lin_ts17", "twohot", layers=True)),
+    _bf("start ({e2e_us:,.1f} -> {_} us modelled end to end on the PYNQ-Z2", _fam(V6, "k_ae_lin_ts17", "twohot", layers=True)),
+    _bf("-> {e2e_us:.1f} us modelled end to end on the PYNQ-Z2, {lut:,} LUT)", _fam(V6, "k_ae_lin_ts17", "twohot")),
+    _bf("k_ae_lin fixed8 (both exports): {starts} -> 1 start", _fam(V6, "k_ae_lin_ts17", "fixed8", layers=True)),
+    _bf("--batch 1`: {e2e_us:,.1f} us layer by layer ({starts} starts;", _fam(V6, "k_ae_lin_ts17", "fixed8", layers=True),
+        "k_ae_lin fixed8 (both exports)"),
+    _bf("-> {e2e_us:.1f} us end to end in one start ({kernel_us:.1f} us kernel), {lut:,} LUT / {ff:,} FF / {dsp} DSP",
+        _fam(V6, "k_ae_lin_ts17", "fixed8")),
+    # s_unet_res fixed8 (rule 12t of a pending Add); its board-sized kernel
+    _bf("s_unet_res fixed8: layers ({starts} starts, {e2e_us:,.1f} us modelled end to end;",
+        _fam(V7, "s_unet_res_dynamo", "fixed8", layers=True)),
+    _bf("-> 1 start, {e2e_us:.1f} us ({kernel_us:.1f} us kernel; {lut:,} LUT / {ff:,} FF / {dsp} DSP / {bram} BRAM36",
+        _fam(V7, "s_unet_res_dynamo", "fixed8"), "s_unet_res fixed8:"),
+    _bf("`input_terms: 1` in one start: {e2e_us:.1f} us, {lut:,} LUT", _fam(
+        V7, "s_unet_res_dynamo", "fixed8", format="{type: fixed, accel: sparse8_pynq-z2, input_terms: 1}")),
+    _bf("csim and board == emu on 16; {e2e_us:.1f} us and {lut:,} LUT since", _fam(
+        V7, "s_unet_res_dynamo", "fixed8", format="{type: fixed, accel: sparse8net_pynq-z2}")),
+    _bf("kernel {_} -> {kernel_cycles:,} cycles ({_} -> {kernel_us:.1f} us), end to end {_} -> {e2e_us:.1f} us;", _fam(
+        V7, "s_unet_res_dynamo", "fixed8", format="{type: fixed, accel: sparse8net_pynq-z2}"), "s_unet_res_dynamo fixed8 board-sized"),
+    _bf("(`input_terms: 2`) {_} -> {kernel_cycles:,} cycles, {_} -> {e2e_us:.1f} us.", _fam(
+        V6, "k_ae_lin_ts17", "fixed8", format="{type: fixed, accel: sparse8net_pynq-z2, input_terms: 2}"),
+        "k_ae_lin_ts17 fixed8 board-sized"),
+    # s_unet_res (rules 6a, 8a)
+    _bf("bfp8 on the ZCU104 {starts} starts, {e2e_us:,.1f} us (", _fam(V7, "s_unet_res_dynamo", "bfp8", layers=True),
+        "s_unet_res (`hlsnn perf X.hlsnn --batch 1`, modelled"),
+    _bf("-> 1 start, {e2e_us:.1f} us ({lut:,} LUT, {bram} BRAM36)", _fam(V7, "s_unet_res_dynamo", "bfp8"),
+        "s_unet_res (`hlsnn perf X.hlsnn --batch 1`, modelled"),
+    _bf("two-hot on the PYNQ-Z2 {starts} starts, {e2e_us:,.1f} us ->", _fam(V7, "s_unet_res_dynamo", "twohot", layers=True)),
+    _bf("two-hot on the PYNQ-Z2 {_} starts, {_} us -> 1 start, {e2e_us:.1f} us ({lut:,} LUT)",
+        _fam(V7, "s_unet_res_dynamo", "twohot")),
+    _bf("with `input_terms: 1` {e2e_us:,.1f} ->", _fam(
+        V7, "s_unet_res_dynamo", "fixed8", layers=True, format="{type: fixed, accel: sparse8_pynq-z2, input_terms: 1}")),
+    _bf("with `input_terms: 1` {_} -> {e2e_us:.1f} us ({lut:,} LUT)", _fam(
+        V7, "s_unet_res_dynamo", "fixed8", format="{type: fixed, accel: sparse8_pynq-z2, input_terms: 1}")),
+    # rule 9p: h_dw_prelu and h_jet_bnin bfp8 (the fifth family's)
+    _bf("h_dw_prelu {_} -> {kernel_cycles:,} (its", _fam(V5, "h_dw_prelu_ts17", "bfp8")),
+    _bf("/ {_}), {_} -> {kernel_us:.1f} us, end to end {_} -> {e2e_us:.1f} us; h_jet_bnin", _fam(V5, "h_dw_prelu_ts17", "bfp8")),
+    _bf("h_jet_bnin {_} -> {kernel_cycles:,}, {_} -> {kernel_us:.1f} us, end to end {_} -> {e2e_us:.1f} us",
+        _fam(V5, "h_jet_bnin_ts17", "bfp8")),
+    # rule 9w: h_dw_prelu in one start
+    _bf("same): {e2e_us:,.1f} ->", _fam(V5, "h_dw_prelu_ts17", "bfp8", layers=True), "`hlsnn perf h_dw_prelu_ts17-bfp8.hlsnn"),
+    _bf("-> {e2e_us:.1f} us end to end, {bram} BRAM36, {lut:,} LUT, {dsp} DSP", _fam(V5, "h_dw_prelu_ts17", "bfp8"),
+        "`hlsnn perf h_dw_prelu_ts17-bfp8.hlsnn"),
+    # the table of rules 10k, 6a, 8a, 9p, 12w, 12t
+    *[f for name, mk, fmts in [("k_unet_freq", lambda a, **kw: _fam(V6, "k_unet_freq_ts17", a, **kw), 3),
+                               ("k_ae_lin", lambda a, **kw: _fam(V6, "k_ae_lin_ts17", a, **kw), 3),
+                               ("d_unet_silu", lambda a, **kw: _fam(VD, "d_unet_silu_ts17", a, **kw), 3),
+                               ("h_jet_bnin", lambda a, **kw: _fam(V5, "h_jet_bnin_ts17", a, **kw), 1)]
+      for i, a in enumerate(["bfp8", "twohot", "fixed8"][:fmts])
+      for f in [_bf(f"| {name} | " + "{_} / " * i + "{starts} " + ("/" if i < 2 else "->"), mk(a, layers=True)),
+                _bf(f"| {name} | " + "{_} | " * (i + 1) + "{e2e_us:,.1f}" + (" ¹⁰ ->" if a == "bfp8" else " ->"),
+                    mk(a, layers=True)),
+                _bf(f"| {name} | " + "{_} | " * (i + 1) + "{_} -> {e2e_us:.1f} us", mk(a))]],
+    _bf("k_unet_freq bfp8 {lut:,} LUT (ZCU104)", _fam(V6, "k_unet_freq_ts17", "bfp8")),
+    _bf("(ZCU104), two-hot {lut:,} and", _fam(V6, "k_unet_freq_ts17", "twohot")),
+    _bf("and fixed8 {lut:,} LUT (PYNQ-Z2);", _fam(V6, "k_unet_freq_ts17", "fixed8")),
+    _bf("d_unet_silu {lut:,} /", _fam(VD, "d_unet_silu_ts17", "bfp8"), "k_unet_freq bfp8"),
+    _bf("d_unet_silu {_} / {lut:,} /", _fam(VD, "d_unet_silu_ts17", "twohot"), "k_unet_freq bfp8"),
+    _bf("d_unet_silu {_} / {_} / {lut:,} LUT;", _fam(VD, "d_unet_silu_ts17", "fixed8"), "k_unet_freq bfp8"),
+    _bf("h_jet_bnin bfp8 {lut:,} LUT and {dsp} DSP", _fam(V5, "h_jet_bnin_ts17", "bfp8")),
+    # d_unet_shuffle in one start (its layer-by-layer figures are the old program's: not re-run)
+    _bf("-> {e2e_us:.1f} us (ZCU104, {lut:,} LUT, {dsp} DSP)", _fam(VD, "d_unet_shuffle_ts17", "bfp8")),
+    _bf("two-hot {_} -> {e2e_us:.1f} us (PYNQ-Z2, {lut:,} LUT)", _fam(VD, "d_unet_shuffle_ts17", "twohot"),
+        "d_unet_shuffle (both exports)"),
+    _bf("fixed8 {_} -> {e2e_us:.1f} us ({lut:,} LUT). `scripts/variant_dense.py", _fam(VD, "d_unet_shuffle_ts17", "fixed8")),
+    # s_ghost (rule 10s: a gate of a concat)
+    _bf("s_ghost (both exports): {starts} /", _fam(V7, "s_ghost_ts17", "bfp8", layers=True)),
+    _bf("s_ghost (both exports): {_} / {starts} /", _fam(V7, "s_ghost_ts17", "twohot", layers=True)),
+    _bf("s_ghost (both exports): {_} / {_} / {starts} -> 1 start", _fam(V7, "s_ghost_ts17", "fixed8", layers=True)),
+    _bf("bfp8 ZCU104): two-hot {e2e_us:,.1f} ->", _fam(V7, "s_ghost_ts17", "twohot", layers=True)),
+    _bf("bfp8 ZCU104): two-hot {_} -> {e2e_us:.1f} us end to end", _fam(V7, "s_ghost_ts17", "twohot")),
+    _bf("us end to end, fixed8 {e2e_us:,.1f} ->", _fam(V7, "s_ghost_ts17", "fixed8", layers=True), "bfp8 ZCU104): two-hot"),
+    _bf("us end to end, fixed8 {_} -> {e2e_us:.1f} us, bfp8", _fam(V7, "s_ghost_ts17", "fixed8"), "bfp8 ZCU104): two-hot"),
+    _bf("us, bfp8 {e2e_us:,.1f} (", _fam(V7, "s_ghost_ts17", "bfp8", layers=True), "bfp8 ZCU104): two-hot"),
+    _bf("session 32) -> {e2e_us:.1f} us. A pool or gate", _fam(V7, "s_ghost_ts17", "bfp8")),
+    _bf("chip); {bram} since its weight ROMs are paired (next paragraph), which fits ({lut:,} LUT, {dsp} DSP)",
+        _fam(V7, "s_ghost_ts17", "fixed8")),
+    # the sixth family's WaveNet, InceptionTime, flat conv (the committed v_k_* files)
+    *[f for name in ["k_wavenet", "k_inception", "k_flat_conv"]
+      for i, a in enumerate(["bfp8", "twohot", "fixed8"])
+      for f in [_bf(f"| {name} | " + "{_} | " * i + "{e2e_us:.1f} ({kernel_us:.1f}) vs", _beyond(f"v_{name}_ts17", a)),
+                _bf(f"| {name} | " + "{_} | " * i + "{_} vs {e2e_us:,.1f} [{starts}] |",
+                    _beyond(f"v_{name}_ts17", a, layers=True))]],
+]
+
+FIGURES = FIGURES + BEYOND
+
+
+def needs_build(fig):
+    """Whether the figure's model is one the repository builds (``built``)."""
+    return _is_built(getattr(fig.source, "model", ""))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     g = ap.add_mutually_exclusive_group(required=True)
@@ -494,16 +885,21 @@ def main(argv=None):
     g.add_argument("--write", action="store_true", help="rewrite the stale figures in place")
     g.add_argument("--list", action="store_true", help="print each entry's file and command")
     ap.add_argument("--only", help="the entries of files under this path (e.g. docs/engines)")
+    ap.add_argument("--models", help="where the families of built(...) models are (built there first when "
+                                     "absent: python scripts/variant_*.py export; default a temporary directory)")
+    ap.add_argument("--built", choices=("yes", "no", "only"), default="yes",
+                    help="the entries of models the repository builds (no: skip them; only: just them)")
     ap.add_argument("--cache", help="a pickle of computed values to reuse and extend (a --check then --write "
                                     "without computing twice)")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "host"))
-    figs = [f for f in FIGURES if args.only is None or f.path.startswith(args.only)]
+    figs = [f for f in FIGURES if (args.only is None or f.path.startswith(args.only))
+            and {"yes": True, "no": not needs_build(f), "only": needs_build(f)}[args.built]]
     if args.list:
         for f in figs:
             print(f"{f.path}: {f.source.command()}")
         return 0
-    ctx = Context()
+    ctx = Context(args.models)
     sig = Path(__file__).read_bytes()          # a cache is valid for this file's sources only
     if args.cache and Path(args.cache).is_file():
         saved = pickle.loads(Path(args.cache).read_bytes())

@@ -4,10 +4,15 @@
 
 Quick: every entry's sentence is found once in today's files (an edit of the prose that loses a
 figure fails here), and the checker's mechanics on a scratch file (a stale figure is reported and
-rewritten, a lost sentence reported) with a source of known values. Slow: every figure recomputed
-from today's model equals the file's, and a deliberately stale copy of a real figure fails.
+rewritten, a lost sentence reported) with a source of known values, and every model the registry
+builds (``built(SCRIPT, KEY)``) is one its family's script writes. Slow: every figure recomputed
+from today's model equals the file's (the built models' figures after ``scripts/variant_*.py
+export`` of their families: minutes each, torch and onnxscript needed; ``HLSNN_DOC_MODELS=DIR``
+keeps them for the next run), and a deliberately stale copy of a real figure fails.
 """
 import importlib.util
+import os
+import re
 import shutil
 import sys
 from dataclasses import dataclass
@@ -66,19 +71,56 @@ def test_a_lost_sentence_and_an_ambiguous_one_are_reported(tmp_path):
     assert "not found" in problems[0][2] and "2 times" in problems[1][2]
 
 
+def test_every_built_model_is_one_its_family_script_writes():
+    """A built figure names a family script the registry knows and a model of that script's table
+    (``"NAME": (`` in its source), exported both ways (``NAME_ts17`` / ``NAME_dynamo``)."""
+    built = {f.source.model for f in df.FIGURES if df.needs_build(f)}
+    assert len(built) >= 10
+    for model in built:
+        script, key = df._built_parts(model)
+        assert script in df._YAML_OF, model
+        name, _, way = key.rpartition("_")
+        assert way in ("ts17", "dynamo"), model
+        text = (ROOT / "scripts" / f"{script}.py").read_text()
+        assert re.search(rf'^\s+"{name}": \(', text, re.M), f"{model}: no model {name!r} in scripts/{script}.py"
+
+
+def test_a_built_models_command_says_how_to_build_it():
+    net = df.Net(df.built("variant_sixth", "k_ae_lin_ts17"), "fixed8", layers=True)
+    assert net.command() == ("python scripts/variant_sixth.py export --out D && hlsnn compile D/k_ae_lin_ts17.yaml "
+                             "--assignment fixed8 -o X.hlsnn && hlsnn perf X.hlsnn --layer-by-layer")
+    assert df.needs_build(df.Figure("x.md", "{e2e_us}", net)) and not df.needs_build(df.FIGURES[0])
+
+
 _CTX = {}
 
 
 def _ctx():
-    return _CTX.setdefault("ctx", df.Context())
+    return _CTX.setdefault("ctx", df.Context(os.environ.get("HLSNN_DOC_MODELS")))
+
+
+def _report(problems):
+    return "\n".join(f"{p}:{line}: {msg}" for p, line, msg in problems) + \
+        "\n(python benchmarks/doc_figures.py --write rewrites the stale ones)"
 
 
 @pytest.mark.slow
 @pytest.mark.strict_csim
 def test_every_doc_figure_reproduces():
-    problems = df.check(df.FIGURES, ctx=_ctx(), log=lambda *a: None)
-    assert problems == [], "\n".join(f"{p}:{line}: {msg}" for p, line, msg in problems) + \
-        "\n(python benchmarks/doc_figures.py --write rewrites the stale ones)"
+    figs = [f for f in df.FIGURES if not df.needs_build(f)]
+    problems = df.check(figs, ctx=_ctx(), log=lambda *a: None)
+    assert problems == [], _report(problems)
+
+
+@pytest.mark.slow
+@pytest.mark.strict_csim
+def test_every_built_model_figure_reproduces():
+    """The figures of the models the families' scripts build (trained and exported here first)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("onnxscript")
+    figs = [f for f in df.FIGURES if df.needs_build(f)]
+    problems = df.check(figs, ctx=_ctx(), log=lambda *a: None)
+    assert problems == [], _report(problems)
 
 
 @pytest.mark.slow
