@@ -34,7 +34,9 @@ at the target (RigL, hlsnn.train.regrow.RegrowPruner, each unit's zeros kept); -
 smooths the labels after the float training. --lane-balance M balances each layer's zeros by
 lanes of M multipliers instead of by rows (hlsnn.train.prune: the layer's balanced count, its largest
 magnitudes anywhere, no row above that count rounded up to a multiple of M; --row-min N: every row
-at least N; --lane-scale folded: weights compared across rows as folding the next BatchNorm scales them). scripts/select_on_val.py keeps the best of k runs
+at least N; --lane-scale folded: weights compared across rows as folding the next BatchNorm scales them);
+--depthwise-scale folded compares a depthwise layer's weights across its channels (the layer is balanced as one
+unit) as folding the next BatchNorm scales them, not by raw magnitude. scripts/select_on_val.py keeps the best of k runs
 on the validation images.
 When the deployed outputs differ from torch's, the first layer whose outputs differ is named.
 --save-pruned PATH writes the model the int8 step starts from (the pruned, recovered/averaged float
@@ -91,6 +93,10 @@ def main(argv=None):
     ap.add_argument("--lane-scale", choices=["weight", "folded"], default="weight",
                     help="sparse, --lane-balance: compare a conv's weights across rows by magnitude (weight) or "
                          "as folding will scale them, times the next BatchNorm's gamma / sqrt(var + eps) (folded)")
+    ap.add_argument("--depthwise-scale", choices=["weight", "folded"], default="weight",
+                    help="sparse: compare a depthwise layer's weights (balanced over the layer) across its channels "
+                         "by magnitude (weight) or as folding will scale them, times the next BatchNorm's "
+                         "gamma / sqrt(var + eps) (folded; BalancedPruner(depthwise_scale=...))")
     ap.add_argument("--distill", default="0", metavar="T,ALPHA",
                     help="knowledge distillation from the float model in pruning, recovery and fine-tuning "
                          "(hlsnn.train.distillation_loss): temperature T, soft-target weight ALPHA; a single "
@@ -209,6 +215,8 @@ def main(argv=None):
         ap.error(f"--row-min {a.row_min}: a number of weights >= 0, with --lane-balance M")
     if a.lane_scale != "weight" and not a.lane_balance:
         ap.error(f"--lane-scale {a.lane_scale}: with --lane-balance M")
+    if a.depthwise_scale != "weight" and (a.format != "sparse" or a.regrow_every):
+        ap.error(f"--depthwise-scale {a.depthwise_scale}: with --format sparse and without --regrow-every")
     if a.lane_balance < 0:
         ap.error(f"--lane-balance {a.lane_balance}: a number of multipliers per lane >= 1 (0: balanced rows)")
 
@@ -332,7 +340,7 @@ def main(argv=None):
             else:
                 pruner = BalancedPruner(model, a.sparsity, 0, end, allocation=a.allocation, sparsities=sparsities,
                                         lanes=a.lane_balance or None, row_min=a.row_min,
-                                        lane_scale=a.lane_scale)
+                                        lane_scale=a.lane_scale, depthwise_scale=a.depthwise_scale)
             aug["phase"] = "prune"
             fit(model, a.prune_epochs, a.prune_lr, pruner.step)
             frozen = avg = snap = None
@@ -531,6 +539,8 @@ def main(argv=None):
                 res["row_min"] = a.row_min
             if a.lane_scale != "weight":
                 res["lane_scale"] = a.lane_scale
+        if a.depthwise_scale != "weight":
+            res["depthwise_scale"] = a.depthwise_scale
         if a.erk_power != 1.0 or a.layer_sparsity:
             res["erk_power"], res["layer_sparsity"] = a.erk_power, a.layer_sparsity
         res["pruned_float_acc"] = pruned_float_acc

@@ -188,3 +188,62 @@ def fuse(w, bn):
     from torch.nn.utils.fusion import fuse_conv_bn_weights
     fw, _ = fuse_conv_bn_weights(w, None, bn.running_mean, bn.running_var, bn.eps, bn.weight, bn.bias)
     return fw.detach()
+
+
+def _smallest_over_layer(folded, s):
+    """A 0/1 mask zeroing the round(s * n) smallest |folded| of the whole tensor (ties by
+    position), from numpy's stable sort."""
+    import numpy as np
+    a = np.abs(folded.detach().numpy()).reshape(-1)
+    mask = np.ones_like(a)
+    mask[np.argsort(a, kind="stable")[:_zeros(s, a.size)]] = 0.0
+    return torch.from_numpy(mask.reshape(folded.shape))
+
+
+def test_depthwise_scale_folded_ranks_channels_as_folding_scales_them():
+    # a channel whose BatchNorm amplifies small raw weights keeps them: the folded weights
+    # (torch's own fuse_conv_bn_weights) decide, over the whole depthwise layer
+    net = _model()
+    with torch.no_grad():
+        dw, bn = net[3], net[4]
+        dw.weight[:8].mul_(0.05)                     # half the channels small by raw magnitude ...
+        bn.weight.copy_(torch.rand(16) + 0.5)
+        bn.running_var.copy_(torch.rand(16) * 5 + 0.1)
+        bn.running_var[:8].mul_(0.05 ** 2)           # ... as large as the rest once folded
+        net[1].weight.copy_(torch.rand(16) * 3)      # the other layers' BatchNorms too, to show
+        net[7].weight.copy_(torch.rand(8) * 3)       # that their balanced rows stay as they were
+    before = {layer: layer.weight.detach().clone() for layer in (net[0], net[3], net[6], net[10])}
+    pr = BalancedPruner(net, 0.9, 0, 1, depthwise_scale="folded")
+    pr.apply(0.9)
+    want = _smallest_over_layer(fuse(before[dw], bn), 0.9)
+    assert torch.equal(pr.masks[dw], want)
+    raw = _smallest_over_layer(before[dw], 0.9)
+    assert not torch.equal(want, raw)                # raw magnitudes drop the amplified channels
+    assert raw[:8].sum() == 0 and want[:8].sum() > 0
+    assert int(want.sum()) == 144 - _zeros(0.9, 144)
+    plain = BalancedPruner(_model(), 0.9, 0, 1)      # the regular layers: balanced rows, as without
+    for layer in (net[0], net[6], net[10]):
+        assert torch.equal(pr.masks[layer], balanced_mask(before[layer], 0.9))
+    assert plain.lane_folded is False and plain.depthwise_folded is False
+    # lane_scale="folded" alone leaves the depthwise layer by raw magnitude (as before the option)
+    net2 = _model()
+    with torch.no_grad():
+        net2[3].weight.copy_(before[dw])
+        net2[4].weight.copy_(bn.weight)
+        net2[4].running_var.copy_(bn.running_var)
+    pr2 = BalancedPruner(net2, 0.9, 0, 1, lanes=8, lane_scale="folded")
+    pr2.apply(0.9)
+    assert torch.equal(pr2.masks[net2[3]], raw)
+    with pytest.raises(ValueError, match="depthwise_scale"):
+        BalancedPruner(net, 0.9, 0, 1, depthwise_scale="bn")
+
+
+def test_balanced_mask_per_layer_row_scale():
+    torch.manual_seed(3)
+    w = torch.randn(6, 1, 3, 3)
+    scale = torch.rand(6) * 4 - 2
+    m = balanced_mask(w, 0.8, per_layer=True, row_scale=scale)
+    assert torch.equal(m, _smallest_over_layer(w * scale.abs().reshape(-1, 1, 1, 1), 0.8))
+    # with balanced rows a row's factor does not change its order
+    w2 = torch.randn(6, 20)
+    assert torch.equal(balanced_mask(w2, 0.8, row_scale=scale), balanced_mask(w2, 0.8))

@@ -58,9 +58,11 @@ def balanced_mask(w, sparsity, per_layer=False, lanes=None, row_min=0, row_scale
     (``i`` from 0, ties by position) can be kept only if ``i < cap``, and of those the layer's
     largest are kept (ties by position in the flattened tensor). ``row_min=r`` (with ``lanes``):
     every row's ``min(r, k - n)`` largest are kept first (no output channel left without a
-    weight), then the rest as above. ``row_scale`` (with ``lanes``; ``Z`` factors): the
-    magnitudes are compared as ``|w| * |row_scale|`` (a row's order is unchanged), e.g. the
-    following BatchNorm's ``gamma / sqrt(var + eps)``, the factor folding multiplies the row by."""
+    weight), then the rest as above. ``row_scale`` (with ``lanes`` or ``per_layer``; ``Z``
+    factors): the magnitudes are compared as ``|w| * |row_scale|`` (a row's order is unchanged),
+    e.g. the following BatchNorm's ``gamma / sqrt(var + eps)``, the factor folding multiplies the
+    row by; with ``per_layer`` (a depthwise layer: one row a channel) the layer's smallest scaled
+    magnitudes are zeroed (ties by position). With balanced rows it changes nothing."""
     rows = w.detach().reshape(1 if per_layer else w.shape[0], -1)
     k = rows.shape[1]
     n_zero = min(k, int(math.floor(sparsity * k + 0.5 + 1e-9)))
@@ -84,7 +86,11 @@ def balanced_mask(w, sparsity, per_layer=False, lanes=None, row_min=0, row_scale
         return flat.reshape(w.shape)
     mask = torch.ones_like(rows)
     if n_zero:
-        idx = torch.argsort(rows.abs(), dim=1, stable=True)[:, :n_zero]
+        mag = rows.abs()
+        if per_layer and row_scale is not None:
+            scale = torch.as_tensor(row_scale, dtype=mag.dtype).detach().abs().reshape(-1, 1)
+            mag = (w.detach().abs().reshape(w.shape[0], -1) * scale).reshape(1, -1)
+        idx = torch.argsort(mag, dim=1, stable=True)[:, :n_zero]
         mask.scatter_(1, idx, 0.0)
     return mask.reshape(w.shape)
 
@@ -117,10 +123,13 @@ class BalancedPruner:
     docstring, :func:`balanced_mask`), ``row_min`` weights a row kept at least;
     ``lane_scale="folded"`` compares a conv's weights across rows as folding will scale them (by
     the BatchNorm right after it: ``|w| * |gamma| / sqrt(var + eps)``), not as raw magnitudes,
-    which BatchNorm makes arbitrary per row."""
+    which BatchNorm makes arbitrary per row (depthwise layers excepted: ``depthwise_scale``);
+    ``depthwise_scale="folded"`` does the same across the channels of a depthwise layer, which
+    is balanced over the layer (its channels' raw scales are as arbitrary, so a channel whose
+    BatchNorm amplifies small weights loses them first by raw magnitude)."""
 
     def __init__(self, model, target, start, end, *, names=None, formats=("sparse",), every=1, sparsities=None,
-                 allocation="uniform", lanes=None, row_min=0, lane_scale="weight"):
+                 allocation="uniform", lanes=None, row_min=0, lane_scale="weight", depthwise_scale="weight"):
         if not 0.0 <= float(target) < 1.0:
             raise ValueError(f"target = {target}: a sparsity in [0, 1)")
         if lanes is not None and (isinstance(lanes, bool) or int(lanes) != lanes or lanes < 1):
@@ -131,7 +140,10 @@ class BalancedPruner:
         self.row_min = int(row_min)
         if lane_scale not in ("weight", "folded"):
             raise ValueError(f"lane_scale = {lane_scale!r}: one of weight, folded")
-        self.bn = _following_batchnorm(model) if lane_scale == "folded" else {}
+        if depthwise_scale not in ("weight", "folded"):
+            raise ValueError(f"depthwise_scale = {depthwise_scale!r}: one of weight, folded")
+        self.lane_folded, self.depthwise_folded = lane_scale == "folded", depthwise_scale == "folded"
+        self.bn = _following_batchnorm(model) if self.lane_folded or self.depthwise_folded else {}
         self.model, self.target, self.start, self.end, self.every = model, float(target), start, end, max(1, every)
         self.named = _targets(model, None if names is None else set(names), formats)
         self.layers = [m for _, m in self.named]
@@ -169,10 +181,11 @@ class BalancedPruner:
         self._hold()
 
     def _row_scale(self, m):
-        """The factor folding will multiply each row of ``m`` by (``lane_scale="folded"``: the
-        BatchNorm right after it, ``gamma / sqrt(running_var + eps)``), or None."""
+        """The factor folding will multiply each row of ``m`` by (``lane_scale="folded"``, for a
+        depthwise ``m`` ``depthwise_scale="folded"``: the BatchNorm right after it,
+        ``gamma / sqrt(running_var + eps)``), or None."""
         bn = self.bn.get(m)
-        if bn is None:
+        if bn is None or not (self.depthwise_folded if is_depthwise(m) else self.lane_folded):
             return None
         return bn.weight.detach() / torch.sqrt(bn.running_var + bn.eps)
 
