@@ -455,18 +455,19 @@ FIGURES = [
     Figure(SHIFT, "Now it gives {cycles:,} ({util_pct:.1f}%) on the 8×11 array", Op("bfp16_pynq-z2", gemm=(64, 512, 512))),
     Figure(SHIFT, "and {cycles:,} ({util_pct:.1f}%) on the 48×16 one", Op("bfp8_zcu104", gemm=(64, 512, 512))),
     Figure(SHIFT, "now {cycles:,} ({util_pct:.1f}%) on 16×8", Op("shift8_pynq-z2", gemm=(64, 512, 512), mode="twohot")),
-    # sparse_cluster: the figures table says it is at II 1 (the README's table has the derived II)
+    # sparse_cluster: the figures table at the derived II (every loop at its page's II since the
+    # output loops' DEPENDENCE pragmas, session 33: OutPixels/PoolPixels derived 6/7 before)
     *[Figure(SPARSE, _row(op, "{cycles:,} | {ms:.%s} ms | {mpc:.1f} / %d | {util_pct:.1f}%% |" % (f, peak)),
-             Op(cfg, conv=CONV, density=d, ii1=True), after=f"| {cfg} (") for cfg, op, f, peak, d in [
+             Op(cfg, conv=CONV, density=d), after=f"| {cfg} (") for cfg, op, f, peak, d in [
         ("sparse8_pynq-z2", "conv, 100% dense", "3g", 128, 1.0), ("sparse8_pynq-z2", "conv, 50%", "3g", 128, 0.5),
         ("sparse8_pynq-z2", "conv, 10%", "2f", 128, 0.1), ("sparse20_zcu104", "conv, 100% dense", "3g", 320, 1.0),
         ("sparse20_zcu104", "conv, 50%", "3g", 320, 0.5), ("sparse20_zcu104", "conv, 10%", "2f", 320, 0.1)]],
-    # U = 2 against U = 1 at II 1 (the percentages, 14% at 50% and 15% at 20%, are not checked): the
+    # U = 2 against U = 1 (the percentages, 14% at 50% and 15% at 20%, are not checked): the
     # U = 1 variant's 272 loop counters had overflowed the C-simulation's 256-slot table, which made
     # its cycles change from call to call (notes/hsparse.md); with 1,024 slots they reproduce
-    Figure(SPARSE, "than U = 1 ({cycles:,} → ", Op("sparse20_zcu104", conv=CONV, density=0.5, ii1=True,
+    Figure(SPARSE, "than U = 1 ({cycles:,} → ", Op("sparse20_zcu104", conv=CONV, density=0.5,
                                                     edit=(("weights_per_round", 1),))),
-    Figure(SPARSE, " → {cycles:,} cycles) and 15% fewer at 20%", Op("sparse20_zcu104", conv=CONV, density=0.5, ii1=True)),
+    Figure(SPARSE, " → {cycles:,} cycles) and 15% fewer at 20%", Op("sparse20_zcu104", conv=CONV, density=0.5)),
     # README.md's prose beside the ResNet-8 table (the table itself: benchmarks/readme_figures.py)
     Figure("README.md", "on the PYNQ-Z2 in {kernel_ms:.2f} ms of kernel and **{e2e_ms:.2f} ms end to end** "
                         "({e2e_us:.0f} µs; was 408)", Net(R8, "fixed8_z2")),

@@ -85,8 +85,8 @@ def test_sparse_cluster_cost_of_a_depthwise_layer_counts_its_own_weights():
     layer of the same shape."""
     from hlsnn.perf import schedule
     cfg = load_config("sparse8_pynq-z2", check_fit=False)
-    # the MAC loop's skipping alone: the output loops' derived II (OutPixels at its depth while
-    # acc's dependence is undeclared, hlsnn.perf.schedule) costs both layers alike
+    # the MAC loop's skipping alone: the loops' derived II (hlsnn.perf.schedule; the output loops
+    # at 1 since their acc dependence was declared) left out, it would cost both layers alike
     mp = pytest.MonkeyPatch()
     mp.setattr(schedule, "config_schedule", lambda cfg: [])
     dw = layer_cycles(_net(16, c=16, z=16).layers[0], cfg, in_hw=(8, 8), fmt_type="fixed")

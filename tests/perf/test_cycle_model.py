@@ -33,8 +33,8 @@ def steps_ii(gemv=False):
 
 def out_pixels_ii():
     """The II of sparse ``OutPixels`` by the same rule: it reads ``acc`` and clears it at a
-    run-time index; with no ``DEPENDENCE variable = acc`` in the loop (the template has one in
-    ``MacLoop`` only) the recurrence is the loop's depth, 6."""
+    run-time index; with no ``DEPENDENCE variable = acc`` in the loop (the template had one in
+    ``MacLoop`` only until session 33) the recurrence is the loop's depth, 6."""
     import re
     text = (ROOT / "hls" / "engines" / "sparse_cluster" / "kernel.cpp.j2").read_text()
     return 1 if re.search(r"OutPixels:[^}]*DEPENDENCE variable = acc", text) else 6

@@ -292,3 +292,35 @@ def test_sparse_output_loops_run_at_ii_1(name):
         assert (r["ii"], r["bounds"]["ports"], r["bounds"]["dependence"]) == (1, 1, 1), r
         assert any(n.startswith("acc: DEPENDENCE inter false") and "checked by the strict csim" in n
                    for n in r["notes"]), r["notes"]
+
+
+@pytest.mark.slow
+def test_sparse_pooled_window_read_in_two_branches_is_ii_2(tmp_path):
+    """The planted form of tests/strict's two-branch test: PoolBanks' top-row and bottom-row
+    reads in branches of their own (never both true, the same values) are two read sites of
+    each bank, and a simple-dual-port bank has one read port: ports II 2 (UG1448; the model's
+    exclusive-branch rule)."""
+    from hlsnn.codegen import render
+    from hlsnn.config import load_config
+    cfg = load_config("sparse8_pynq-z2", check_fit=False)
+    f = render(cfg, tmp_path / "hls").dir / "sparse_cluster.cpp"
+    old = ("            if (rt || rb) {\n"
+           "              const acc_t got = HLSNN_LOAD_AT(acc[l], a, l);\n"
+           "              HLSNN_STORE_AT(acc[l], a, 0, l);\n")
+    new = ("            acc_t got_t = 0, got_b = 0;\n"
+           "            if (rt) {\n"
+           "              got_t = HLSNN_LOAD_AT(acc[l], atop, l);\n"
+           "              HLSNN_STORE_AT(acc[l], atop, 0, l);\n"
+           "            }\n"
+           "            if (rb) {\n"
+           "              got_b = HLSNN_LOAD_AT(acc[l], hrow, l);\n"
+           "              HLSNN_STORE_AT(acc[l], hrow, 0, l);\n"
+           "            }\n"
+           "            if (rt || rb) {\n"
+           "              const acc_t got = rt ? got_t : got_b;\n")
+    text = f.read_text()
+    assert text.count(old) == 1
+    f.write_text(text.replace(old, new))
+    rows = {r["loop"]: r for r in schedule.Kernel(f, name=cfg.engine).schedule(
+        depths=schedule.layer_depths(cfg), clock_mhz=cfg.clock_mhz, ps=cfg.board.ps)}
+    assert (rows["PoolPixels"]["ii"], rows["PoolPixels"]["bound"]) == (2, "ports")
