@@ -683,7 +683,8 @@ BEYOND = [
                          ("f_dw_gate", lambda a, **kw: _fam(VFR, "f_dw_gate_ts17", a, **kw))]
       for i, a in enumerate(["bfp8", "twohot", "fixed8"])
       for f in [_bf(f"| {name}, one start | " + "{_} | " * i + ONE + " |", mk(a)),
-                _bf(f"| {name}, layer by layer (" + "{_} | " * (i + 1) + ONE + (" ⁸ |" if a == "bfp8" else " |"),
+                _bf(f"| {name}, layer by layer (" + "{_} | " * (i + 1) + "{e2e_us:,.1f} ({kernel_us:.1f})"
+                    + (" ⁸ |" if a == "bfp8" else " |"),
                     mk(a, layers=True))]],
     _bf("| f_dw_cbam, layer by layer ({starts} starts) |", _beyond("v_f_dw_cbam_ts17", "twohot", layers=True)),
     _bf("| f_tc_cbam, layer by layer ({starts} starts) |", _fam(VFR, "f_tc_cbam_dynamo", "twohot", layers=True)),
