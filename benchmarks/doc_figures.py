@@ -18,7 +18,10 @@ sentences and table rows of the docs. Each entry of :data:`FIGURES` is one place
   --assignment A`` then ``hlsnn perf NAME.hlsnn [--batch N] [--board B] [--layer-by-layer]``
   (:func:`hlsnn.network.latency.model`: kernel, host model, end to end, and the network kernel's
   resource model); :class:`Res` is ``hlsnn info CONFIG``'s resource estimate. ``ii1=True`` (every
-  loop at II 1) only where the text says that is its basis.
+  loop at II 1) only where the text says that is its basis. A :class:`Net`'s model may be one the
+  repository builds rather than stores, ``built(SCRIPT, KEY)``: issue 52's families, exported first
+  by ``scripts/SCRIPT.py export`` (torch + onnxscript; minutes a family; ``--models DIR`` keeps them,
+  ``--built no`` leaves those entries out).
 
 A figure reproduces when the hole's text in the file equals the computed value formatted by the
 hole's format spec. Measured timings (host microseconds on this machine, emulation speed) are
