@@ -712,6 +712,22 @@ BEYOND = [
     _bf("against\n{e2e_us:,.0f} us and", _beyond("tcresnet_ts17", "twohot", batch=32, layers=True), "at batch 1; "),
     _bf("us and {e2e_us:.1f} against {_} us at batch 32", _beyond("tcresnet_ts17", "fixed8", batch=32), "at batch 1; "),
     _bf("against {e2e_us:,.0f} us at batch 32 (the layer path's", _beyond("tcresnet_ts17", "fixed8", batch=32, layers=True)),
+    # tcresnet in bfp8 on bfp8_pynq-z2 and bfp8_zcu104 (batch 1 and 32)
+    *[_bf(t, Net("tests/data/torch/beyond/tcresnet_ts17.onnx", "bfp8", format="{type: bfp, accel: %s}" % acc, batch=b,
+                 layers=lay), "`hlsnn perf` of `tcresnet_ts17` in bfp8 on `bfp8_pynq-z2`") for acc, b, lay, t in [
+        ("bfp8_pynq-z2", 1, True, "one start against the layer\npath's {starts}, "),
+        ("bfp8_pynq-z2", 1, False, "path's {_}, {e2e_us:.1f} us against"),
+        ("bfp8_pynq-z2", 1, True, "us against {e2e_us:,.1f} us end to end at batch 1"),
+        ("bfp8_pynq-z2", 1, False, "at batch 1 (kernel {kernel_us:.1f} us against"),
+        ("bfp8_pynq-z2", 1, True, "against the layer kernels'\n{kernel_us:.1f}),"),
+        ("bfp8_pynq-z2", 32, False, "), {e2e_us:.1f} against"),
+        ("bfp8_pynq-z2", 32, True, "against {e2e_us:,.1f} us at batch 32 (kernel"),
+        ("bfp8_pynq-z2", 32, False, "at batch 32 (kernel {kernel_us:.1f} against"),
+        ("bfp8_pynq-z2", 32, True, "against {kernel_us:.1f}: at batch 32"),
+        ("bfp8_zcu104", 1, False, "(the accuracy table's): {e2e_us:.1f} against"),
+        ("bfp8_zcu104", 1, True, "against {e2e_us:,.1f} us ({starts} starts) at batch 1"),
+        ("bfp8_zcu104", 32, False, "at batch 1, {e2e_us:.1f} against"),
+        ("bfp8_zcu104", 32, True, "against\n{e2e_us:,.1f} us at batch 32 (re-modelled")]],
     # tc_dw (the family's) bfp8
     *_one_vs_layers("`hlsnn perf tc_dw_ts17_bfp8.hlsnn --batch 1`", _fam(VF, "tc_dw_ts17", "bfp8"),
                     _fam(VF, "tc_dw_ts17", "bfp8", layers=True),
@@ -804,11 +820,15 @@ BEYOND = [
         _fam(V7, "s_unet_res_dynamo", "fixed8"), "s_unet_res fixed8:"),
     _bf("`input_terms: 1` in one start: {e2e_us:.1f} us, {lut:,} LUT", _fam(
         V7, "s_unet_res_dynamo", "fixed8", format="{type: fixed, accel: sparse8_pynq-z2, input_terms: 1}")),
-    _bf("csim and board == emu on 16; {e2e_us:.1f} us and {lut:,} LUT since", _fam(
+    _bf("with today's host and resource models {e2e_us:.1f} us and {lut:,} LUT)", _fam(
         V7, "s_unet_res_dynamo", "fixed8", format="{type: fixed, accel: sparse8net_pynq-z2}")),
-    _bf("kernel {_} -> {kernel_cycles:,} cycles ({_} -> {kernel_us:.1f} us), end to end {_} -> {e2e_us:.1f} us;", _fam(
-        V7, "s_unet_res_dynamo", "fixed8", format="{type: fixed, accel: sparse8net_pynq-z2}"), "s_unet_res_dynamo fixed8 board-sized"),
-    _bf("(`input_terms: 2`) {_} -> {kernel_cycles:,} cycles, {_} -> {e2e_us:.1f} us.", _fam(
+    # the board-sized load at II 1: the before -> after pairs are that day's host model; today's after them
+    _bf("today's model: s_unet_res_dynamo {kernel_cycles:,} cycles, {kernel_us:.1f} us, {e2e_us:.1f} us end to end", _fam(
+        V7, "s_unet_res_dynamo", "fixed8", format="{type: fixed, accel: sparse8net_pynq-z2}")),
+    _bf("k_ae_lin_ts17 {kernel_cycles:,} cycles, {e2e_us:.1f} us).", _fam(
+        V6, "k_ae_lin_ts17", "fixed8", format="{type: fixed, accel: sparse8net_pynq-z2, input_terms: 2}"),
+        "today's model: s_unet_res_dynamo"),
+    _bf("(`input_terms: 2`) {_} -> {kernel_cycles:,} cycles,", _fam(
         V6, "k_ae_lin_ts17", "fixed8", format="{type: fixed, accel: sparse8net_pynq-z2, input_terms: 2}"),
         "k_ae_lin_ts17 fixed8 board-sized"),
     # s_unet_res (rules 6a, 8a)
@@ -825,9 +845,10 @@ BEYOND = [
         V7, "s_unet_res_dynamo", "fixed8", format="{type: fixed, accel: sparse8_pynq-z2, input_terms: 1}")),
     # rule 9p: h_dw_prelu and h_jet_bnin bfp8 (the fifth family's)
     _bf("h_dw_prelu {_} -> {kernel_cycles:,} (its", _fam(V5, "h_dw_prelu_ts17", "bfp8")),
-    _bf("/ {_}), {_} -> {kernel_us:.1f} us, end to end {_} -> {e2e_us:.1f} us; h_jet_bnin", _fam(V5, "h_dw_prelu_ts17", "bfp8")),
-    _bf("h_jet_bnin {_} -> {kernel_cycles:,}, {_} -> {kernel_us:.1f} us, end to end {_} -> {e2e_us:.1f} us",
-        _fam(V5, "h_jet_bnin_ts17", "bfp8")),
+    _bf("/ {_}), {_} -> {kernel_us:.1f} us, end to end", _fam(V5, "h_dw_prelu_ts17", "bfp8")),
+    _bf("h_jet_bnin {_} -> {kernel_cycles:,}, {_} -> {kernel_us:.1f} us, end to end", _fam(V5, "h_jet_bnin_ts17", "bfp8")),
+    _bf("today's end to end: h_dw_prelu {e2e_us:.1f} us,", _fam(V5, "h_dw_prelu_ts17", "bfp8")),
+    _bf("us, h_jet_bnin {e2e_us:.1f} us; both exports alike", _fam(V5, "h_jet_bnin_ts17", "bfp8")),
     # rule 9w: h_dw_prelu in one start
     _bf("same): {e2e_us:,.1f} ->", _fam(V5, "h_dw_prelu_ts17", "bfp8", layers=True), "`hlsnn perf h_dw_prelu_ts17-bfp8.hlsnn"),
     _bf("-> {e2e_us:.1f} us end to end, {bram} BRAM36, {lut:,} LUT, {dsp} DSP", _fam(V5, "h_dw_prelu_ts17", "bfp8"),
