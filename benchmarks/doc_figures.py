@@ -813,6 +813,8 @@ BEYOND = [
         "k_ae_lin fixed8 (both exports)"),
     _bf("-> {e2e_us:.1f} us end to end in one start ({kernel_us:.1f} us kernel), {lut:,} LUT / {ff:,} FF / {dsp} DSP",
         _fam(V6, "k_ae_lin_ts17", "fixed8")),
+    _bf("(one term in one start, `input_terms: 1`: {e2e_us:.1f} us, {lut:,} LUT)", _fam(
+        V6, "k_ae_lin_ts17", "fixed8", format="{type: fixed, accel: sparse8_pynq-z2, input_terms: 1}")),
     # s_unet_res fixed8 (rule 12t of a pending Add); its board-sized kernel
     _bf("s_unet_res fixed8: layers ({starts} starts, {e2e_us:,.1f} us modelled end to end;",
         _fam(V7, "s_unet_res_dynamo", "fixed8", layers=True)),
