@@ -728,6 +728,10 @@ BEYOND = [
         ("bfp8_zcu104", 1, True, "against {e2e_us:,.1f} us ({starts} starts) at batch 1"),
         ("bfp8_zcu104", 32, False, "at batch 1, {e2e_us:.1f} against"),
         ("bfp8_zcu104", 32, True, "against\n{e2e_us:,.1f} us at batch 32 (re-modelled")]],
+    _bf("The bfp network kernel is modelled at {lut:,} LUTs, beyond the Z-7020's", Net(
+        "tests/data/torch/beyond/tcresnet_ts17.onnx", "bfp8", format="{type: bfp, accel: bfp8_pynq-z2}")),
+    _bf("transpose takes 0.1-0.2 us of the kernel's {kernel_us:.1f} us at batch 1", _beyond("tokens_clf_ts17", "twohot")),
+    _bf("`f_unet_milesial` on the PYNQ-Z2 ({lut:,} LUT;", _beyond("v_f_unet_milesial_ts17", "twohot")),
     # tc_dw (the family's) bfp8
     *_one_vs_layers("`hlsnn perf tc_dw_ts17_bfp8.hlsnn --batch 1`", _fam(VF, "tc_dw_ts17", "bfp8"),
                     _fam(VF, "tc_dw_ts17", "bfp8", layers=True),
