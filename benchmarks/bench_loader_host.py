@@ -41,6 +41,11 @@ Usage::
 
     OMP_NUM_THREADS=1 python benchmarks/bench_loader_host.py --hlsnn /tmp/hrep/*.hlsnn --calls 2000
 
+``--fallback`` times a ``--host-fallback`` GRU and LSTM node (``hlsnn.deploy.hostops.run`` of the
+imported layer: onnx's reference evaluator built and run on each sample; input 16, hidden 32, 4 and
+32 steps, batch 1) and fits a fixed cost and a cost per step, the source of
+:data:`~hlsnn.network.hostmodel.FALLBACK_RNN`.
+
 ``--ops-only --rounds 3`` fits part 2's op kinds alone, in rounds in one process (the re-fit of
 ``HOST_OPS``), with a few kinds ``HOST_OPS`` does not time beside them (``UNTIMED``: what the
 model's default for those, the timed kinds' medians, stands for).
@@ -109,6 +114,52 @@ def op_costs(calls, ops=None):
             x = rng.normal(size=_shape(n))
             t.append(median_us(lambda x=x: hostops.run(spec, [x]), calls))
         res[op] = dict(zip(("fixed_us", "ns"), _fit(*t)), us=t)
+    return res
+
+
+def _fallback_layer(op, steps, f=16, h=32):
+    """The ``--host-fallback`` layer of a GRU or LSTM (hidden ``h``) on ``steps`` steps of ``f``
+    features, as PyTorch's TorchScript export of ``batch_first=True`` writes it (input transposed to
+    (T, 1, F), a file of batch 1): imported with ``host_fallback=True``."""
+    import tempfile
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from hlsnn.deploy.onnx_import import load_onnx
+    g = 3 if op == "GRU" else 4
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array((rng.normal(size=sh) * 0.3).astype(np.float32), n) for n, sh in
+             (("W", (1, g * h, f)), ("R", (1, g * h, h)), ("B", (1, 2 * g * h)))]
+    inits += [numpy_helper.from_array(np.array([1], np.int64), "ax1"),
+              numpy_helper.from_array(np.array([1, steps * h], np.int64), "shape"),
+              numpy_helper.from_array((rng.normal(size=(5, steps * h)) * 0.3).astype(np.float32), "wf"),
+              numpy_helper.from_array(np.zeros(5, np.float32), "bf")]
+    nodes = [helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0, 2]),
+             helper.make_node(op, ["xt", "W", "R", "B"], ["Y"], hidden_size=h),
+             helper.make_node("Squeeze", ["Y", "ax1"], ["ys"]), helper.make_node("Transpose", ["ys"], ["yb"], perm=[1, 0, 2]),
+             helper.make_node("Reshape", ["yb", "shape"], ["flat"]),
+             helper.make_node("Gemm", ["flat", "wf", "bf"], ["y"], transB=1)]
+    graph = helper.make_graph(nodes, "rnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, steps, f])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5])], initializer=inits)
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "rnn.onnx"
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+        net = load_onnx(path, host_fallback=True)
+    return next(la for la in net.layers if la.kind == "host" and la.op == "fallback")
+
+
+def fallback_costs(calls, steps=(4, 32)):
+    """``--fallback``: per recurrent op, ``hostops.run`` of its fallback layer at ``steps`` steps
+    (batch 1): the fitted fixed cost and cost per step."""
+    res = {}
+    rng = np.random.default_rng(1)
+    for op in ("GRU", "LSTM"):
+        t = []
+        for n in steps:
+            la = _fallback_layer(op, n)
+            x = rng.normal(size=(1, n, 1, 16))
+            t.append(median_us(lambda la=la, x=x: hostops.run(la, [x]), calls))
+        per = (t[1] - t[0]) / (steps[1] - steps[0])
+        res[op] = {"fixed_us": max(0.0, t[0] - per * steps[0]), "us_per_step": per, "us": t, "steps": list(steps)}
     return res
 
 
@@ -217,7 +268,18 @@ def main(argv=None):
     ap.add_argument("--ops-only", action="store_true",
                     help="only the host ops (OPS, and UNTIMED beside them), --rounds times in this process")
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--fallback", action="store_true",
+                    help="only a --host-fallback GRU and LSTM node: fixed us + us per step (FALLBACK_RNN)")
     args = ap.parse_args(argv)
+    if args.fallback:
+        res = fallback_costs(min(args.calls, 60))
+        if args.json:
+            print(json.dumps(res, indent=1))
+            return 0
+        for op, c in res.items():
+            print(f"{op}: {c['fixed_us']:.1f} us + {c['us_per_step']:.2f} us per step (medians {c['us'][0]:.0f} / "
+                  f"{c['us'][1]:.0f} us at {c['steps'][0]} / {c['steps'][1]} steps)")
+        return 0
     if args.ops_only:
         return _ops_only(args)
     if not args.hlsnn:

@@ -18,7 +18,10 @@ sentences and table rows of the docs. Each entry of :data:`FIGURES` is one place
   --assignment A`` then ``hlsnn perf NAME.hlsnn [--batch N] [--board B] [--layer-by-layer]``
   (:func:`hlsnn.network.latency.model`: kernel, host model, end to end, and the network kernel's
   resource model); :class:`Res` is ``hlsnn info CONFIG``'s resource estimate. ``ii1=True`` (every
-  loop at II 1) only where the text says that is its basis.
+  loop at II 1) only where the text says that is its basis. A :class:`Net`'s model may be one the
+  repository builds rather than stores, ``built(SCRIPT, KEY)``: issue 52's families, exported first
+  by ``scripts/SCRIPT.py export`` (torch + onnxscript; minutes a family; ``--models DIR`` keeps them,
+  ``--built no`` leaves those entries out).
 
 A figure reproduces when the hole's text in the file equals the computed value formatted by the
 hole's format spec. Measured timings (host microseconds on this machine, emulation speed) are
@@ -684,7 +687,8 @@ BEYOND = [
                          ("f_dw_gate", lambda a, **kw: _fam(VFR, "f_dw_gate_ts17", a, **kw))]
       for i, a in enumerate(["bfp8", "twohot", "fixed8"])
       for f in [_bf(f"| {name}, one start | " + "{_} | " * i + ONE + " |", mk(a)),
-                _bf(f"| {name}, layer by layer (" + "{_} | " * (i + 1) + ONE + (" ⁸ |" if a == "bfp8" else " |"),
+                _bf(f"| {name}, layer by layer (" + "{_} | " * (i + 1) + "{e2e_us:,.1f} ({kernel_us:.1f})"
+                    + (" ⁸ |" if a == "bfp8" else " |"),
                     mk(a, layers=True))]],
     _bf("| f_dw_cbam, layer by layer ({starts} starts) |", _beyond("v_f_dw_cbam_ts17", "twohot", layers=True)),
     _bf("| f_tc_cbam, layer by layer ({starts} starts) |", _fam(VFR, "f_tc_cbam_dynamo", "twohot", layers=True)),
@@ -709,6 +713,26 @@ BEYOND = [
     _bf("against\n{e2e_us:,.0f} us and", _beyond("tcresnet_ts17", "twohot", batch=32, layers=True), "at batch 1; "),
     _bf("us and {e2e_us:.1f} against {_} us at batch 32", _beyond("tcresnet_ts17", "fixed8", batch=32), "at batch 1; "),
     _bf("against {e2e_us:,.0f} us at batch 32 (the layer path's", _beyond("tcresnet_ts17", "fixed8", batch=32, layers=True)),
+    # tcresnet in bfp8 on bfp8_pynq-z2 and bfp8_zcu104 (batch 1 and 32)
+    *[_bf(t, Net("tests/data/torch/beyond/tcresnet_ts17.onnx", "bfp8", format="{type: bfp, accel: %s}" % acc, batch=b,
+                 layers=lay), "`hlsnn perf` of `tcresnet_ts17` in bfp8 on `bfp8_pynq-z2`") for acc, b, lay, t in [
+        ("bfp8_pynq-z2", 1, True, "one start against the layer\npath's {starts}, "),
+        ("bfp8_pynq-z2", 1, False, "path's {_}, {e2e_us:.1f} us against"),
+        ("bfp8_pynq-z2", 1, True, "us against {e2e_us:,.1f} us end to end at batch 1"),
+        ("bfp8_pynq-z2", 1, False, "at batch 1 (kernel {kernel_us:.1f} us against"),
+        ("bfp8_pynq-z2", 1, True, "against the layer kernels'\n{kernel_us:.1f}),"),
+        ("bfp8_pynq-z2", 32, False, "), {e2e_us:.1f} against"),
+        ("bfp8_pynq-z2", 32, True, "against {e2e_us:,.1f} us at batch 32 (kernel"),
+        ("bfp8_pynq-z2", 32, False, "at batch 32 (kernel {kernel_us:.1f} against"),
+        ("bfp8_pynq-z2", 32, True, "against {kernel_us:.1f}: at batch 32"),
+        ("bfp8_zcu104", 1, False, "(the accuracy table's): {e2e_us:.1f} against"),
+        ("bfp8_zcu104", 1, True, "against {e2e_us:,.1f} us ({starts} starts) at batch 1"),
+        ("bfp8_zcu104", 32, False, "at batch 1, {e2e_us:.1f} against"),
+        ("bfp8_zcu104", 32, True, "against\n{e2e_us:,.1f} us at batch 32 (re-modelled")]],
+    _bf("The bfp network kernel is modelled at {lut:,} LUTs, beyond the Z-7020's", Net(
+        "tests/data/torch/beyond/tcresnet_ts17.onnx", "bfp8", format="{type: bfp, accel: bfp8_pynq-z2}")),
+    _bf("transpose takes 0.1-0.2 us of the kernel's {kernel_us:.1f} us at batch 1", _beyond("tokens_clf_ts17", "twohot")),
+    _bf("`f_unet_milesial` on the PYNQ-Z2 ({lut:,} LUT;", _beyond("v_f_unet_milesial_ts17", "twohot")),
     # tc_dw (the family's) bfp8
     *_one_vs_layers("`hlsnn perf tc_dw_ts17_bfp8.hlsnn --batch 1`", _fam(VF, "tc_dw_ts17", "bfp8"),
                     _fam(VF, "tc_dw_ts17", "bfp8", layers=True),
@@ -794,6 +818,8 @@ BEYOND = [
         "k_ae_lin fixed8 (both exports)"),
     _bf("-> {e2e_us:.1f} us end to end in one start ({kernel_us:.1f} us kernel), {lut:,} LUT / {ff:,} FF / {dsp} DSP",
         _fam(V6, "k_ae_lin_ts17", "fixed8")),
+    _bf("(one term in one start, `input_terms: 1`: {e2e_us:.1f} us, {lut:,} LUT)", _fam(
+        V6, "k_ae_lin_ts17", "fixed8", format="{type: fixed, accel: sparse8_pynq-z2, input_terms: 1}")),
     # s_unet_res fixed8 (rule 12t of a pending Add); its board-sized kernel
     _bf("s_unet_res fixed8: layers ({starts} starts, {e2e_us:,.1f} us modelled end to end;",
         _fam(V7, "s_unet_res_dynamo", "fixed8", layers=True)),
@@ -801,11 +827,15 @@ BEYOND = [
         _fam(V7, "s_unet_res_dynamo", "fixed8"), "s_unet_res fixed8:"),
     _bf("`input_terms: 1` in one start: {e2e_us:.1f} us, {lut:,} LUT", _fam(
         V7, "s_unet_res_dynamo", "fixed8", format="{type: fixed, accel: sparse8_pynq-z2, input_terms: 1}")),
-    _bf("csim and board == emu on 16; {e2e_us:.1f} us and {lut:,} LUT since", _fam(
+    _bf("with today's host and resource models {e2e_us:.1f} us and {lut:,} LUT)", _fam(
         V7, "s_unet_res_dynamo", "fixed8", format="{type: fixed, accel: sparse8net_pynq-z2}")),
-    _bf("kernel {_} -> {kernel_cycles:,} cycles ({_} -> {kernel_us:.1f} us), end to end {_} -> {e2e_us:.1f} us;", _fam(
-        V7, "s_unet_res_dynamo", "fixed8", format="{type: fixed, accel: sparse8net_pynq-z2}"), "s_unet_res_dynamo fixed8 board-sized"),
-    _bf("(`input_terms: 2`) {_} -> {kernel_cycles:,} cycles, {_} -> {e2e_us:.1f} us.", _fam(
+    # the board-sized load at II 1: the before -> after pairs are that day's host model; today's after them
+    _bf("today's model: s_unet_res_dynamo {kernel_cycles:,} cycles, {kernel_us:.1f} us, {e2e_us:.1f} us end to end", _fam(
+        V7, "s_unet_res_dynamo", "fixed8", format="{type: fixed, accel: sparse8net_pynq-z2}")),
+    _bf("k_ae_lin_ts17 {kernel_cycles:,} cycles, {e2e_us:.1f} us).", _fam(
+        V6, "k_ae_lin_ts17", "fixed8", format="{type: fixed, accel: sparse8net_pynq-z2, input_terms: 2}"),
+        "today's model: s_unet_res_dynamo"),
+    _bf("(`input_terms: 2`) {_} -> {kernel_cycles:,} cycles,", _fam(
         V6, "k_ae_lin_ts17", "fixed8", format="{type: fixed, accel: sparse8net_pynq-z2, input_terms: 2}"),
         "k_ae_lin_ts17 fixed8 board-sized"),
     # s_unet_res (rules 6a, 8a)
@@ -822,9 +852,10 @@ BEYOND = [
         V7, "s_unet_res_dynamo", "fixed8", format="{type: fixed, accel: sparse8_pynq-z2, input_terms: 1}")),
     # rule 9p: h_dw_prelu and h_jet_bnin bfp8 (the fifth family's)
     _bf("h_dw_prelu {_} -> {kernel_cycles:,} (its", _fam(V5, "h_dw_prelu_ts17", "bfp8")),
-    _bf("/ {_}), {_} -> {kernel_us:.1f} us, end to end {_} -> {e2e_us:.1f} us; h_jet_bnin", _fam(V5, "h_dw_prelu_ts17", "bfp8")),
-    _bf("h_jet_bnin {_} -> {kernel_cycles:,}, {_} -> {kernel_us:.1f} us, end to end {_} -> {e2e_us:.1f} us",
-        _fam(V5, "h_jet_bnin_ts17", "bfp8")),
+    _bf("/ {_}), {_} -> {kernel_us:.1f} us, end to end", _fam(V5, "h_dw_prelu_ts17", "bfp8")),
+    _bf("h_jet_bnin {_} -> {kernel_cycles:,}, {_} -> {kernel_us:.1f} us, end to end", _fam(V5, "h_jet_bnin_ts17", "bfp8")),
+    _bf("today's end to end: h_dw_prelu {e2e_us:.1f} us,", _fam(V5, "h_dw_prelu_ts17", "bfp8")),
+    _bf("us, h_jet_bnin {e2e_us:.1f} us; both exports alike", _fam(V5, "h_jet_bnin_ts17", "bfp8")),
     # rule 9w: h_dw_prelu in one start
     _bf("same): {e2e_us:,.1f} ->", _fam(V5, "h_dw_prelu_ts17", "bfp8", layers=True), "`hlsnn perf h_dw_prelu_ts17-bfp8.hlsnn"),
     _bf("-> {e2e_us:.1f} us end to end, {bram} BRAM36, {lut:,} LUT, {dsp} DSP", _fam(V5, "h_dw_prelu_ts17", "bfp8"),

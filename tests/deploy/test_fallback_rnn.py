@@ -153,3 +153,14 @@ def test_the_compiled_lstm_runs_each_sample_as_the_deployment(tmp_path):
         for a in accs.values():
             a.close()
     np.testing.assert_array_equal(hlsnn.load(tmp_path / "lstm.hlsnn", "emu")(x[16:]), want)
+    # its modelled end to end counts the LSTM at the fitted host-fallback estimate (T steps of one
+    # sample), on the network path and layer by layer, not at a generic host op's few microseconds
+    from hlsnn.network import hostmodel, latency
+    node = onnx.helper.make_node("LSTM", ["xt", "W", "R", "B"], ["Y", "Y_h"], hidden_size=H)
+    want_us = hostmodel.fallback_us("cortex-a9-650", node, {"W": np.zeros((1, 4 * H, F))}, T * F, 1)["us"]
+    assert want_us == pytest.approx(10 * (hostmodel.FALLBACK_RNN["LSTM"][0] + T * hostmodel.FALLBACK_RNN["LSTM"][1]))
+    for network in (None, False):
+        res = latency.model(tmp_path / "lstm.hlsnn", network=network)
+        row = next(r for r in res["layers"] if r["name"] == "rnn")
+        assert row["host_us"] >= want_us and row["host_us"] < want_us + 5, (network, row)
+        assert res["end_to_end_us"] > want_us

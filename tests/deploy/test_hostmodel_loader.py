@@ -102,3 +102,32 @@ def test_the_input_check_keeps_what_the_c_host_path_takes_as_stored_and_refuses_
     bad[1, 2, 3] = np.inf
     with pytest.raises(InputError, match="1 non-finite"):
         CompiledNet._check_input(me, bad, stored=True)
+
+
+def _rnn_node(op, f, h, dirs=1):
+    """A recurrent ONNX node with its weight ``W`` (dirs, gates x h, f) as a constant input."""
+    import numpy as np
+    onnx = pytest.importorskip("onnx")
+    gates = 3 if op == "GRU" else 4
+    node = onnx.helper.make_node(op, ["x", "W", "R"], ["Y"], hidden_size=h,
+                                 direction="bidirectional" if dirs == 2 else "forward")
+    return node, {"W": np.zeros((dirs, gates * h, f), np.float32), "R": np.zeros((dirs, gates * h, h), np.float32)}
+
+
+@pytest.mark.parametrize("op", ["GRU", "LSTM"])
+def test_a_host_fallback_rnn_costs_its_steps_of_each_sample_at_the_fitted_rate(op):
+    """A --host-fallback GRU/LSTM (onnx's reference, a Python loop over the steps): the fitted fixed
+    cost + batch x steps x directions its cost per step, the steps the input's elements per sample
+    over the input size (T x 1 x F for the (T, 1, F) input of a batch-1 file); on a board times the
+    Python factor. Another fallback node has no estimate of its own (None: the caller's generic op)."""
+    fixed, per = hm.FALLBACK_RNN[op]
+    node, consts = _rnn_node(op, f=16, h=32)
+    one = hm.fallback_us("x86-this-machine", node, consts, in_elems=8 * 16, batch=1)
+    assert one["us"] == pytest.approx(fixed + 8 * per) and "host-fallback estimate" in one["basis"]
+    assert hm.fallback_us("x86-this-machine", node, consts, 8 * 16, batch=4)["us"] == pytest.approx(fixed + 32 * per)
+    bi, bc = _rnn_node(op, f=16, h=32, dirs=2)
+    assert hm.fallback_us("x86-this-machine", bi, bc, 8 * 16, batch=1)["us"] == pytest.approx(fixed + 16 * per)
+    a9 = hm.fallback_us("cortex-a9-650", node, consts, 8 * 16, batch=1)["us"]
+    assert a9 == pytest.approx(hm.SCALE["cortex-a9-650"]["python"] * one["us"])
+    onnx = pytest.importorskip("onnx")
+    assert hm.fallback_us("x86-this-machine", onnx.helper.make_node("Mod", ["a", "b"], ["c"]), {}, 8, 1) is None

@@ -250,8 +250,10 @@ def end_to_end_latency(dep, net, cfg, name, accs, x1) -> dict:
     (:func:`hlsnn.network.latency.model`): the network kernel's path where the model has one
     (one kernel start), else today's layer-by-layer calls. ``end_to_end`` holds ``board``,
     ``path``, ``kernel_starts``, ``kernel_us``, ``host_us`` and ``end_to_end_us``, or is None
-    with ``end_to_end_note`` saying why (a dynamic calibration or a ``--host-fallback`` layer:
-    no compiled model). ``x1``: one input, for the layers' shapes and densities."""
+    with ``end_to_end_note`` saying why (a dynamic calibration: no compiled model). A ``--host-fallback``
+    layer is compiled as ``hlsnn compile --host-fallback`` stores it (its cost: a GRU's or LSTM's
+    fitted estimate, :func:`hlsnn.network.hostmodel.fallback_us`; another node's a generic host op's,
+    a lower bound). ``x1``: one input, for the layers' shapes and densities."""
     import tempfile
     from pathlib import Path
     from ..network import artifact, latency
@@ -259,7 +261,8 @@ def end_to_end_latency(dep, net, cfg, name, accs, x1) -> dict:
     if cfg.calibration["mode"] != "static":
         return {"end_to_end": None, "end_to_end_note": "dynamic calibration: no compiled model to model end to end"}
     try:
-        program, arrays = program_of(dep, net, cfg, name, accs, x_cal=0)
+        fallback = any(la.kind == "host" and la.op == "fallback" for la in net.layers)
+        program, arrays = program_of(dep, net, cfg, name, accs, x_cal=0, host_fallback=fallback)
         arrays["check/x"] = np.asarray(x1, np.float64)
         with tempfile.TemporaryDirectory(prefix="hlsnn-e2e-") as d:
             path = Path(d) / f"{name}.hlsnn"

@@ -222,6 +222,36 @@ def op_cost_x86(op):
     return (sorted(f for f, _ in timed)[len(timed) // 2], sorted(n for _, n in timed)[len(timed) // 2])
 
 
+#: ``--host-fallback`` recurrent nodes run by onnx's reference evaluator (:func:`hlsnn.deploy.hostops._fallback`):
+#: ``(fixed us, us per time step)`` on this x86, the fixed cost per call (the one-node model and its
+#: evaluator built) and the cost of each step of each sample (the reference's Python loop over the
+#: sequence; the step's products are tiny next to it). Measured by ``OMP_NUM_THREADS=1 python
+#: benchmarks/bench_loader_host.py --fallback`` (input 16, hidden 32, 4 and 32 steps, batch 1; medians
+#: of 60 calls under other jobs' load 10-13 on 2 cores; an earlier run gave GRU 176 + 35.6, LSTM 117 +
+#: 40.2): a host-fallback estimate, +-20 %, not one of the timed host ops).
+FALLBACK_RNN = {"GRU": (157.6, 36.9), "LSTM": (143.9, 40.1)}
+
+
+def fallback_us(cpu, node, consts, in_elems, batch):
+    """A ``--host-fallback`` node (``node``: its ONNX NodeProto; ``consts``: its constant inputs;
+    ``in_elems``: its first input's elements per sample) on ``cpu``: ``{"us", "basis"}``. A GRU or LSTM:
+    :data:`FALLBACK_RNN`'s fixed cost + ``batch x steps x directions`` its cost per step (steps =
+    ``in_elems`` / the input size, the last axis of ``W``), times the CPU's Python factor; any other
+    node: None (the caller's generic host op, a lower bound)."""
+    if node.op_type not in FALLBACK_RNN or node.domain or len(node.input) < 2 or node.input[1] not in consts:
+        return None
+    w = getattr(consts[node.input[1]], "shape", ())
+    if len(w) != 3 or not w[2]:
+        return None
+    steps = int(in_elems) // int(w[2]) * int(w[0])
+    fixed, per = FALLBACK_RNN[node.op_type]
+    s = SCALE[cpu]["python"]
+    ests = "measured" if cpu == "x86-this-machine" else "estimate"
+    return {"us": (fixed + per * steps * batch) * s,
+            "basis": f"host-fallback estimate ({ests}): onnx's reference {node.op_type}, {fixed} us + {batch} x "
+                     f"{steps} steps x {per} us on x86 x {s:g}; benchmarks/bench_loader_host.py --fallback"}
+
+
 def op_us(cpu, op, elements):
     """Host op ``op`` (or ``"bfp patches"``) on ``elements`` float64 values on ``cpu``:
     ``{"us", "basis"}``, the x86 figure times the CPU's Python factor."""

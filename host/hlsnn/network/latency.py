@@ -208,6 +208,11 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
         n_el = sum(int(np.prod(sh)) for _, sh in e["ins"]) * batch
         hb = host_bytes("host", n_el, int(np.prod(e["ins"][0][1])) * batch)
         oc = hostmodel.op_us(b["cpu"], e["op"], n_el)
+        if e["op"] == "fallback":           # a --host-fallback node: its own estimate where one is fitted
+            st = e["stub"]
+            oc = hostmodel.fallback_us(b["cpu"], st.node, st.attrs.get("consts") or {}, int(np.prod(e["ins"][0][1])),
+                                       batch) or dict(oc, basis="host-fallback node, not timed (a lower bound): "
+                                                      + oc["basis"])
         pre.append(row(e["name"], "host " + e["op"] + " (before the start)", host_bytes=hb, host_us=oc["us"],
                        basis=oc["basis"]))
     if net.host_before and bfp_words and net.input.get("patches"):
@@ -365,6 +370,13 @@ def model(path, *, board=None, batch=1, network=None, host="c", input_dtype="flo
             elif j["kind"] == "host":
                 hb = host_bytes("host", in_el, out_el)
                 row.update(host_bytes=hb, host_us=cpu["op_us"] + hb * cpu["byte_us"], fabric_us=0.0)
+                if j["op"] == "fallback":    # a --host-fallback node: its own estimate where one is fitted
+                    st = next((la for la in net._dep.net.layers if la.name == j["name"]), None)
+                    from .hostmodel import fallback_us
+                    oc = None if st is None or ins[0] is None else fallback_us(
+                        b["cpu"], st.node, st.attrs.get("consts") or {}, _elems(ins[0]) // batch, batch)
+                    if oc is not None:
+                        row.update(host_us=oc["us"] + hb * cpu["byte_us"], basis=oc["basis"])
             else:
                 ex = net._dep.execs[j["name"]]
                 acc = ex.acc
