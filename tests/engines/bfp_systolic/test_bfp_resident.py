@@ -137,7 +137,8 @@ def test_the_emulators_store_follows_the_kernels_ring():
 @pytest.mark.parametrize("target", ["emu", pytest.param("csim", marks=pytest.mark.csim),
                                     pytest.param("sim", marks=pytest.mark.csim)])
 @pytest.mark.parametrize("config, batch, k, n", [
-    ("t16_row", 100, 20, 6),     # 48 samples a call (the stores): 48, 48, 4
+    # 48 samples a call (the stores): 48, 48, 4 (slow: the emu's stream path takes ~15 s on 100 samples)
+    pytest.param("t16_row", 100, 20, 6, marks=pytest.mark.slow),
     ("t16_gemv", 21, 64, 8),     # 10 a call: 10, 10, 1 (the last one resident and in GEMV mode)
 ])
 def test_a_split_gemm_streams_its_weights_once(target, config, batch, k, n):
@@ -176,6 +177,7 @@ def test_a_split_gemm_streams_its_weights_once(target, config, batch, k, n):
         assert acc.kernel.resident == (n, k)
 
 
+@pytest.mark.slow     # t16_gemv's C-simulation library (conftest.SLOW_CSIM_CONFIGS) for one test
 @pytest.mark.csim
 def test_a_resident_call_of_several_groups_reads_its_samples_in_the_array_loop():
     """With GEMV mode in the config, a resident call of more than one group (and not in GEMV
