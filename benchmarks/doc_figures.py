@@ -390,8 +390,7 @@ def _row(op, cells):
 
 
 FIGURES = [
-    # bfp_systolic: the figures table (bfp8_zcu104's rows are left to the GEMV-mode work) and the
-    # DSP packing paragraph
+    # bfp_systolic: the figures table and the DSP packing paragraph
     Figure(BFP, "| GEMV 1×1024×1024 | {cycles:,} | {ms:.3g} ms | {mpc:.1f} / 176 | {util_pct:.1f}% |",
            Op("bfp16_pynq-z2", gemm=GEMV), after="| bfp16_pynq-z2 (100 MHz; 8×11)"),
     Figure(BFP, "| GEMM 256×1024×1024 (6 calls) | {cycles:,} | {ms:.3g} ms | {mpc:.0f} / 176 | {util_pct:.1f}% |",
@@ -406,6 +405,17 @@ FIGURES = [
            Op("bfp8_ultra96v2", gemm=GEMV), after="| bfp8_ultra96v2 (150 MHz; 28×11, packed)"),
     Figure(BFP, "| GEMM 256×1024×1024 (6 calls) | {cycles:,} | {ms:.3g} ms | {mpc:.0f} / 616 | {util_pct:.1f}% |",
            Op("bfp8_ultra96v2", gemm=GEMM), after="| bfp8_ultra96v2 (150 MHz; 28×11, packed)"),
+    # bfp8_zcu104's rows (GEMV mode; the GEMM's split: hzov)
+    Figure(BFP, "| GEMV | {cycles:,} | {ms:.2f} ms | {mpc:.1f} / 1536 | {util_pct:.1f}% |",
+           Op("bfp8_zcu104", gemm=GEMV), after="| bfp8_zcu104 (150 MHz; 48×16)"),
+    Figure(BFP, "| GEMV 1×1024×1024, `--resident` (GEMV mode) | {cycles:,} | {us:.1f} µs | {mpc:.0f} / 1536 | "
+                "{util_pct:.1f}% |", Op("bfp8_zcu104", gemm=GEMV, resident=True)),
+    Figure(BFP, "| GEMM 4×1024×1024, `--resident` (GEMV mode, the samples one after another) | {cycles:,} | "
+                "{us:.1f} µs | {mpc:.0f} / 1536 | {util_pct:.1f}% |", Op("bfp8_zcu104", gemm=(4, 1024, 1024), resident=True)),
+    Figure(BFP, "| GEMM 256×1024×1024 (2 calls: the weights streamed once, the second call's samples in the array "
+                "loop) | {cycles:,} | {ms:.2f} ms | {mpc:.0f} / 1536 | {util_pct:.1f}% |", Op("bfp8_zcu104", gemm=GEMM)),
+    Figure(BFP, "The GEMM is then {cycles:,} cycles, {util_pct:.1f}% of the peak", Op("bfp8_zcu104", gemm=GEMM)),
+    Figure(BFP, "The ZCU104 config has 1,536 DSPs, and its GEMM takes {ms:.2f} ms.", Op("bfp8_zcu104", gemm=GEMM)),
     Figure(BFP, "Its GEMM 256×1024×1024 takes {cycles:,} cycles ({util_pct:.1f}% of 616 MAC/cycle, {ms:.2f} ms)",
            Op("bfp8_ultra96v2", gemm=GEMM)),
     Figure(BFP, "against {cycles:,} for the unpacked 14×11 ({ms:.2f} ms)",
@@ -567,7 +577,10 @@ FIGURES = [
           ("bfp12_ultra96v2-stats", "GEMV", GEMV, "{cycles:,} |"),
           ("bfp12_ultra96v2-stats", "GEMM 256×1024×1024", GEMM, "{cycles:,} ({util_pct:.1f}%) |"),
           ("bfp8_ultra96v2", "GEMV", GEMV, "{cycles:,} |"),
-          ("bfp8_ultra96v2", "GEMM 256×1024×1024", GEMM, "{cycles:,} ({util_pct:.1f}%) |")]],
+          ("bfp8_ultra96v2", "GEMM 256×1024×1024", GEMM, "{cycles:,} ({util_pct:.1f}%) |"),
+          ("bfp8_zcu104", "GEMM 256×1024×1024", GEMM, "{cycles:,} ({util_pct:.1f}%) |")]],
+    Figure("docs/hardware-rules.md", "Its \"now\" is {cycles:,} ({util_pct:.1f}%) since session 33",
+           Op("bfp8_zcu104", gemm=GEMM)),
     # models.md: the sim target's DMA split leaves bfp16's GEMM's calls and cycles as on csim
     Figure("docs/models.md", "same {calls} calls and {cycles:,} cycles there", Op("bfp16_pynq-z2", gemm=GEMM, target="sim")),
     Figure(BFP, "8×11 (176 multipliers, est. {dsp}/220 DSP with the exponent units)", Res("bfp16_pynq-z2")),

@@ -604,7 +604,9 @@ def test_shift_goals_of_issue_14(stem, mode):
 @pytest.mark.parametrize("stem", ["bfp16_pynq-z2", "bfp8_zcu104", "bfp12_ultra96v2-stats"])
 def test_bfp_gemm_goal_of_issue_14(stem):
     """Issue 14's BFP goal, from the closed-form counts (which equal csim, above): the GEMM
-    256x1024x1024 at >= 85% of the array's peak on every shipped BFP config."""
+    256x1024x1024 at >= 85% of the array's peak on every shipped BFP config; bfp8_zcu104 at
+    >= 89% (89.7% since its split GEMM streams the weights once and its resident call reads
+    the samples in the array loop; 85.4% before)."""
     from hlsnn.config import load_config
     from hlsnn.perf import bfp_systolic as page
     from hlsnn.perf.closed_form import gemm_cycles
@@ -617,7 +619,7 @@ def test_bfp_gemm_goal_of_issue_14(stem):
     if util < 0.85 and steps_ii(gemv=cfg.params["weight_banks"] > 1) > 1:
         pytest.xfail(f"{stem}: {100 * util:.1f}% of peak with Steps at the II the schedule derives (GEMV mode's "
                      "sample read writes xstore and xexp in Steps with no DEPENDENCE pragma; hlsnn perf's schedule)")
-    assert util >= 0.85, util
+    assert util >= (0.89 if stem == "bfp8_zcu104" else 0.85), util
 
 
 def test_shift_resident_counts_equal_csim(shift_acc):

@@ -9,6 +9,13 @@ are::
     ReadBias (ceil((N+1)/lanes) beats)          -- only with a bias
     Passes (one per pass of K: one pass when K <= max_k, else ceil(K / pass_k))
       ReadSampleBeats (batch * ceil((Kq+1)/lanes))  every sample's slice once, a beat per cycle
+                                                  (not with ``xin``: a resident call of more than
+                                                  one group, one pass, in a config with GEMV
+                                                  mode, ``spec.samples_in_loop``, reads them in
+                                                  Steps, a beat an iteration, the groups one
+                                                  after another; a group's first step waits
+                                                  ``X_GAP`` iterations after its last beat:
+                                                  ``SampleWait``)
       Steps (one iteration per cycle)             tiles x groups x S compute steps, where
                                                   S = max(ceil(Kq/2), min_steps) and
                                                   min_steps = max(rows + POST_GAP, cols + 1);
@@ -104,7 +111,7 @@ square root and the division by the entries held, as the statistics tail; charge
 sample, whether or not it predicts), ``StatsBins`` 1.
 
 Phases: ``Steps`` iterations that compute are *compute*, its ``WeightWait`` iterations are
-*input stream: weights* (the loop reads a weight beat a cycle and a step needs
+*input stream: weights* (its ``SampleWait`` ones, with ``xin``, *input stream: activations*) (the loop reads a weight beat a cycle and a step needs
 ``step_beats``); the head and the samples are *input stream*; ``WriteBeats`` and the
 statistics segment *output stream*; ``OutSamples`` / ``StatSums`` serial phases (the drain
 iterations count as compute). The peak is ``2 * rows * cols`` MAC/cycle (two products per DSP tile).
@@ -248,18 +255,24 @@ def tail_tiles(p, batch, k, n, *, out_on, resident=False, keep=False) -> int:
     return min(-(-(p["cols"] * nbo) // S), T, slots)     # each term >= 1
 
 
-def steps_iterations(p, batch, k, n, *, keep=False, resident=False, out_on=False):
+def steps_iterations(p, batch, k, n, *, keep=False, resident=False, out_on=False, xin=False):
     """``(iterations, waits, out_beats)`` of the ``Steps`` loop of one pass of reduction length
     ``k`` (module docstring); ``out_beats`` are the output beats written during the loop
-    (``out_on``: the last pass of a call whose output overlaps)."""
-    from ..engines.bfp_systolic.spec import POST_GAP, W_GAP, context_step_beats, exp_beats, lanes, min_steps
+    (``out_on``: the last pass of a call whose output overlaps). ``xin`` (a resident call,
+    ``spec.samples_in_loop``): the loop reads the samples, a beat an iteration from the first,
+    the groups run one after another (``tail = T``), and a group's first step issues ``X_GAP``
+    iterations after the iteration that read its last beat at the least; the waits are then
+    the samples'."""
+    from ..engines.bfp_systolic.spec import (POST_GAP, W_GAP, X_GAP, context_step_beats, exp_beats, lanes,
+                                             min_steps)
     rows, cols, sb, E = p["rows"], p["cols"], context_step_beats(p), exp_beats(p)
     kp = (k + 1) // 2
     S = max(kp, min_steps(p))
     T, G = -(-n // rows), -(-batch // cols)
     work = T * G * S
     drain = rows + cols - 1
-    tail = tail_tiles(p, batch, k, n, out_on=out_on, resident=resident, keep=keep)
+    tail = T if xin else tail_tiles(p, batch, k, n, out_on=out_on, resident=resident, keep=keep)
+    xb = -(-(k + 1) // lanes(p))              # beats a sample (xin)
     t_a = T - tail
     order = [(t, g) for t in range(t_a) for g in range(G)] + [(t, g) for g in range(G) for t in range(t_a, T)]
     TB = E + kp * sb
@@ -270,7 +283,9 @@ def steps_iterations(p, batch, k, n, *, keep=False, resident=False, out_on=False
     x = -1
     last_step = {}
     for t, g in order:
-        if resident:
+        if xin and t == 0:                   # a group's first block: its samples' beats are in
+            x = max(x + 1, min((g + 1) * cols, batch) * xb - 1 + X_GAP) + S - 1
+        elif resident:
             x += S
         else:
             while len(starts) <= t:      # tile t's loads start when its slot is free

@@ -22,7 +22,7 @@ def bfp_call_counts(p, batch, k, n, *, bias=False, stats_method=False, stats_out
     """``{label: (iterations, entries)}`` of one ``bfp_systolic`` call (``n <= max_n``, ``batch``
     at most ``protocol.samples_per_call``): the loops of the engine page :mod:`hlsnn.perf.bfp_systolic`,
     summed over the call's passes of K (``spec.passes``)."""
-    from ..engines.bfp_systolic.spec import gemv_applies, gemv_cols, lanes, passes
+    from ..engines.bfp_systolic.spec import gemv_applies, gemv_cols, lanes, passes, samples_in_loop
     from .bfp_systolic import gemv_iterations, steps_iterations
     L = lanes(p)
     qs = passes(p, k)
@@ -30,10 +30,11 @@ def bfp_call_counts(p, batch, k, n, *, bias=False, stats_method=False, stats_out
     overlap = not rolling and not stats_used and len(qs) == 1   # the kernel's `overlap`
     its = waits = sample_beats = out_beats = 0
     gemv = resident and gemv_applies(p, batch, k)                       # the kernel's `gemv`
+    xin = samples_in_loop(p, batch, k, resident)                       # the kernel's `xin`
     for q, (_, kq) in enumerate(qs):
         if not gemv:
             i, w, o = steps_iterations(p, batch, kq, n, keep=keep, resident=resident,
-                                       out_on=overlap and q == len(qs) - 1)
+                                       out_on=overlap and q == len(qs) - 1, xin=xin)
             its, waits, out_beats = its + i, waits + w, out_beats + o
         sample_beats += batch * _c(kq + 1, L)
     Q = len(qs)
@@ -46,7 +47,8 @@ def bfp_call_counts(p, batch, k, n, *, bias=False, stats_method=False, stats_out
         c["GemvSteps"] = (batch * its, batch)
         waits *= batch
     else:
-        c["ReadSampleBeats"] = (sample_beats, Q)
+        if not xin:                           # (xin: the samples stream in during Steps)
+            c["ReadSampleBeats"] = (sample_beats, Q)
         c["Steps"] = (its, Q)
         if gemv_cols(p) > 1:                  # the samples' loop around Steps runs once a pass
             c["GemvSamples"] = (Q, Q)
@@ -56,7 +58,7 @@ def bfp_call_counts(p, batch, k, n, *, bias=False, stats_method=False, stats_out
     if out_beats:
         c["OutOverlap"] = (out_beats, out_beats)
     if waits:
-        c["SampleWait" if gemv else "WeightWait"] = (waits, waits)
+        c["SampleWait" if gemv or xin else "WeightWait"] = (waits, waits)
     if bias:
         c["ReadBias"] = (nbo, 1)
     if rolling:

@@ -137,7 +137,8 @@ def test_the_emulators_store_follows_the_kernels_ring():
 @pytest.mark.parametrize("target", ["emu", pytest.param("csim", marks=pytest.mark.csim),
                                     pytest.param("sim", marks=pytest.mark.csim)])
 @pytest.mark.parametrize("config, batch, k, n", [
-    ("t16_row", 100, 20, 6),     # 48 samples a call (the stores): 48, 48, 4
+    # 48 samples a call (the stores): 48, 48, 4 (slow: the emu's stream path takes ~15 s on 100 samples)
+    pytest.param("t16_row", 100, 20, 6, marks=pytest.mark.slow),
     ("t16_gemv", 21, 64, 8),     # 10 a call: 10, 10, 1 (the last one resident and in GEMV mode)
 ])
 def test_a_split_gemm_streams_its_weights_once(target, config, batch, k, n):
@@ -174,3 +175,29 @@ def test_a_split_gemm_streams_its_weights_once(target, config, batch, k, n):
         np.testing.assert_array_equal(acc.gemm(x, w, bias=b, relu=True), y)
         assert [f & (KEEP | RESIDENT) for f, _ in calls] == [KEEP] + [RESIDENT] * (len(sizes) - 1)
         assert acc.kernel.resident == (n, k)
+
+
+@pytest.mark.slow     # t16_gemv's C-simulation library (conftest.SLOW_CSIM_CONFIGS) for one test
+@pytest.mark.csim
+def test_a_resident_call_of_several_groups_reads_its_samples_in_the_array_loop():
+    """With GEMV mode in the config, a resident call of more than one group (and not in GEMV
+    mode) reads its samples in the array loop (no ReadSampleBeats), the groups one after
+    another, and a group's first step waits until X_GAP = 4 iterations after the iteration that
+    read its last beat. t16_gemv (rows 4, cols 5, 4 lanes of 16 bits), N = 8, K = 64: a sample is
+    68 / 4 = 17 beats, a group of 5 samples 85; T = 2 tiles of S = max(32, min_steps 11) = 32
+    steps. Group 0's last beat is read in iteration 84, its first step issues in 88 and its 64
+    steps run to 151; group 1's last beat is read in 169, its first step issues in 173 (21 more
+    waits) and its steps end in 236; 4 + 5 - 1 = 8 iterations drain the array: 245 iterations,
+    88 + 21 = 109 of them waiting for samples. The results are the emulator's."""
+    rng = np.random.default_rng(8)
+    with hlsnn.Accelerator(CONFIGS / "t16_gemv.yaml", "csim") as acc, \
+            hlsnn.Accelerator(CONFIGS / "t16_gemv.yaml", "emu") as ref:
+        x, w, b = rng.normal(size=(10, 64)), rng.normal(size=(8, 64)), rng.normal(size=8)
+        acc.load_weights(w)
+        acc.gemm(x, w, bias=b)                                 # keep: the samples before the loop
+        assert "ReadSampleBeats" in acc.kernel.last_cycles.counts
+        y = acc.gemm(x, w, bias=b, relu=True)                  # resident, 2 groups
+        counts = acc.kernel.last_cycles.counts
+        assert "ReadSampleBeats" not in counts and "WeightWait" not in counts
+        assert counts["Steps"] == (245, 1) and counts["SampleWait"] == (109, 109)
+        np.testing.assert_array_equal(y, ref.gemm(x, w, bias=b, relu=True))

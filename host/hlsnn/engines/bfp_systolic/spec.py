@@ -150,6 +150,15 @@ def gemv_applies(p, batch, k) -> bool:
             and batch * gemv_steps(p, kp) < max(kp, min_steps(p)))
 
 
+def samples_in_loop(p, batch, k, resident) -> bool:
+    """Whether a call reads its samples in the array loop (the kernel's ``xin``): a resident
+    call with GEMV mode in the config (its sample write path), not in GEMV mode, one pass of K,
+    and more than one group, so that the later groups' samples stream in while the first ones
+    compute (the groups one after another)."""
+    return (bool(resident) and gemv_cols(p) > 1 and not gemv_applies(p, batch, k) and k <= p["max_k"]
+            and batch > p["cols"])
+
+
 #: groups one call holds at most: the depth of the per-sample state (xexp, run_*). Only layers
 #: with a few words per sample reach it, and ``512 * cols`` samples already make the per-call
 #: overhead small; deeper state would cost block RAM that the stores need.
@@ -308,6 +317,9 @@ def buffers(ctx) -> tuple:
                  Buffer("xrd", top, "array", 32, (ctx["x_gap"],), partition=complete,
                         note="GEMV mode: the sample beats read as of the last x_gap iterations: the first tile "
                              "reads a word x_gap after its write"),
+                 Buffer("xgd", top, "array", ctx["group_bits"] + 1, (ctx["x_gap"],), partition=complete,
+                        note="xin (a resident call's samples in the array loop): the groups whose beats are all "
+                             "read, as of the last x_gap iterations: a group's steps issue x_gap after its last write"),
                  Buffer("gsh", top, "array", acc, (rows,), partition=complete,
                         note="GEMV mode: a tile's row sums (the adder tree's output)"),
                  Buffer("wide", top, "array", acc, (ctx["gemv_post"],), partition=complete),
