@@ -8,13 +8,15 @@ The layer path computes the same float64 tensor and its first engine layer conve
 the same rule, so both give the same bits, in one kernel start.
 
 The *prefix* is every host op (the aliases among them) from the input up to the tensor the
-first engine layer reads: each of its ops reads float tensors of the prefix only, and no op
-of the network mode has been lowered before it. Its last op's output is the kernel's input
-(``net.input``: that tensor's name and per-image shape); ``net.source`` names the model's
-input, and ``net.host_before`` holds the prefix's ops. A float tensor of the prefix that is
-not the kernel's input has no reader after it (checked: its state is dropped from the walk,
-so a later reader is refused by name). An op of two computed tensors (attention's
-``MatMulAct``) is not a prefix op.
+first engine layer reads: each of its ops reads float tensors of the prefix only (the model's
+input or earlier prefix ops' outputs: a small DAG, such as a per-sample standardization ``(x -
+x.mean()) / (x.std() + eps)``, whose ops read ``x`` three times), and no op of the network mode
+has been lowered before it. Its last op's output is the kernel's input (``net.input``: that
+tensor's name and per-image shape); ``net.source`` names the model's input, and
+``net.host_before`` holds the prefix's ops. A float tensor of the prefix stays readable by later
+prefix ops while a later layer reads it (its state is dropped from the walk after its last
+reader); the network's ops may read only the kernel's input among them (:func:`attach` refuses
+another by name). An op of two computed tensors (attention's ``MatMulAct``) is not a prefix op.
 
 A ``bfp_systolic`` kernel reads float32 words and forms its first layer's patches from them
 (its rule 1): the prefix's float64 output goes in as it is when it is exact in float32 (a
@@ -58,8 +60,10 @@ def take(j, w, arrays, why):
         raise why(j, f"a host op on the float input whose output shape is unknown ({type(e).__name__})") from None
     w.prefix = getattr(w, "prefix", [])
     w.prefix.append(dict(name=j["name"], op=j["op"], ins=ins, out=j["output"], stub=stub))
-    for t in [t for t, s in w.state.items() if s[0] == "input"]:
-        del w.state[t]                           # one float tensor for the kernel: the last prefix op's
+    at = next(k for k, la in enumerate(w.layers) if la["name"] == j["name"])
+    later = {i for la in w.layers[at + 1:] for i in la.get("inputs", ())}
+    for t in [t for t, s in w.state.items() if s[0] == "input" and t not in later]:
+        del w.state[t]                           # a float tensor no later layer reads
     w.state[j["output"]], w.shapes[j["output"]] = ("input",), tuple(int(d) for d in y.shape[1:])
     w.kernel_in, w.kernel_in_shape = j["output"], w.shapes[j["output"]]
     return True
@@ -72,6 +76,14 @@ def attach(net, w, program):
     net.source = dict(name=inp["name"], shape=tuple(int(d) for d in inp["shape"]))
     net.host_before = list(pre or [])
     if pre:
+        made = {e["out"] for e in pre} | {inp["name"]}
+        for op in net.ops:                       # the kernel reads one float tensor: the last prefix op's
+            other = [i for i in op.ins if w.aliases.get(i, i) in made and w.aliases.get(i, i) != w.kernel_in]
+            if other:
+                from ..errors import InputError
+                raise InputError(f"network kernel: layer {op.name} ({op.kind}): it reads {other[0]}, a float "
+                                 f"tensor of the host ops before the kernel other than the kernel's input "
+                                 f"{w.kernel_in}; this network runs layer by layer (hlsnn.load(..., network=False))")
         net.input = dict(net.input, name=w.kernel_in, shape=w.kernel_in_shape)
         net.input["patches"] = _patches(net) if net.engine == "bfp_systolic" else None
     return net

@@ -669,6 +669,8 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
     from .catfold import fold as fold_after_concat
     layers = fold_after_concat(layers, output)   # bn(cat(convs)) (and its Relu) into each branch's conv
     layers = _rows_as_maps(layers, output, fresh)
+    from .wheregate import fold as fold_where_leaky
+    layers = fold_where_leaky(layers, output)    # where(h > 0, h, a * h) as LeakyRelu(a)
     from .unaryfuse import fuse
     layers = fuse(layers, output)                # x * g(x) chains as one unary op (GELU at opset 17)
     from .actup import rewrite as act_before_upsample

@@ -181,7 +181,8 @@ def walk(program, arrays, steps):
     their own exponents), ``("add", {...})`` a pending add, ``("cat", {...})`` a pending concat."""
     inp = program["input"]
     w = SimpleNamespace(state={inp["name"]: ("input",)}, shapes={inp["name"]: tuple(inp["shape"])}, aliases={},
-                        ops=[], made_by={}, out_name=program["output"]["engine_tensor"], kernel_in=inp["name"])
+                        ops=[], made_by={}, out_name=program["output"]["engine_tensor"], kernel_in=inp["name"],
+                        layers=program["layers"])
     from . import netprefix as prefix
     state, shapes, aliases, ops, out_name = w.state, w.shapes, w.aliases, w.ops, w.out_name
     after = set(program["output"].get("host_after", []))       # a chain of them too (Reshape, Unsqueeze)

@@ -166,6 +166,50 @@ def _qoperator_error(model, path):
                       "(quantize_static's default quant_format=QuantFormat.QDQ) and QONNX, or the float model")
 
 
+#: ops whose output is never negative, and ops whose output is if their data inputs are
+NONNEG = ("Relu", "Sigmoid", "Softmax", "HardSigmoid", "Abs")
+NONNEG_IF = ("MaxPool", "GlobalMaxPool", "AveragePool", "GlobalAveragePool", "Reshape", "Flatten", "Identity",
+             "Transpose", "Squeeze", "Unsqueeze", "Dropout", "Concat")
+
+
+def _nonneg_of(g, consts):
+    """``nonneg(t)``: whether tensor ``t`` of graph ``g`` is never negative by its producers alone
+    (:data:`NONNEG`, a ``Clip`` of a constant minimum >= 0, a ``DequantizeLinear`` of a pair whose
+    range starts at 0, or :data:`NONNEG_IF` of such tensors and constants >= 0). A pair whose range
+    starts at 0 (uint8 of zero point 0, int8 of zero point -128) on such a tensor saturates nothing
+    below: its ``Relu`` would be the identity, and is not written (:func:`strip`), which lets the
+    network mode take the model (a lone Relu there has no integer rule)."""
+    producer = {o: n for n in g.node for o in n.output}
+
+    def pair_from_zero(dq):
+        q = producer.get(dq.input[0])
+        if q is None or q.op_type != "QuantizeLinear" or len(q.input) < 3 or q.input[2] not in consts:
+            return False
+        z = np.asarray(consts[q.input[2]])
+        if z.dtype.kind not in "iu":
+            return False
+        lo = -(1 << (8 * z.dtype.itemsize - 1)) if z.dtype.kind == "i" else 0
+        return bool(np.all(lo - z.astype(np.int64) == 0))      # the range starts at 0 (as strip's lowest)
+
+    def nonneg(t, depth=0):
+        if t in consts:
+            return bool(np.all(np.asarray(consts[t]) >= 0))
+        n = producer.get(t)
+        if n is None or depth > 64:
+            return False
+        if n.op_type in NONNEG:
+            return True
+        if n.op_type == "Clip":
+            return len(n.input) > 1 and n.input[1] in consts and bool(np.all(np.asarray(consts[n.input[1]]) >= 0))
+        if n.op_type == "DequantizeLinear":
+            return pair_from_zero(n)
+        if n.op_type in NONNEG_IF:
+            ins = n.input if n.op_type == "Concat" else n.input[:1]
+            return all(nonneg(i, depth + 1) for i in ins if i)
+        return False
+    return nonneg
+
+
 def strip(model, path=None):
     """``(float model, {float tensor name: TensorQuant})`` (module docstring)."""
     err = _qoperator_error(model, path)
@@ -192,6 +236,7 @@ def strip(model, path=None):
     from onnx import helper
     from .graphindex import node_names
     notes, drop, new_inits, alias, relus = {}, set(), [], {}, []
+    nonneg = _nonneg_of(g, consts)
     node_name = node_names(g)                  # the Relus' names: none a node of the file has
     for n in g.node:
         if n.op_type != "DequantizeLinear" or n.input[0] not in consts:
@@ -250,7 +295,9 @@ def strip(model, path=None):
         lowest = (-(1 << (bits - 1)) if signed else 0) - np.asarray(zp, np.int64)
         for u in outs:
             drop.add(id(u))
-            if np.all(lowest == 0):     # the range starts at 0: the saturation is a ReLU (onnxruntime drops Relu)
+            if np.all(lowest == 0) and not nonneg(n.input[0]):
+                # the range starts at 0: the saturation is a ReLU (onnxruntime drops Relu); of a
+                # tensor that is never negative (a max pool of a ReLU's output, a Sigmoid's), none
                 relus.append(helper.make_node("Relu", [n.input[0]], [u.output[0]],
                                               name=node_name(f"{u.output[0]}_relu")))
             else:

@@ -19,7 +19,9 @@ A count that is not a power of two is rule 13's mean (:mod:`.mean`: the exact qu
 once, which the layer path's float64 mean gives too where :func:`.mean.plan` proves it) on the
 integer engines, and refused by name on BFP pairs; a mean over other axes (part of the pixels)
 or of rows not made by a transpose is refused by name; a ``ReduceMean`` or ``ReduceMax`` over the
-channels of a map (CBAM's spatial attention) is rule 4c, before any other host rule sees it.
+channels of a map (CBAM's spatial attention) is rule 4c, before any other host rule sees it. A
+``ReduceMax`` over the tokens of such rows (``x.max(dim=1).values``) is rule 4t
+(:func:`_max_over_tokens`): rule 3's max pool of the map's ``T`` pixels, exact on codes.
 
 4c. **A mean or max over the channels** (CBAM's spatial attention: ``x.mean(1, keepdim=True)``,
     ``x.amax(1, keepdim=True)``; the integer engines ``shift_mac`` and ``sparse_cluster``) of a
@@ -51,6 +53,8 @@ def lower_host(j, program, w, steps, why):
     if j["op"] == "ReduceAxes" and len(w.shapes.get(j["inputs"][0], ())) == 3 and \
             {int(v) % 4 for v in a.get("axes", ())} == {1}:
         return _over_channels(j, w, steps, why)
+    if j["op"] == "ReduceAxes" and a.get("fn") == "ReduceMax":
+        return _max_over_tokens(j, program, w, why)
     if j["op"] != "ReduceAxes" or a.get("fn") != "ReduceMean":
         return False
     from .program import _chw
@@ -84,6 +88,33 @@ def lower_host(j, program, w, steps, why):
                                       **count_fields(n)))             # p, or rule 13's division
     shapes[j["output"]] = np.zeros((1,) + shape).mean(axis=tuple(v + 1 for v in axes),
                                                        keepdims=bool(a.get("keepdims"))).shape[1:]
+    return True
+
+
+def _max_over_tokens(j, program, w, why):
+    """Rule 4t: a ``ReduceMax`` over the tokens ``T`` of ``(T, F)`` rows made by a ``MapToRows`` of
+    an ``F x T x 1`` map (``x.max(dim=1).values`` after a token-wise ``Linear``): rule 3's max pool
+    of that map's ``T`` pixels, one window per channel (codes at the map's radix, exact: the layer
+    path's float64 max is the largest code's value); the transpose is dropped when nothing else
+    reads its rows. False (no rule here) for another ``ReduceMax``."""
+    from .program import Op
+    a = j.get("attrs", {})
+    src = j["inputs"][0]
+    st, shape = w.state.get(src), tuple(int(d) for d in w.shapes.get(src, ()))
+    phys = w.aliases.get(src, src)
+    made = [op for op in w.ops if op.out == phys and op.kind == "transpose"]
+    if st is None or st[0] != "q" or len(shape) != 2 or not made or \
+            sorted({int(v) % 3 - 1 for v in a.get("axes", ())}) != [0]:
+        return False
+    t = made[0]
+    readers = sum(phys in la["inputs"] for la in program["layers"])
+    if phys == src and readers == 1:
+        w.ops.remove(t)
+    c, n = shape[1], t.f["s"]                   # rule 3's one window over the map's T pixels (GlobalMaxPool's)
+    f = dict(c=c, h=n, w=1, oh=1, ow=1, kh=n, kw=1, sh=1, sw=1, pads=(0, 0, 0, 0))
+    w.ops.append(Op("maxpool", j["name"], [t.ins[0]], j["output"], f))
+    w.state[j["output"]] = st
+    w.shapes[j["output"]] = np.zeros((1,) + shape).max(axis=1, keepdims=bool(a.get("keepdims"))).shape[1:]
     return True
 
 
