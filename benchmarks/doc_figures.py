@@ -552,6 +552,7 @@ FIGURES = [
     Figure("docs/deploy.md", "s1a and s1b take {s1a.us:.0f} µs each", Net(R8, "bfp8", layers=True)),
     Figure("docs/deploy.md", "the 64-channel stage takes {s3a.ms+s3s.ms+s3b.ms:.1f} of the {kernel_ms:.1f} ms",
            Net(R8, "fixed8", layers=True)),
+    Figure("docs/deploy.md", "It costs 648 of the ten layers' {kernel_cycles:,} cycles", Net(R8, "fixed8", layers=True)),
     # performance.md: the modelled host of ResNet-8 fixed8_z2 (the measured columns are benchmarks)
     Figure("docs/performance.md", "| ResNet-8 fixed8_z2 (PYNQ-Z2) | {_} | {_} | {host_us:.1f} us |",
            Net(R8, "fixed8_z2", board="x86-sim")),
