@@ -88,3 +88,35 @@ def test_attach_refuses_a_network_op_reading_a_prefix_tensor_other_than_the_kern
     with pytest.raises(InputError, match="fc_x .* reads xf, a float tensor of the host ops before the kernel"):
         attach(net(["xf"]), w, program)
     assert attach(net(["a"]), w, program).input["name"] == "z"
+
+
+class _CentredResidual(torch.nn.Module):
+    """``x + net(x - mean(x))``: a prefix before the kernel and, after it, an Add of the model's
+    input (:mod:`hlsnn.deploy.netafter`), which must read the model's input, not the kernel's."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(3)
+        self.net = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.ReLU(),
+                                       torch.nn.Conv2d(4, 1, 3, padding=1))
+
+    def forward(self, x):
+        return x + self.net(x - x.mean(dim=(1, 2, 3), keepdim=True))
+
+
+def test_a_prefix_and_an_add_of_the_input_after_the_kernel(tmp_path):
+    """Before: the host Add after the kernel looked the model's input up under the kernel's input
+    name (the prefix's output) and failed with an IndexError (an InternalError of the loader)."""
+    import hlsnn
+    from netfixtures import FORMATS, compile_onnx, torch_export
+    path = torch_export(_CentredResidual(), (1, 8, 8), tmp_path / "cr.onnx", "ts17")
+    art = compile_onnx(tmp_path, "cr", path, "fixed8", formats={"fixed8": FORMATS["fixed8"]},
+                       check_samples=2, calibration_samples=16)
+    x = _x(6)
+    net = hlsnn.load(art, "emu")
+    assert net.network is not None and net.network.host_before
+    assert [j["op"] for j in net.network.host_after] == ["Add"]
+    y = net(x)
+    np.testing.assert_array_equal(y, hlsnn.load(art, "emu", network=False)(x))
+    ref = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"input": x.astype(np.float32)})[0]
+    assert np.abs(y - ref).max() < 0.1 * np.abs(ref).max()

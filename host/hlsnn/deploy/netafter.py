@@ -65,8 +65,14 @@ def is_chain(net):
     return True
 
 
+def _source(net):
+    """The model's input (``name``, per-image ``shape``): ``net.source``, which differs from
+    ``net.input`` (the kernel's) where host ops run before the kernel (:mod:`.netprefix`)."""
+    return getattr(net, "source", None) or net.input
+
+
 def _reads_input(net, j):
-    return len(j.get("inputs", ())) > 1 and net.input["name"] in j["inputs"]
+    return len(j.get("inputs", ())) > 1 and _source(net)["name"] in j["inputs"]
 
 
 def stubs(net):
@@ -82,8 +88,8 @@ def stubs(net):
     for j in net.host_after:
         st = _host_layer(j, {})
         if _reads_input(net, j):                  # x + net(x): the float input as the layer path reads it
-            steps.append(("input", (st, [i == net.input["name"] for i in j["inputs"]])))
-            xs = [np.zeros((b,) + tuple(net.input["shape"])) for b in (1, 2)]
+            steps.append(("input", (st, [i == _source(net)["name"] for i in j["inputs"]])))
+            xs = [np.zeros((b,) + tuple(_source(net)["shape"])) for b in (1, 2)]
             ys = [hostops.run(st, [xb if k else y for k in steps[-1][1][1]]) for xb, y in zip(xs, ys)]
             continue
         ys = [hostops.run(st, [y]) for y in ys]
@@ -112,8 +118,8 @@ def _float_input(net, x, b):
     from ..errors import InputError
     if x is None:
         raise InputError(f"network {net.name}: a host op after the logits reads the model's float input "
-                         f"{net.input['name']}; pass it to finish (x=)")
-    return np.asarray(x, np.float64).reshape((b,) + tuple(net.input["shape"]))
+                         f"{_source(net)['name']}; pass it to finish (x=)")
+    return np.asarray(x, np.float64).reshape((b,) + tuple(_source(net)["shape"]))
 
 
 def _dag(net, ops):
@@ -121,7 +127,7 @@ def _dag(net, ops):
     names, output name)`` in the layers' order) on the tensors by name: the kernel's output ``y``,
     the float input ``x`` where an op reads it; the last op's output is the network's."""
     from . import hostops
-    inp = net.input["name"]
+    inp = _source(net)["name"]
     reads_x = any(inp in ins for _, ins, _ in ops)
 
     def run(y, x=None):
