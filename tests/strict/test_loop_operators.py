@@ -105,7 +105,10 @@ def test_bank_sites_by_hand(tmp_path):
     column is a run-time index: every column), each activation-store bank one read (XRead, at
     the mode's address, outside the mode's if: both modes) and one write (the sample beat), and
     each sample-exponent bank one write (the sample's column: a run-time index); in array mode
-    the activation store and the sample exponents one read each (XRead; the post)."""
+    the activation store and the sample exponents one read each (XRead; the post) and, since a
+    resident call reads its later sample groups inside the array loop (`xin`), one write each
+    (`XWrite`, the one write site a bank both modes share): one read and one write a bank, within
+    a true dual-port memory's two ports."""
     cfg, r = _rendered(ROOT / "configs" / "accel" / "shift8_pynq-z2.yaml", tmp_path / "s")
     lbuf = [x for x in _sites(r) if (x["loop"], x["array"]) == ("Steps", "lbuf")]
     assert len(lbuf) == max(cfg.params["cols"], 8)      # max(cols, lanes) banks: 8 lanes of 8 bits in 64
@@ -118,8 +121,8 @@ def test_bank_sites_by_hand(tmp_path):
     assert [(x["reads"], x["writes"]) for x in gemv if x["array"] == "xstore"] == [(1, 1)] * 16
     assert [(x["reads"], x["writes"]) for x in gemv if x["array"] == "xexp"] == [(0, 1)] * 16
     array = [x for x in _sites(r) if x["mode"] == "gemv=False" and x["loop"] == "Steps"]
-    assert [(x["reads"], x["writes"]) for x in array if x["array"] == "xstore"] == [(1, 0)] * 16
-    assert [(x["reads"], x["writes"]) for x in array if x["array"] == "xexp"] == [(1, 0)] * 16
+    assert [(x["reads"], x["writes"]) for x in array if x["array"] == "xstore"] == [(1, 1)] * 16
+    assert [(x["reads"], x["writes"]) for x in array if x["array"] == "xexp"] == [(1, 1)] * 16
 
 
 def test_a_run_time_bank_index_in_gemv_posting_is_over_the_ports(tmp_path):
