@@ -42,9 +42,10 @@ Usage::
     OMP_NUM_THREADS=1 python benchmarks/bench_loader_host.py --hlsnn /tmp/hrep/*.hlsnn --calls 2000
 
 ``--fallback`` times a ``--host-fallback`` GRU and LSTM node (``hlsnn.deploy.hostops.run`` of the
-imported layer: onnx's reference evaluator built and run on each sample; input 16, hidden 32, 4 and
-32 steps, batch 1) and fits a fixed cost and a cost per step, the source of
-:data:`~hlsnn.network.hostmodel.FALLBACK_RNN`.
+imported layer: onnx's reference evaluator built once per layer and run on each sample; input 16,
+hidden 32, 4 and 32 steps, batch 1) and fits a fixed cost and a cost per step; then one run of the
+node over a batch of 1 and 32 sequences (32 steps) for the cost per step of each further sequence:
+the source of :data:`~hlsnn.network.hostmodel.FALLBACK_RNN`.
 
 ``--ops-only --rounds 3`` fits part 2's op kinds alone, in rounds in one process (the re-fit of
 ``HOST_OPS``), with a few kinds ``HOST_OPS`` does not time beside them (``UNTIMED``: what the
@@ -147,9 +148,14 @@ def _fallback_layer(op, steps, f=16, h=32):
     return next(la for la in net.layers if la.kind == "host" and la.op == "fallback")
 
 
-def fallback_costs(calls, steps=(4, 32)):
-    """``--fallback``: per recurrent op, ``hostops.run`` of its fallback layer at ``steps`` steps
-    (batch 1): the fitted fixed cost and cost per step."""
+def fallback_costs(calls, steps=(4, 32), batches=(1, 32)):
+    """``--fallback``: per recurrent op, ``hostops.run`` of its fallback layer (the session built
+    once, on the warm-up call, as a loaded program does). A file of batch 1 at ``steps`` steps, one
+    sample -> the fixed cost and the cost per step of one run of the node (the importer runs the node
+    on each sample: ``attrs["sw"]``). The same node without ``sw`` on (T, B, F) (one run covering
+    ``batches`` sequences, as a node reading the held tensor itself) at the larger number of steps ->
+    the cost per step of each further sequence in a run."""
+    import copy
     res = {}
     rng = np.random.default_rng(1)
     for op in ("GRU", "LSTM"):
@@ -159,7 +165,16 @@ def fallback_costs(calls, steps=(4, 32)):
             x = rng.normal(size=(1, n, 1, 16))
             t.append(median_us(lambda la=la, x=x: hostops.run(la, [x]), calls))
         per = (t[1] - t[0]) / (steps[1] - steps[0])
-        res[op] = {"fixed_us": max(0.0, t[0] - per * steps[0]), "us_per_step": per, "us": t, "steps": list(steps)}
+        fixed = max(0.0, t[0] - per * steps[0])
+        whole = copy.copy(la)
+        whole.attrs = {k: v for k, v in la.attrs.items() if k != "sw"}
+        tb = []
+        for b in batches:
+            x = rng.normal(size=(steps[1], b, 16))
+            tb.append(median_us(lambda la=whole, x=x: hostops.run(la, [x]), calls))
+        slope = (tb[1] - tb[0]) / (batches[1] - batches[0]) / steps[1]
+        res[op] = {"fixed_us": fixed, "us_per_step": per, "us": t, "steps": list(steps),
+                   "us_per_step_sample": slope, "batch_us": tb, "batches": list(batches)}
     return res
 
 
@@ -278,7 +293,10 @@ def main(argv=None):
             return 0
         for op, c in res.items():
             print(f"{op}: {c['fixed_us']:.1f} us + {c['us_per_step']:.2f} us per step (medians {c['us'][0]:.0f} / "
-                  f"{c['us'][1]:.0f} us at {c['steps'][0]} / {c['steps'][1]} steps)")
+                  f"{c['us'][1]:.0f} us at {c['steps'][0]} / {c['steps'][1]} steps, batch-1 file); dynamic batch: "
+                  f"+ {c['us_per_step_sample']:.3f} us per step per further sample (medians {c['batch_us'][0]:.0f} / "
+                  f"{c['batch_us'][1]:.0f} us at batch {c['batches'][0]} / {c['batches'][1]}, "
+                  f"{c['steps'][1]} steps)")
         return 0
     if args.ops_only:
         return _ops_only(args)

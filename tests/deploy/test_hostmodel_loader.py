@@ -117,14 +117,25 @@ def _rnn_node(op, f, h, dirs=1):
 @pytest.mark.parametrize("op", ["GRU", "LSTM"])
 def test_a_host_fallback_rnn_costs_its_steps_of_each_sample_at_the_fitted_rate(op):
     """A --host-fallback GRU/LSTM (onnx's reference, a Python loop over the steps): the fitted fixed
-    cost + batch x steps x directions its cost per step, the steps the input's elements per sample
-    over the input size (T x 1 x F for the (T, 1, F) input of a batch-1 file); on a board times the
-    Python factor. Another fallback node has no estimate of its own (None: the caller's generic op)."""
-    fixed, per = hm.FALLBACK_RNN[op]
+    cost + steps x directions its cost per step, the steps the input's elements per sample over the
+    input size (T x 1 x F for the (T, 1, F) input of a batch-1 file); run on each sample (a batch-1
+    file, ``per_sample``) the batch costs batch times one sample; one run covering the batch costs
+    one sample's plus a smaller, linear part per further sample; on a board times the Python factor.
+    Another fallback node has no estimate of its own (None: the caller's generic op)."""
+    fixed, per, slope = hm.FALLBACK_RNN[op]
+    assert fixed > 0 and per > 0 and 0 < slope < per
     node, consts = _rnn_node(op, f=16, h=32)
     one = hm.fallback_us("x86-this-machine", node, consts, in_elems=8 * 16, batch=1)
     assert one["us"] == pytest.approx(fixed + 8 * per) and "host-fallback estimate" in one["basis"]
-    assert hm.fallback_us("x86-this-machine", node, consts, 8 * 16, batch=4)["us"] == pytest.approx(fixed + 32 * per)
+    assert "one run a sample" in one["basis"]
+    four = hm.fallback_us("x86-this-machine", node, consts, 8 * 16, batch=4)
+    assert four["us"] == pytest.approx(4 * one["us"])
+    whole = [hm.fallback_us("x86-this-machine", node, consts, 8 * 16, batch=b, per_sample=False)["us"]
+             for b in (1, 2, 4, 32)]
+    assert whole[0] == pytest.approx(one["us"])
+    assert one["us"] < whole[1] < whole[2] < four["us"] and whole[3] < 32 * one["us"] / 4
+    assert whole[2] - whole[1] == pytest.approx(2 * (whole[1] - whole[0]))        # linear in the batch
+    assert "one run for the batch" in hm.fallback_us("x86-this-machine", node, consts, 128, 4, per_sample=False)["basis"]
     bi, bc = _rnn_node(op, f=16, h=32, dirs=2)
     assert hm.fallback_us("x86-this-machine", bi, bc, 8 * 16, batch=1)["us"] == pytest.approx(fixed + 16 * per)
     a9 = hm.fallback_us("cortex-a9-650", node, consts, 8 * 16, batch=1)["us"]

@@ -204,8 +204,49 @@ def run(layer, inputs):
     raise InputError(f"no host implementation of {op}")
 
 
-def _fallback(layer, inputs):
-    """Run one ONNX node with onnx's reference implementation (``--host-fallback``)."""
+_FALLBACK_SESSIONS = {}   # id(layer) -> (weakref to the layer, what the session was built from, session)
+
+
+def _fallback_key(layer):
+    """What a fallback layer's session is built from, as the objects themselves (compared with ``is``):
+    the node, each constant, the inputs, the output and the opsets."""
+    consts = layer.attrs["consts"]
+    return (layer.node, tuple(consts), tuple(consts.values()), tuple(layer.inputs), layer.output,
+            tuple(tuple(o) for o in layer.attrs["opset"]))
+
+
+def _same(a, b):
+    return (a[0] is b[0] and a[1] == b[1] and len(a[2]) == len(b[2]) and all(x is y for x, y in zip(a[2], b[2]))
+            and a[3:] == b[3:])
+
+
+def _drop_session(key, ref):
+    if _FALLBACK_SESSIONS.get(key, (None,))[0] is ref:
+        del _FALLBACK_SESSIONS[key]
+
+
+def fallback_session(layer):
+    """The ReferenceEvaluator of the one-node model of a ``--host-fallback`` layer, built on the
+    layer's first run and reused while the layer lives (cached by the layer's identity; an entry
+    goes when its layer is collected, and is rebuilt when the layer's node, constants, inputs,
+    output or opsets are other objects than those it was built from, e.g. a copy of the layer).
+    Building it is most of a short node's cost (``benchmarks/bench_loader_host.py --fallback``);
+    a reference session keeps no state between runs, so reusing it gives the same outputs bit for bit."""
+    import weakref
+    key, built = id(layer), _fallback_key(layer)
+    hit = _FALLBACK_SESSIONS.get(key)
+    if hit is not None and hit[0]() is layer and _same(hit[1], built):
+        return hit[2]
+    sess = _fallback_build(layer)
+    try:
+        ref = weakref.ref(layer, lambda r, key=key: _drop_session(key, r))
+    except TypeError:            # a layer without weak references: not cached
+        return sess
+    _FALLBACK_SESSIONS[key] = (ref, built, sess)
+    return sess
+
+
+def _fallback_build(layer):
     import onnx
     from onnx import helper, numpy_helper
     from onnx.reference import ReferenceEvaluator
@@ -218,14 +259,22 @@ def _fallback(layer, inputs):
     out = helper.make_tensor_value_info(layer.output, onnx.TensorProto.FLOAT, None)
     graph = helper.make_graph([node], "fallback", ins, [out], initializer=init)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in layer.attrs["opset"]])
-    from .reference import guard, run
+    from .reference import guard
     where = f"host fallback of {layer.name!r}"
     try:
-        sess = guard(ReferenceEvaluator(model), where)
+        return guard(ReferenceEvaluator(model), where)
     except Exception as exc:  # noqa: BLE001 - onnx's reference cannot load the node
         from ..errors import ModelError
         from .reference import _why
         raise ModelError(f"{where}: onnx's reference evaluator cannot load the node: {_why(exc)}") from None
+
+
+def _fallback(layer, inputs):
+    """Run one ONNX node with onnx's reference implementation (``--host-fallback``), in the
+    layer's session (:func:`fallback_session`)."""
+    from .reference import run
+    where = f"host fallback of {layer.name!r}"
+    sess = fallback_session(layer)
     sw = layer.attrs.get("sw")
     if sw is None:
         feeds = {n: np.asarray(v, np.float32) for n, v in zip(layer.inputs, inputs)}

@@ -223,33 +223,45 @@ def op_cost_x86(op):
 
 
 #: ``--host-fallback`` recurrent nodes run by onnx's reference evaluator (:func:`hlsnn.deploy.hostops._fallback`):
-#: ``(fixed us, us per time step)`` on this x86, the fixed cost per call (the one-node model and its
-#: evaluator built) and the cost of each step of each sample (the reference's Python loop over the
-#: sequence; the step's products are tiny next to it). Measured by ``OMP_NUM_THREADS=1 python
-#: benchmarks/bench_loader_host.py --fallback`` (input 16, hidden 32, 4 and 32 steps, batch 1; medians
-#: of 60 calls under other jobs' load 10-13 on 2 cores; an earlier run gave GRU 176 + 35.6, LSTM 117 +
-#: 40.2): a host-fallback estimate, +-20 %, not one of the timed host ops).
-FALLBACK_RNN = {"GRU": (157.6, 36.9), "LSTM": (143.9, 40.1)}
+#: ``(fixed us, us per time step, us per time step of each further sequence)`` on this x86: the fixed
+#: cost of one run of the node (the evaluator is built once per layer, :func:`hlsnn.deploy.hostops.fallback_session`;
+#: rebuilt on every call, as before 2026-11-27, the same benchmark gave 157.0 / 120.9 us), the cost of each step of one
+#: sequence (the reference's Python loop over the sequence; the step's products are tiny next to it),
+#: and what each further sequence adds to a step when one run covers several (the step's numpy on a
+#: larger batch). Measured by ``OMP_NUM_THREADS=1 python benchmarks/bench_loader_host.py --fallback``
+#: (input 16, hidden 32; 4 and 32 steps of one sequence; 1 and 32 sequences in one run of 32 steps;
+#: medians of 60 calls, two runs averaged, other jobs' load 3-4 on 2 cores; the first fit, 157.6 + 36.9 /
+#: 143.9 + 40.1 us per step, was at load 10-13): a host-fallback estimate, +-20 %, not one of the timed host ops.
+FALLBACK_RNN = {"GRU": (50.1, 23.7, 1.98), "LSTM": (35.2, 26.4, 1.96)}
 
 
-def fallback_us(cpu, node, consts, in_elems, batch):
+def fallback_us(cpu, node, consts, in_elems, batch, *, per_sample=True):
     """A ``--host-fallback`` node (``node``: its ONNX NodeProto; ``consts``: its constant inputs;
-    ``in_elems``: its first input's elements per sample) on ``cpu``: ``{"us", "basis"}``. A GRU or LSTM:
-    :data:`FALLBACK_RNN`'s fixed cost + ``batch x steps x directions`` its cost per step (steps =
-    ``in_elems`` / the input size, the last axis of ``W``), times the CPU's Python factor; any other
-    node: None (the caller's generic host op, a lower bound)."""
+    ``in_elems``: its first input's elements per sample) on ``cpu``: ``{"us", "basis"}``. A GRU or LSTM
+    of ``steps`` = ``in_elems`` / the input size (the last axis of ``W``) x directions, with
+    :data:`FALLBACK_RNN`'s ``fixed, per, slope``: ``per_sample`` (the importer runs the node on each
+    sample: a file whose shapes are fixed at batch 1, the layer's ``attrs["sw"]``)
+    ``batch x (fixed + steps x per)``; else one run covering the batch,
+    ``fixed + steps x (per + slope x (batch - 1))``; times the CPU's Python factor. Any other node:
+    None (the caller's generic host op, a lower bound)."""
     if node.op_type not in FALLBACK_RNN or node.domain or len(node.input) < 2 or node.input[1] not in consts:
         return None
     w = getattr(consts[node.input[1]], "shape", ())
     if len(w) != 3 or not w[2]:
         return None
     steps = int(in_elems) // int(w[2]) * int(w[0])
-    fixed, per = FALLBACK_RNN[node.op_type]
+    fixed, per, slope = FALLBACK_RNN[node.op_type]
     s = SCALE[cpu]["python"]
     ests = "measured" if cpu == "x86-this-machine" else "estimate"
-    return {"us": (fixed + per * steps * batch) * s,
-            "basis": f"host-fallback estimate ({ests}): onnx's reference {node.op_type}, {fixed} us + {batch} x "
-                     f"{steps} steps x {per} us on x86 x {s:g}; benchmarks/bench_loader_host.py --fallback"}
+    if per_sample:
+        us = batch * (fixed + steps * per)
+        how = f"{batch} x ({fixed} us + {steps} steps x {per} us) (one run a sample)"
+    else:
+        us = fixed + steps * (per + slope * (batch - 1))
+        how = f"{fixed} us + {steps} steps x ({per} + {batch - 1} x {slope}) us (one run for the batch)"
+    return {"us": us * s,
+            "basis": f"host-fallback estimate ({ests}): onnx's reference {node.op_type}, {how} on x86 x {s:g}; "
+                     f"benchmarks/bench_loader_host.py --fallback"}
 
 
 def op_us(cpu, op, elements):

@@ -211,8 +211,8 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
         if e["op"] == "fallback":           # a --host-fallback node: its own estimate where one is fitted
             st = e["stub"]
             oc = hostmodel.fallback_us(b["cpu"], st.node, st.attrs.get("consts") or {}, int(np.prod(e["ins"][0][1])),
-                                       batch) or dict(oc, basis="host-fallback node, not timed (a lower bound): "
-                                                      + oc["basis"])
+                                       batch, per_sample="sw" in st.attrs) \
+                or dict(oc, basis="host-fallback node, not timed (a lower bound): " + oc["basis"])
         pre.append(row(e["name"], "host " + e["op"] + " (before the start)", host_bytes=hb, host_us=oc["us"],
                        basis=oc["basis"]))
     if net.host_before and bfp_words and net.input.get("patches"):
@@ -374,7 +374,8 @@ def model(path, *, board=None, batch=1, network=None, host="c", input_dtype="flo
                     st = next((la for la in net._dep.net.layers if la.name == j["name"]), None)
                     from .hostmodel import fallback_us
                     oc = None if st is None or ins[0] is None else fallback_us(
-                        b["cpu"], st.node, st.attrs.get("consts") or {}, _elems(ins[0]) // batch, batch)
+                        b["cpu"], st.node, st.attrs.get("consts") or {}, _elems(ins[0]) // batch, batch,
+                        per_sample="sw" in st.attrs)
                     if oc is not None:
                         row.update(host_us=oc["us"] + hb * cpu["byte_us"], basis=oc["basis"])
             else:
