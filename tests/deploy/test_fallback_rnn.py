@@ -170,6 +170,25 @@ def test_the_fallback_session_is_built_once_per_layer_and_gives_a_fresh_evaluato
     assert key not in hostops._FALLBACK_SESSIONS and len(hostops._FALLBACK_SESSIONS) < n
 
 
+def test_a_dynamic_batch_export_runs_its_gru_on_each_sample(tmp_path):
+    """A file of dynamic batch N whose GRU reads x (N, T, F) transposed to (T, N, F), as TorchScript
+    writes ``batch_first=True``: its shapes are folded at batch 1, so the node runs on each sample
+    (``sw``: the latency model's batch x one sample's cost), equal to onnxruntime on the whole batch."""
+    path = _rnn_model(tmp_path, "GRU", ["", "Y_h"], _head("Y_h", H), "gru_dyn")
+    m = onnx.load(str(path))
+    for v in (m.graph.input[0], m.graph.output[0]):
+        v.type.tensor_type.shape.dim[0].dim_param = "N"
+    next(t for t in m.graph.initializer if t.name == "shape").CopyFrom(
+        numpy_helper.from_array(np.array([-1, H], np.int64), "shape"))
+    onnx.save(m, str(path))
+    net = load_onnx(path, host_fallback=True)
+    (fb,) = [la for la in net.layers if la.op == "fallback"]
+    assert "sw" in fb.attrs
+    x = np.random.default_rng(6).normal(size=(4, T, F)).astype(np.float32)
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(float_forward(net, x), want, rtol=1e-5, atol=1e-5)
+
+
 def test_a_node_with_two_read_outputs_is_refused_by_name_even_with_the_fallback(tmp_path):
     def tail(inits, rng):
         inits.append(numpy_helper.from_array(np.array([1, H], np.int64), "hshape"))
