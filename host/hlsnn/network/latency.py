@@ -5,8 +5,9 @@ deployment runner makes them: :func:`hlsnn.measure.layers.layer_kernel_cycles`):
 
 * ``kernel_us``: the kernel calls' cycles from the engine's cycle model at the config's clock
   (the stream phases included at the kernel's ``stream_bits`` per cycle);
-* ``ddr_us``: the DMA bytes (every beat in and out: the stream phases' cycles, one beat
-  per cycle, times ``stream_bits / 8``) at the board's HP-port peak
+* ``ddr_us``: the DMA bytes (every beat in and out of the calls, times ``stream_bits / 8``;
+  the stream phases' cycles, one beat a cycle, only where the cycle model gives no beat totals)
+  at the board's HP-port peak
   (:data:`BOARDS`); the DMA streams while the kernel runs, so the layer's fabric time is
   ``max(kernel_us, ddr_us)``;
 * ``host_us``: ``kernel_starts * call_us + host_bytes * byte_us``: the driver's cost per
@@ -361,7 +362,7 @@ def model(path, *, board=None, batch=1, network=None, host="c", input_dtype="flo
                 kc = q.kernel_cycles(cfg)
                 beat = cfg.params["stream_bits"] // 8
                 streams = sum(v for k, v in kc.phases.items() if k.startswith(("input stream", "output stream")))
-                dma = int(max(kc.beats_in + kc.beats_out, streams) * beat)
+                dma = int((kc.beats_in + kc.beats_out or streams) * beat)
                 hb = host_bytes("host", in_el, out_el, dma_bytes=dma)
                 k_us, d_us = kc.cycles / cfg.clock_mhz, dma / (b["hp_bits"] / 8 * cfg.clock_mhz)
                 row.update(kind="engine MatMulAct", kernel_starts=int(kc.calls), kernel_cycles=int(kc.cycles),
@@ -390,9 +391,11 @@ def model(path, *, board=None, batch=1, network=None, host="c", input_dtype="flo
                                          weight_sparsity=wsp, input_density=ex.stats.input_density,
                                          **input_terms(ex))      # input_terms 2: two raw passes (deploy.twoin)
                 beat = cfg.params["stream_bits"] // 8
-                # one beat per cycle of the stream phases (the closed-form counts carry no beat totals)
+                # the calls' stream beats; one beat per cycle of the stream phases only where a cycle model
+                # gives no beat totals (a stream phase's cycles are not beats: a DATAFLOW engine whose input
+                # stage is its slowest process reports that stage's stalls as its stream phase)
                 streams = sum(v for k, v in kc.phases.items() if k.startswith(("input stream", "output stream")))
-                dma = int(max(kc.beats_in + kc.beats_out, streams) * beat)
+                dma = int((kc.beats_in + kc.beats_out or streams) * beat)
                 rows = 0
                 if j["kind"] == "conv" and j["format"] in ("bfp", "twohot", "pot"):
                     g = ex.layer.geom
