@@ -98,6 +98,16 @@ def _elems(shape):
     return int(np.prod(shape)) if shape is not None else 0
 
 
+def _dma_bytes(kc, cfg):
+    """The DMA bytes of a layer's kernel calls ``kc`` (:class:`hlsnn.perf.model.KernelCycles`) on
+    ``cfg``: the calls' stream beats in and out times ``stream_bits / 8``; one beat per cycle of the
+    stream phases only where the cycle model gives no beat totals (a stream phase's cycles are not
+    beats: a DATAFLOW engine whose input stage is its slowest process reports that stage's stalls
+    as its stream phase)."""
+    streams = sum(v for k, v in kc.phases.items() if k.startswith(("input stream", "output stream")))
+    return int((kc.beats_in + kc.beats_out or streams) * (cfg.params["stream_bits"] // 8))
+
+
 _TOTALS = ("kernel_starts", "kernel_us", "ddr_us", "fabric_us", "host_us", "end_to_end_us", "host_bytes", "dma_bytes")
 
 
@@ -360,9 +370,7 @@ def model(path, *, board=None, batch=1, network=None, host="c", input_dtype="flo
                 cfg = q.kern.cfg
                 cfgs[cfg.sha] = cfg
                 kc = q.kernel_cycles(cfg)
-                beat = cfg.params["stream_bits"] // 8
-                streams = sum(v for k, v in kc.phases.items() if k.startswith(("input stream", "output stream")))
-                dma = int((kc.beats_in + kc.beats_out or streams) * beat)
+                dma = _dma_bytes(kc, cfg)
                 hb = host_bytes("host", in_el, out_el, dma_bytes=dma)
                 k_us, d_us = kc.cycles / cfg.clock_mhz, dma / (b["hp_bits"] / 8 * cfg.clock_mhz)
                 row.update(kind="engine MatMulAct", kernel_starts=int(kc.calls), kernel_cycles=int(kc.cycles),
@@ -390,12 +398,7 @@ def model(path, *, board=None, batch=1, network=None, host="c", input_dtype="flo
                 kc = layer_kernel_cycles(cost_layer(ex.layer, terms), cfg, batch, fmt_type=j["format"], in_hw=in_hw,
                                          weight_sparsity=wsp, input_density=ex.stats.input_density,
                                          **input_terms(ex))      # input_terms 2: two raw passes (deploy.twoin)
-                beat = cfg.params["stream_bits"] // 8
-                # the calls' stream beats; one beat per cycle of the stream phases only where a cycle model
-                # gives no beat totals (a stream phase's cycles are not beats: a DATAFLOW engine whose input
-                # stage is its slowest process reports that stage's stalls as its stream phase)
-                streams = sum(v for k, v in kc.phases.items() if k.startswith(("input stream", "output stream")))
-                dma = int((kc.beats_in + kc.beats_out or streams) * beat)
+                dma = _dma_bytes(kc, cfg)
                 rows = 0
                 if j["kind"] == "conv" and j["format"] in ("bfp", "twohot", "pot"):
                     g = ex.layer.geom
