@@ -304,20 +304,7 @@ def test_sparse_pooled_window_read_in_two_branches_is_ii_2(tmp_path):
     from hlsnn.config import load_config
     cfg = load_config("sparse8_pynq-z2", check_fit=False)
     f = render(cfg, tmp_path / "hls").dir / "sparse_cluster.cpp"
-    old = ("            if (rt || rb) {\n"
-           "              const acc_t got = HLSNN_LOAD_AT(acc[l], a, l);\n"
-           "              HLSNN_STORE_AT(acc[l], a, 0, l);\n")
-    new = ("            acc_t got_t = 0, got_b = 0;\n"
-           "            if (rt) {\n"
-           "              got_t = HLSNN_LOAD_AT(acc[l], atop, l);\n"
-           "              HLSNN_STORE_AT(acc[l], atop, 0, l);\n"
-           "            }\n"
-           "            if (rb) {\n"
-           "              got_b = HLSNN_LOAD_AT(acc[l], hrow, l);\n"
-           "              HLSNN_STORE_AT(acc[l], hrow, 0, l);\n"
-           "            }\n"
-           "            if (rt || rb) {\n"
-           "              const acc_t got = rt ? got_t : got_b;\n")
+    from sparse_pool_edits import POOL_ONE_READ as old, POOL_READS_IN_BRANCHES as new
     text = f.read_text()
     assert text.count(old) == 1
     f.write_text(text.replace(old, new))

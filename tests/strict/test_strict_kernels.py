@@ -133,20 +133,7 @@ def test_a_pooled_window_read_in_two_branches_is_over_the_ports(sparse_small):
     # a simple-dual-port bank has one read port: II 2
     from hlsnn.errors import StrictCsimError
     cfg, rendered = sparse_small
-    old = ("            if (rt || rb) {\n"
-           "              const acc_t got = HLSNN_LOAD_AT(acc[l], a, l);\n"
-           "              HLSNN_STORE_AT(acc[l], a, 0, l);\n")
-    new = ("            acc_t got_t = 0, got_b = 0;\n"
-           "            if (rt) {\n"
-           "              got_t = HLSNN_LOAD_AT(acc[l], atop, l);\n"
-           "              HLSNN_STORE_AT(acc[l], atop, 0, l);\n"
-           "            }\n"
-           "            if (rb) {\n"
-           "              got_b = HLSNN_LOAD_AT(acc[l], hrow, l);\n"
-           "              HLSNN_STORE_AT(acc[l], hrow, 0, l);\n"
-           "            }\n"
-           "            if (rt || rb) {\n"
-           "              const acc_t got = rt ? got_t : got_b;\n")
+    from sparse_pool_edits import POOL_ONE_READ as old, POOL_READS_IN_BRANCHES as new
     target = planted_csim(cfg, rendered, "sparse_cluster.cpp", old, new)
     with pytest.raises(StrictCsimError, match=r"loop PoolPixels\.\d: bank 'acc\[\d\]' has 2 read site\(s\) and 2 "
                                               r"write site\(s\), more than its ports"):
