@@ -103,7 +103,7 @@ def calibrate(dep, x):
         net = dep._lowered()
         for k, ex in dep.execs.items():
             ex.f_x, ex.f_out = saved[0][k][0]["f_x"], saved[0][k][0]["f_out"]
-        if net is None or any(op.kind in ("upsample", "zerostuff", "pad", "concat", "transpose", "lut", "gate", "avgpool") for op in net.ops):
+        if net is None or any(op.kind in ("upsample", "zerostuff", "pad", "concat", "transpose", "lut", "gate", "avgpool", "lnorm") for op in net.ops):
             raise _Bail                        # no fast calibration of the data moves (netmove)
         if any(op.f.get("out_bits") for op in net.ops):
             raise _Bail                        # nor of a chained Add's exact sum (engines.network.chain)

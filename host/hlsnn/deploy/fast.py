@@ -235,7 +235,7 @@ class FastNet:
                 self.maps[op.out] = (f["oh"], f["ow"], f["z"])
             elif op.kind == "maxpool":
                 self.maps[op.out] = (f["oh"], f["ow"], f["c"])
-            elif op.kind in ("lut", "gate"):      # hlsnn.engines.network.gate: the map's shape
+            elif op.kind in ("lut", "gate", "lnorm"):   # hlsnn.engines.network.gate, .layernorm: the map's shape
                 self.maps[op.out] = self.maps[self._src(op.ins[0])]
             elif op.kind in netmode.MOVE_KINDS:   # the program's shape of the tensor
                 self.maps[op.out] = self._hwc(net.shapes[op.out])
@@ -249,7 +249,7 @@ class FastNet:
             want = hwc if f.get("same") else (hwc[0], hwc[1], 1) if f.get("pix") else (1, 1, f["c"])  # pix: rule 10p
             if op.kind == "gate" and self.maps[self._src(op.ins[1])] != want:
                 raise ValueError(f"op {op.name} gates by a map of shape {self.maps[self._src(op.ins[1])]}")
-            if op.kind in ("add", "lut", "gate"):
+            if op.kind in ("add", "lut", "gate", "lnorm"):
                 ok = hwc[2] == f["c"] and hwc[0] * hwc[1] == f["hw"]
             else:                                # an alias's view of the same NHWC pixels (an Unsqueeze's 1 x W)
                 ok = hwc[2] == f["c"] and hwc[0] * hwc[1] == f["h"] * f["w"]
@@ -317,6 +317,10 @@ class FastNet:
                 sat[op.name] += s
             elif op.kind in netmode.MOVE_KINDS or "div" in f or "split" in f:   # split: rule 8m (netcatmix)
                 y = self._move(op, env, b)
+            elif op.kind == "lnorm":             # rule 15 in numpy on the NHWC maps: channels last already
+                from ..engines.network.layernorm import run_last
+                a = np.ascontiguousarray(run_last(src[0], f, net.input["bits"]).astype(np.int32))
+                y = (a, _ptr(a))
             elif op.kind in ("lut", "gate"):     # rules 9, 10 in numpy on the NHWC maps (the same integers)
                 from ..engines.network import gate as netgate
                 if op.kind == "lut":

@@ -72,6 +72,9 @@ def check_ops(net):
         elif op.kind in ("lut", "gate"):
             from ..engines.network.gate import check_op
             check_op(op, ints, bad)
+        elif op.kind == "lnorm":
+            from ..engines.network.layernorm import check_op
+            check_op(op, ints, bad)
         elif op.kind == "add":
             ints(op, f, ("c", "hw"), 1, 1 << 26)
             for k in ("sa", "sb"):

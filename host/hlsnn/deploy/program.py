@@ -250,6 +250,9 @@ def walk(program, arrays, steps):
             if op == "Relu" and st[0] == "add" and st[1]["p"] is None:
                 state[j["output"]], shapes[j["output"]] = ("add", dict(st[1], relu=True)), shapes[src]
                 continue
+            from ..engines.network import layernorm
+            if layernorm.lower_host(j, program, w, steps, _why):          # LayerNormalization over channels: 15
+                continue
             from ..engines.network import catinput, gate as netgate, linpool, move as netmove, reduce, transpose
             op = linpool.global_op(j, st, shapes[src])                    # a window over the map of an Add: 11g
             if op == "GlobalAveragePool" and (st[0] == "q" or st[0] == "add" and st[1]["p"] is None):
@@ -304,7 +307,7 @@ def walk(program, arrays, steps):
         lintwo.check_input(j, st, steps, _why)        # input_terms: 2 of a resized wide sum (rule 12t)
         if st[0] == "input":
             st = steps.read_input(j, src, st, w)
-        elif st[0] in ("cat", "gate", "avgp", "add", "addmv"):
+        elif st[0] in ("cat", "gate", "avgp", "add", "addmv", "lnorm"):
             # a pending op (a Concat of parts at different radix points, a channel gate, a pool,
             # an Add) materialized once for its consumers (an integer one requantized to their F_x)
             if st[0] == "add":                      # input_terms: 2, rule 12t (engines.network.lintwo)
@@ -316,9 +319,9 @@ def walk(program, arrays, steps):
             else:
                 base = st[1]["name"] + "_q"
                 if not materialized(j, st[1]["name"], state, shapes, _why):
-                    from ..engines.network import gate as netgate, linpool, move as netmove
+                    from ..engines.network import gate as netgate, layernorm, linpool, move as netmove
                     make = {"cat": netmove.materialize, "gate": netgate.materialize,
-                            "avgp": linpool.materialize}[st[0]]
+                            "avgp": linpool.materialize, "lnorm": layernorm.materialize}[st[0]]
                     make(j, src, st, state, shapes, ops, aliases, steps.rounding, _why, Op)
             aliases[src] = base
             src = base
@@ -665,6 +668,9 @@ def run_ints(net, xq, *, keep=False):
         elif op.kind in ("lut", "gate"):
             from ..engines.network import gate as netgate
             env[op.out] = netgate.run(op, get, b, net.input["bits"])
+        elif op.kind == "lnorm":                  # rule 15 (hlsnn.engines.network.layernorm)
+            from ..engines.network import layernorm
+            env[op.out] = layernorm.run(op, get, b, net.input["bits"]).reshape((b,) + net.shapes[op.out])
         else:
             y = add_ints(x.reshape(b, f["c"], f["hw"]),
                          get(op.ins[1]).reshape(b, f["c"], f["hw"]) if len(op.ins) > 1 else None, f,

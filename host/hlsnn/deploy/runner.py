@@ -65,7 +65,7 @@ import time
 import numpy as np
 
 from ..engines import convgeom as conv
-from ..engines.network import gate as netgate
+from ..engines.network import gate as netgate, layernorm
 from . import gatecodes, tablecodes as tablein
 from ..errors import InputError
 from . import biascorr, hostops, radix_lse, radix_search, samplewise, shift_auto, shift_netfit
@@ -278,6 +278,8 @@ class Deployment:
             elif layer.kind == "host" and k < last and gatecodes.operand_bits(self, layer, env, BfpExec):   # 10c
                 env[layer.output] = Act(*gatecodes.run(self, layer, ins, gatecodes.operand_bits(
                     self, layer, env, BfpExec), calibrate, BfpExec))
+            elif layer.kind == "host" and k < last and layernorm.applies(layer, ins[0]):   # rule 15
+                env[layer.output] = Act(layernorm.host_run(layer, ins[0], self.rounding), None)
             elif layer.kind == "host" and k < last and netgate.applies(layer.op, ins[0].fmt, layer.attrs,
                                                                              np.ndim(ins[0].values)):   # a table on integers (9, 9ch)
                 env[layer.output] = Act(*netgate.host_run(layer, ins[0], self.rounding,

@@ -1,0 +1,278 @@
+"""Rule 15, **LayerNormalization over the channels of each position in integers**: a
+``LayerNormalization`` between engine layers whose input is one fixed-point tensor (an engine
+layer's output: ``b``-bit codes ``q`` at radix ``F``) and which normalizes its last axis only:
+the features of an ``(N, K)`` vector (``Linear -> LayerNorm -> Linear``), or the channels of a
+``C x H x W`` map (ConvNeXt's ``LayerNorm`` over channels, which ONNX writes as ``Transpose`` to
+channels-last, ``LayerNormalization(axis=-1)``, ``Transpose`` back; a ``C x L`` map alike). The
+layer path (:meth:`hlsnn.deploy.runner.Deployment.run`) runs this rule where the op's input is a
+fixed-point tensor and an engine layer follows, and the network mode runs it as op ``lnorm``, so
+both give the same bits. It is an integer rule, not float64's: its error against the float
+definition is stated below and measured in ``tests/deploy/test_network_layernorm.py``.
+
+For each position (``C`` codes ``q_c``), all integers, exact unless a rounding is named:
+
+1. ``S1 = sum q_c``, ``S2 = sum q_c**2``; ``d_c = C q_c - S1`` (``C`` times the deviation from
+   the mean) and ``V = C S2 - S1**2`` (``C**2`` times the variance), both in code units.
+2. ``Vt = V + E`` with ``E = rint(C**2 * eps * 4**F)`` (float64, half to even: epsilon in code
+   units; the op's only float step, made once when the rule is planned).
+3. The reciprocal square root by a table: ``s = max(0, ceil((bitlen(Vt) - T) / 2))``, ``m = Vt
+   >> 2 s`` (truncated, ``m < 2**T``), ``r = RS[m]`` with ``RS[m] = round(2**R / sqrt(m))`` (exact
+   integer rounding, half up; ``RS[0] = 0``: every ``d_c`` is 0 there), ``T`` = :data:`T_BITS`,
+   ``R`` = :data:`R_BITS`. So ``d_c * r * 2**-(R + s)`` is ``(x_c - mean) / sqrt(var + eps)``.
+4. The scale and bias as fixed point: ``G_c = rint(gamma_c * 2**Fg)`` (signed
+   :data:`G_BITS` bits, ``Fg`` the largest radix at which every ``|G_c|`` fits), ``B_c =
+   rint(beta_c * 2**(Fg + R))`` (half to even); ``p_c = G_c * d_c * r + (B_c << s)`` at radix
+   ``Fg + R + s``.
+5. ``y_c = shift_round_sat(p_c, Fg + R + s - K, Y, rounding)``: the normalized value's
+   :data:`Y_BITS`-bit codes at radix ``K`` (``K`` from the bound ``max|gamma| sqrt(C) + max|beta|``,
+   so no value saturates), with the deployment's rounding. The layer path's value is ``y_c *
+   2**-K`` (exact in float64), which the next engine layer converts at its calibrated ``F_x``
+   (:func:`hlsnn.deploy.quant.to_fixed`); the network mode's op ends with that conversion as
+   ``shift_round_sat(y_c, K - F_x, b, rounding)``, the same bits while ``K <= F_x + 24``
+   (checked; ``to_fixed`` writes the value exactly at radix ``F_x + 24`` first).
+
+Error against the float definition (``T = 10``, ``R = 16``): step 3's truncation of ``Vt`` to
+``T`` bits changes ``1/sqrt(Vt)`` by at most ``2**-(T-1)`` relative (0.2 %), the table's rounding
+by ``2**-(R-T/2+1)``; the scale's rounding ``2**-15`` relative; step 5 half a unit at radix ``K``.
+Against the float op on exact inputs the normalized values are within 0.25 % relative plus
+``2**-K`` (tested against float64). Zero variance with ``eps`` below a code's resolution
+(``E = 0``) gives ``beta`` (float gives NaN for ``eps = 0``).
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+
+#: the reciprocal square root table's index bits (2**T_BITS entries)
+T_BITS = 10
+#: its entries' fraction bits (entries up to 2**R_BITS, R_BITS + 1 bits unsigned)
+R_BITS = 16
+#: the scale codes' signed bits
+G_BITS = 16
+#: the normalized value's signed bits at radix K (step 5)
+Y_BITS = 24
+#: the most channels a position normalizes (the kernels' bounds)
+MAX_C = 4096
+#: the widest input codes
+MAX_BITS = 12
+#: the op kind of this module
+KINDS = ("lnorm",)
+#: the engines whose network kernel has the loop (``network.cpp.j2``'s ``LayerNorm``)
+KERNEL_KINDS = {"sparse_cluster": ("lnorm",)}
+
+
+@lru_cache(maxsize=1)
+def rsqrt_table():
+    """``RS``: ``round(2**R / sqrt(m))`` for ``m`` in ``0 .. 2**T - 1`` (``RS[0] = 0``), exact:
+    ``k = isqrt(4**R // m)`` is the floor, and ``k + 1`` where ``4**(R+1) >= m (2k + 1)**2``."""
+    t = np.zeros(1 << T_BITS, np.int64)
+    for m in range(1, 1 << T_BITS):
+        k = math.isqrt((1 << (2 * R_BITS)) // m)
+        if 1 << (2 * R_BITS + 2) >= m * (2 * k + 1) ** 2:
+            k += 1
+        t[m] = k
+    return t
+
+
+def plan(c, f_in, bits, eps, scale=None, bias=None):
+    """Rule 15's constants for ``c`` channels of ``bits``-bit codes at radix ``f_in``: ``{c, e,
+    fg, k, g, b, smax, pbits}`` (module docstring; ``pbits`` the signed bits of ``p_c``), or a
+    string saying why not."""
+    c = int(c)
+    if not 2 <= c <= MAX_C:
+        return f"a LayerNormalization over {c} channels: 2..{MAX_C}"
+    if not 2 <= int(bits) <= MAX_BITS:
+        return f"a LayerNormalization of {bits}-bit codes: 2..{MAX_BITS}"
+    gamma = np.ones(c) if scale is None else np.broadcast_to(np.asarray(scale, np.float64).reshape(-1), (c,))
+    beta = np.zeros(c) if bias is None else np.broadcast_to(np.asarray(bias, np.float64).reshape(-1), (c,))
+    if not (np.isfinite(gamma).all() and np.isfinite(beta).all() and math.isfinite(eps) and eps >= 0):
+        return "a scale, bias or epsilon that is not finite"
+    gmax = float(np.abs(gamma).max())
+    fg = G_BITS - 2 - (math.floor(math.log2(gmax)) if gmax > 0 else 0)
+    while np.abs(np.rint(np.ldexp(gamma, fg))).max() > (1 << (G_BITS - 1)) - 1:
+        fg -= 1
+    g = np.rint(np.ldexp(gamma, fg)).astype(np.int64)
+    b = np.rint(np.ldexp(beta, fg + R_BITS))
+    if np.abs(b).max() >= 2.0 ** 44:
+        return f"a bias up to {np.abs(beta).max():.3g} at the scale's radix {fg + R_BITS}: at most 2**44 codes"
+    e = float(np.rint(eps * c * c * 2.0 ** (2 * int(f_in))))
+    vmax = c * c * (1 << (2 * (int(bits) - 1))) + e
+    if vmax >= 2.0 ** 52:
+        return f"an epsilon of {e:.3g} codes: the variance term beyond 2**52"
+    smax = max(0, -(-(int(vmax).bit_length() - T_BITS) // 2))
+    # |d_c r| <= 2 sqrt(C) 2**(R + s) (|d_c| <= sqrt(C V), r <= 2**R / sqrt(m) + 1/2), so the
+    # normalized value is below 2 sqrt(C) max|gamma| + max|beta|
+    bound = (2 * math.sqrt(c) * (1 << (G_BITS - 1))) * 2.0 ** (R_BITS + smax) + float(np.abs(b).max()) * 2.0 ** smax
+    pbits = math.ceil(math.log2(bound + 1)) + 1
+    if pbits > 62:
+        return f"a normalized product of {pbits} bits: at most 62"
+    ybound = 1.01 * gmax * math.sqrt(c - 1) + float(np.abs(beta).max()) + 2.0 ** -8
+    k = min(Y_BITS - 2 - math.ceil(math.log2(ybound)), fg + R_BITS)
+    return dict(c=c, e=int(e), fg=int(fg), k=int(k), g=g, b=b.astype(np.int64), smax=int(smax), pbits=int(pbits))
+
+
+def normalized(q, p, rounding):
+    """Steps 1-5 on integers ``q`` (..., C), channels last: the codes ``y`` (..., C) at radix
+    ``p["k"]`` (int64)."""
+    from ...primitives import shift_round_sat
+    q = np.asarray(q, np.int64)
+    c = p["c"]
+    s1 = q.sum(axis=-1, keepdims=True)
+    s2 = (q * q).sum(axis=-1, keepdims=True)
+    d = c * q - s1
+    vt = c * s2 - s1 * s1 + p["e"]
+    nb = np.frexp(vt.astype(np.float64))[1]          # bit length (exact: vt < 2**52)
+    s = np.maximum(0, (nb - T_BITS + 1) // 2)
+    m = vt >> (2 * s)
+    r = rsqrt_table()[m]
+    pv = np.asarray(p["g"], np.int64) * d * r + (np.asarray(p["b"], np.int64) << s)
+    return shift_round_sat(pv, p["fg"] + R_BITS + s - p["k"], Y_BITS, rounding)[0]
+
+
+def _attrs(layer):
+    a = layer.attrs if hasattr(layer, "attrs") else layer["attrs"]
+    return a
+
+
+def applies(layer, act):
+    """The layer path runs rule 15 for host ``layer`` on the :class:`~hlsnn.deploy.quant.Act`
+    ``act``: a ``LayerNormalization`` over the last axis only of a signed fixed-point tensor."""
+    if layer.op != "LayerNormalization" or act.fmt is None or not act.fmt[2]:
+        return False
+    nd = np.ndim(act.values)
+    a = layer.attrs
+    return nd >= 2 and int(a["axis"]) % nd == nd - 1 and isinstance(
+        plan(np.shape(act.values)[-1], act.fmt[0], act.fmt[1], a["epsilon"], a.get("scale"), a.get("bias")), dict)
+
+
+def host_run(layer, act, rounding):
+    """Rule 15 in the layer path: ``y * 2**-K`` (float64, exact; no fixed-point format: the next
+    engine layer converts it at its calibrated radix)."""
+    a = layer.attrs
+    f, bits, _ = act.fmt
+    p = plan(np.shape(act.values)[-1], f, bits, a["epsilon"], a.get("scale"), a.get("bias"))
+    return np.ldexp(normalized(act.ints(), p, rounding).astype(np.float64), -p["k"])
+
+
+def _perm_to_last(perm, rank):
+    return list(perm) == [0] + list(range(2, rank)) + [1]
+
+
+def _perm_from_last(perm, rank):
+    return list(perm) == [0, rank - 1] + list(range(1, rank - 1))
+
+
+def _readers(program, t):
+    return [j for j in program["layers"] if t in j["inputs"]]
+
+
+def lower_host(j, program, w, steps, why):
+    """Lower host layer ``j`` when it is rule 15's (a pending ``("lnorm", {...})`` until its
+    engine consumer, :func:`materialize`) or a ``Transpose`` around it (channels to last and
+    back: ``SwMove``); True if it was."""
+    op, state, shapes = j["op"], w.state, w.shapes
+    src = j["inputs"][0]
+    st = state.get(src)
+    if op == "SwMove" and (j.get("attrs") or {}).get("fn") == "Transpose" and st is not None:
+        perm = list(j["attrs"].get("perm", ()))
+        rank = len(perm)
+        if st[0] == "q" and rank >= 3 and _perm_to_last(perm, rank):
+            rd = _readers(program, j["output"])
+            if len(rd) == 1 and rd[0]["kind"] == "host" and rd[0]["op"] == "LayerNormalization":
+                state[j["output"]] = ("lnorm_in", dict(src=src))        # channels last, read by the norm only
+                shapes[j["output"]] = tuple(shapes[src][1:]) + (shapes[src][0],)
+                return True
+        if st[0] == "lnorm" and st[1]["last"] and _perm_from_last(perm, rank):
+            state[j["output"]] = ("lnorm", dict(st[1], last=False))
+            shapes[j["output"]] = shapes[st[1]["ins"][0]]
+            return True
+        return False
+    if op == "Relu" and st is not None and st[0] == "lnorm" and not st[1].get("relu"):
+        state[j["output"]], shapes[j["output"]] = ("lnorm", dict(st[1], relu=True)), shapes[src]
+        return True
+    if op != "LayerNormalization":
+        return False
+    a = j["attrs"]
+    if st is None or st[0] not in ("q", "lnorm_in"):
+        raise why(j, "a LayerNormalization of an integer tensor computed on the fabric (not of a pending Add, "
+                     "pool or gate)")
+    last = st[0] == "lnorm_in"
+    base = st[1]["src"] if last else src
+    if w.state[base][1] is None or getattr(steps, "engine", "") == "bfp_systolic":
+        raise why(j, "a LayerNormalization of BFP pairs: rule 15 takes fixed-point codes (fixed8, two-hot)")
+    shape = tuple(shapes[base])
+    rank = len(shapes[src]) + 1
+    if int(a["axis"]) % rank != rank - 1 or (not last and len(shape) != 1):
+        raise why(j, "a LayerNormalization over the channels of each position is supported: the features of an "
+                     "(N, K) vector, or a map's channels between Transposes to channels-last and back")
+    from .program import _chw
+    c, h, w_ = _chw(shape)
+    p = plan(c, w.state[base][1], steps.bits, a["epsilon"], a.get("scale"), a.get("bias"))
+    if isinstance(p, str):
+        raise why(j, p)
+    state[j["output"]] = ("lnorm", dict(ins=[base], name=j["name"], hw=h * w_, last=last, plan=p))
+    shapes[j["output"]] = shapes[src]
+    return True
+
+
+def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
+    """An engine layer ``j`` reads the pending norm ``st``: the ``lnorm`` op ending with the
+    conversion to ``j``'s ``F_x`` (step 5), as the tensor ``NAME_q``."""
+    g = st[1]
+    if g["last"]:
+        raise why(j, "an engine layer reading a LayerNormalization's channels-last output (no Transpose back)")
+    p, f_x = g["plan"], j["f_x"]
+    if f_x is None or np.ndim(f_x) or p["k"] > f_x + 24:
+        raise why(j, f"the conversion from radix {p['k']} to {f_x} is not exact in today's host rule")
+    t = g["name"] + "_q"
+    ops.append(op_cls("lnorm", g["name"], list(g["ins"]), t,
+                      dict(c=p["c"], hw=g["hw"], e=p["e"], fg=p["fg"], k=p["k"], g=p["g"], b=p["b"],
+                           smax=p["smax"], pbits=p["pbits"], shift=int(p["k"] - f_x), rounding=rounding,
+                           relu=bool(g.get("relu")))))
+    shapes[t], state[t] = shapes[g["ins"][0]], ("q", f_x)
+
+
+def run_last(q, f, bits):
+    """Op ``lnorm`` (fields ``f``) on codes ``q`` (..., C), channels last: the consumer's
+    ``bits``-bit codes (step 5's conversion; then the fused ``Relu``, ``max(y, 0)``, exact:
+    the conversion is monotone and keeps 0)."""
+    from ...primitives import shift_round_sat
+    y = shift_round_sat(normalized(q, f, f["rounding"]), f["shift"], bits, f["rounding"])[0]
+    return np.maximum(y, 0) if f.get("relu") else y
+
+
+def run(op, get, b, bits):
+    """Rule 15 on a batch of ``b`` images: ``(B, C, HW)`` codes in, the consumer's codes out."""
+    f = op.f
+    q = np.asarray(get(op.ins[0]), np.int64).reshape(b, f["c"], f["hw"]).transpose(0, 2, 1)
+    return run_last(q, f, bits).transpose(0, 2, 1)
+
+
+def check_op(op, ints, bad):
+    """:func:`hlsnn.deploy.program.check_ops` for ``lnorm``."""
+    f = op.f
+    ints(op, f, ("c",), 2, MAX_C)
+    ints(op, f, ("hw",), 1, 1 << 26)
+    ints(op, f, ("k",), -64, Y_BITS)
+    ints(op, f, ("shift",), -62, 62)
+    ints(op, f, ("fg",), -64, 64)
+    ints(op, f, ("smax",), 0, 32)
+    ints(op, f, ("e",), 0, 1 << 52)
+    g, bb = np.asarray(f.get("g", ())), np.asarray(f.get("b", ()))
+    if g.shape != (f["c"],) or bb.shape != (f["c"],) or np.abs(g).max() >= 1 << (G_BITS - 1) \
+            or np.abs(bb).max() >= 1 << 44:
+        raise bad(op, f"scale codes {g.shape} / bias codes {bb.shape} for {f['c']} channels: one each, "
+                      f"|scale| < 2**{G_BITS - 1}, |bias| < 2**44")
+
+
+def refuse_kernel(net):
+    """:class:`InputError` naming the first ``lnorm`` op of ``net`` when its engine's network
+    kernel has no loop for it."""
+    from ...errors import InputError
+    for op in net.ops:
+        if op.kind in KINDS and op.kind not in KERNEL_KINDS.get(net.engine, ()):
+            raise InputError(f"network kernel: op {op.name} (lnorm, a LayerNormalization) runs in the emu network "
+                             f"mode only on {net.engine}; its network kernel's C++ has no loop for it yet (the "
+                             f"sparse_cluster kernel has), so on csim, sim and pynq this network runs layer by layer")
