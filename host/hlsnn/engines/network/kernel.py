@@ -60,7 +60,8 @@ FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", 
 OPS = {"conv": 0, "maxpool": 1, "avgpool": 1, "add": 2, "upsample": 3, "zerostuff": 3, "pad": 3, "concat": 4,     # 3: hlsnn.engines.network.move
        "transpose": 5,                                                                  # 5: ... .transpose
        "lut": 6, "gate": 7,                                                             # 6, 7: ... .gate
-       "linwide": 1}                                # the pool code, descriptor wide 1: ... .linwide
+       "linwide": 1,
+       "lnorm": 8}                                  # 8: hlsnn.engines.network.layernorm                                # the pool code, descriptor wide 1: ... .linwide
 #: the ops whose kernel loops also write the shortcut buffer (descriptor ``dual``)
 SC_WRITERS = ("conv", "lut", "add", "maxpool", "avgpool")
 ROUNDING = {"nearest_even": 0, "nearest_away": 1, "truncate": 2}
@@ -276,6 +277,9 @@ def pool_or_add(op, f, d, place, name, pc, a_bits, wide=None):
     if op.kind in ("lut", "gate"):                            # a table, a gate (hlsnn.engines.network.gate)
         from .gate import gate_descriptor
         return gate_descriptor(op, f, d, place, name, pc, a_bits)
+    if op.kind == "lnorm":                                    # a LayerNorm (hlsnn.engines.network.layernorm)
+        from .layernorm import descriptor as lnorm
+        return lnorm(op, f, d, place, name, pc)
     if op.kind == "linwide":                                  # a resized wide sum (hlsnn.engines.network.linwide)
         from .linwide import descriptor as lin
         return lin(op, f, d, pc)

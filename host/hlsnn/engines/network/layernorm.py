@@ -276,3 +276,107 @@ def refuse_kernel(net):
             raise InputError(f"network kernel: op {op.name} (lnorm, a LayerNormalization) runs in the emu network "
                              f"mode only on {net.engine}; its network kernel's C++ has no loop for it yet (the "
                              f"sparse_cluster kernel has), so on csim, sim and pynq this network runs layer by layer")
+
+
+# ---- the network kernel (sparse_cluster's ``LayerNorm`` loop nest, hls/engines/sparse_cluster/network.cpp.j2)
+
+#: the kernel's cycles a position costs beyond its two pipelined loops' iterations: the sums
+#: loop's pipeline (act read 1, the square 3, the kPc-input adder trees 3), the statistics (``C
+#: S2`` and ``S1**2``, a DSP product each, 3; the subtraction and ``E``'s add 1; the leading one
+#: and the shift 2; the table read 1) and the output loop's pipeline (act read 1, ``C q`` 3, the
+#: products ``G d`` and ``(G d) r`` 3 each, the bias add 1, the two roundings 2, the store 1)
+SUM_DEPTH, STAT_DEPTH, OUT_DEPTH = 7, 7, 14
+#: the kernel's loop counters: (sums, outputs), each iterated ``H W ceil(C / Q)`` times per op
+LOOPS = ("NetLnSum", "NetLnOut")
+#: the op code of ``lnorm`` in the kernels' descriptor table
+OP_CODE = 8
+
+
+def roms(net, pc):
+    """The scale and bias ROMs ``kLnG``, ``kLnB`` of the ``lnorm`` ops: ``(pc, words)`` int64
+    each, bank ``j`` holding channel ``k pc + j``'s code at word ``rom + k`` (zeros past the last
+    channel; one zero word when there is none), each op's first word in its field ``rom``."""
+    g, b = [], []
+    for op in net.ops:
+        if op.kind != "lnorm":
+            continue
+        c = op.f["c"]
+        nb = -(-c // pc)
+        op.f["rom"] = sum(x.shape[1] for x in g)
+        for src, dst in ((op.f["g"], g), (op.f["b"], b)):
+            a = np.zeros(nb * pc, np.int64)
+            a[:c] = np.asarray(src, np.int64)
+            dst.append(a.reshape(nb, pc).T)
+    if not g:
+        z = np.zeros((pc, 1), np.int64)
+        return z, z
+    return np.concatenate(g, axis=1), np.concatenate(b, axis=1)
+
+
+def descriptor(op, f, d, place, name, pc):
+    """Fill the kernel descriptor ``d`` of an ``lnorm`` op: ``hw`` positions, ``zb`` channel
+    blocks, ``cg`` channels, ``woff`` its first ROM word (:func:`roms`), ``sa`` = ``Fg + R -
+    K`` (step 5's shift is ``sa + s``), ``sb`` = ``E``, ``shift`` the conversion to the consumer
+    (``K - F_x``), ``relu``; ``n_iter`` the iterations of each of its two loops. Returns 0 (no
+    residual sum bits)."""
+    from ...errors import InputError
+    src = place[name(op.ins[0])][0]
+    if src is None:
+        raise InputError(f"network kernel: {op.name}: its input is not in an activation buffer")
+    if f["e"] >= 1 << 31:
+        raise InputError(f"network kernel: {op.name}: an epsilon term of {f['e']} codes beyond 2**31")
+    nb = -(-f["c"] // pc)
+    d.update(src=src, hw=f["hw"], zb=nb, cg=f["c"], woff=f["rom"], sa=f["fg"] + R_BITS - f["k"], sb=f["e"],
+             shift=f["shift"], relu=int(bool(f.get("relu"))), n_iter=nb * f["hw"])
+    return 0
+
+
+def _bits(v):
+    """Signed bits holding ``|x| <= v``."""
+    return int(v).bit_length() + 1
+
+
+def widths(net, a_bits=8, pc=1):
+    """The template fields of the ``LayerNorm`` loops: ``has_lnorm`` and, with it, the signed
+    widths of ``S1``, ``S2``, ``d``, ``Vt`` (``C S2`` and ``S1**2`` too), ``G d`` and ``p``
+    (the module docstring's bounds over the program's ``lnorm`` ops), the tripcounts and the
+    table constants."""
+    ops = [op for op in net.ops if op.kind == "lnorm"]
+    if not ops:
+        return dict(has_lnorm=False)
+    cmax = max(op.f["c"] for op in ops)
+    emax = max(op.f["e"] for op in ops)
+    half = 1 << (a_bits - 1)
+    d_bits = _bits(cmax * 2 * half)
+    return dict(has_lnorm=True, ln_s1_bits=_bits(cmax * half), ln_s2_bits=_bits(cmax * half * half),
+                ln_d_bits=d_bits, ln_v_bits=_bits(cmax * cmax * half * half + emax), ln_gd_bits=G_BITS + d_bits,
+                ln_p_bits=max(op.f["pbits"] for op in ops), ln_t_bits=T_BITS, ln_r_bits=R_BITS + 1, ln_y_bits=Y_BITS,
+                ln_c_bits=_bits(cmax), max_ln_hw=max(op.f["hw"] for op in ops),
+                max_ln_blocks=max(-(-op.f["c"] // pc) for op in ops),
+                rsqrt=[int(v) for v in rsqrt_table()])
+
+
+def multipliers(net, tables):
+    """The ``LayerNorm`` loops' products as :class:`hlsnn.resources.Multiplier` rows (none without
+    an ``lnorm`` op): per bank the square ``q * q`` (sums loop) and ``C * q``, ``G * d``, ``(G d)
+    * r`` (output loop); per position ``C * S2`` and ``S1 * S1``."""
+    from ...resources import Multiplier
+    w = widths(net, 8, tables["pc"])
+    if not w["has_lnorm"]:
+        return []
+    pc = tables["pc"]
+    return [Multiplier("q*q", "LnSums", 8, 8, count=pc, note="a LayerNorm's squares, one a bank"),
+            Multiplier("C*q", "LnOut", w["ln_c_bits"], 8, count=pc, note="a LayerNorm's C q, one a bank"),
+            Multiplier("G*d", "LnOut", G_BITS, w["ln_d_bits"], count=pc, note="a LayerNorm's scale, one a bank"),
+            Multiplier("Gd*r", "LnOut", w["ln_gd_bits"], R_BITS + 2, count=pc,
+                       note="a LayerNorm's reciprocal square root, one a bank"),
+            Multiplier("C*S2", "LnPixels", w["ln_c_bits"], w["ln_s2_bits"], count=1, note="a LayerNorm's variance"),
+            Multiplier("S1*S1", "LnPixels", w["ln_s1_bits"], w["ln_s1_bits"], count=1, note="a LayerNorm's variance")]
+
+
+def cycles(r, ii=None):
+    """A ``lnorm`` descriptor row's cycles per image (``r``: its fields by name): per position its
+    two loops' ``ceil(C/Q)`` iterations at their derived II plus :data:`SUM_DEPTH`,
+    :data:`STAT_DEPTH` and :data:`OUT_DEPTH`."""
+    g = (ii or {}).get
+    return r["zb"] * r["hw"] * (g(LOOPS[0], 1) + g(LOOPS[1], 1)) + r["hw"] * (SUM_DEPTH + STAT_DEPTH + OUT_DEPTH)

@@ -53,6 +53,8 @@ from ...network.perf import ADD_DEPTH, AXI_LITE, AXI_MASTER, CONTROL, DDR_LATENC
 CONV_DEPTH = 8       # act read (BRAM, 1), shift, the Q-input adder tree (4), accumulate, epilogue (bias, shift)
 
 
+from ...network.layernorm import LOOPS as LN_LOOPS, OP_CODE as LN_OP  # noqa: E402 - rule 15's loops
+
 LOOPS = {0: "NetMac", 1: "NetPool", 2: "NetAdd", 3: "NetMove", 4: "NetConcat", 5: "NetTranspose", 6: "NetLut", 7: "NetGate"}
 
 
@@ -68,6 +70,10 @@ def iterations(net, tables):
     it = {"NetLoadWords": words(tables["in_elems"], tables), "NetLoad": tables.get("load_iters", tables["in_elems"]),
           "NetStore": tables["out_elems"], "NetStoreWords": words(tables["out_elems"], tables)}
     for r in tables["rows"]:
+        if _f(r, "op") == LN_OP:                # rule 15's two loops (hlsnn.engines.network.layernorm)
+            for k in LN_LOOPS:
+                it[k] = it.get(k, 0) + _f(r, "n_iter")
+            continue
         k = LOOPS[_f(r, "op")]
         it[k] = it.get(k, 0) + _f(r, "n_iter")
     return it
@@ -84,6 +90,10 @@ def op_cycles(net, tables, conv_depth=CONV_DEPTH, ii=None):
              + tables.get("load_iters", tables["in_elems"]) * g("NetLoad", 1))]   # load_iters: a pixel of
     # every channel a cycle (the board-sized sparse kernel's unfolded load), else a value a cycle
     for op, r in zip(net.ops, tables["rows"]):
+        if _f(r, "op") == LN_OP:                # rule 15 (hlsnn.engines.network.layernorm)
+            from ...network.layernorm import cycles as ln_cycles
+            rows.append((op.name, op.kind, ln_cycles({k: _f(r, k) for k in ("zb", "hw")}, ii)))
+            continue
         rows.append((op.name, op.kind, _f(r, "n_iter") * g(LOOPS[_f(r, "op")], 1) + depth[_f(r, "op")]))
     rows.append(("store", "store output", tables["out_elems"] * g("NetStore", 1)
                  + words(tables["out_elems"], tables) * g("NetStoreWords", 1) + DDR_LATENCY))

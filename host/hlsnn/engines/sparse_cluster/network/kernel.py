@@ -133,6 +133,8 @@ def tables(net, pz, pc, pm):
         and not wide_sums and not lintwo.add_used(net)   # rule 12t's add: the one-pixel Add loop
     from ...network.gate import lut_roms
     luts, lut_banks = lut_roms(net, a_bits, pc)    # rule 9ch: a ROM copy per bank, else None
+    from ...network.layernorm import roms as ln_roms
+    ln_g, ln_b = ln_roms(net, pc)                  # rule 15's scale and bias codes, a ROM per bank
     for op in net.ops:
         f, d = descriptor_head(op, unfold, place, name, pz, pc, sc_transpose=True)
         if op.kind == "conv":
@@ -226,7 +228,8 @@ def tables(net, pz, pc, pm):
                 sum_bits=sum_bits, add_bits=add_bits, **div_bits(net, add_bits),
                 sc_bits=max([a_bits] + list(wide_sums.values())), in_slot=place[inp][0], in_dual=place[inp][1],
                 out_slot=place[out][0], in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
-                in_hw=hwf(net.shapes[inp]), out_hw=hwf(net.shapes[out]), luts=luts, **({} if lut_banks is None else {"lut_banks": lut_banks}))
+                in_hw=hwf(net.shapes[inp]), out_hw=hwf(net.shapes[out]), luts=luts, **({} if lut_banks is None else {"lut_banks": lut_banks}),
+                ln_g=ln_g, ln_b=ln_b)
 
 
 def _words(a, per_line=8):
@@ -241,7 +244,7 @@ def render(net, out_dir):
     from ...network.chain import sc_add
     from ...network.gatesc import used as gate_sc
     from ....version import __version__
-    from ...network import perf as netperf
+    from ...network import layernorm, perf as netperf
     from . import perf as sparseperf
     from .. import netsize
     p = net.params
@@ -276,6 +279,8 @@ def render(net, out_dir):
                has_lut=any(op.kind == "lut" for op in net.ops), has_gate=any(op.kind == "gate" for op in net.ops),
                max_lut_iter=_most(t, 6), max_gate_iter=_most(t, 7), lut_words=len(t["luts"]), luts=_ints(t["luts"]),
                lut_banks=[_ints(r) for r in t["lut_banks"]] if "lut_banks" in t else None,
+               **layernorm.widths(net, 8, pc), ln_words=t["ln_g"].shape[1],        # rule 15 (engines/network/layernorm)
+               ln_g=[_ints(r) for r in t["ln_g"]], ln_b=[_ints(r) for r in t["ln_b"]],
                sc_add=sc_add(net, t["place"]), gate_sc=gate_sc(net, t["place"]),
                split_shift=any("split" in op.f for op in net.ops),   # rule 8m (hlsnn.engines.network.catmix)
                act_distance=max(sparseperf.CONV_DEPTH, netperf.POOL_DEPTH, netperf.ADD_DEPTH),
