@@ -250,10 +250,9 @@ def walk(program, arrays, steps):
             if op == "Relu" and st[0] == "add" and st[1]["p"] is None:
                 state[j["output"]], shapes[j["output"]] = ("add", dict(st[1], relu=True)), shapes[src]
                 continue
-            from ..engines.network import layernorm
+            from ..engines.network import catinput, gate as netgate, layernorm, linpool, move as netmove, reduce, transpose
             if layernorm.lower_host(j, program, w, steps, _why):          # LayerNormalization over channels: 15
                 continue
-            from ..engines.network import catinput, gate as netgate, linpool, move as netmove, reduce, transpose
             op = linpool.global_op(j, st, shapes[src])                    # a window over the map of an Add: 11g
             if op == "GlobalAveragePool" and (st[0] == "q" or st[0] == "add" and st[1]["p"] is None):
                 c, h, w_ = _chw(shapes[src])

@@ -10,7 +10,7 @@ says so, with what to do, instead of the rule's own message."""
 from __future__ import annotations
 
 #: the revision this hlsnn writes
-REVISION = 4
+REVISION = 5
 #: revision -> the optional fields it added: ``{field: what it holds}``
 ADDED = {
     2: {"gate_in": "rule 10c's code radix of a gate's operand that is itself a gate's product"},
@@ -18,7 +18,12 @@ ADDED = {
                                                   "operand that is a gate's product"},
     4: {"gate_in of an AveragePool": "rule 10d's code radix of an average pool's operand that is a gate's product",
         "table of a PRelu per channel": "rule 9ch's calibrated output radix of a PRelu with one slope per channel"},
+    5: {"LayerNormalization in integers": "rule 15 (hlsnn.engines.network.layernorm): a LayerNormalization of a "
+                                          "fixed-point tensor before an engine layer runs in integers, its "
+                                          "self-check pairs made so (before: float64 on the host)"},
 }
+#: the first revision whose layer path runs rule 15 (an older program keeps float64 there)
+LAYERNORM = 5
 
 
 def of(program):

@@ -71,6 +71,7 @@ from ..errors import InputError
 from . import biascorr, hostops, radix_lse, radix_search, samplewise, shift_auto, shift_netfit
 from . import update as updates
 from .config import STATIC_RULES
+from .programrev import LAYERNORM
 from .executors import EXECS, BfpExec, ShiftExec
 from .hostquant import HostQuant, check_host_bits
 from .quant import Act
@@ -278,7 +279,8 @@ class Deployment:
             elif layer.kind == "host" and k < last and gatecodes.operand_bits(self, layer, env, BfpExec):   # 10c
                 env[layer.output] = Act(*gatecodes.run(self, layer, ins, gatecodes.operand_bits(
                     self, layer, env, BfpExec), calibrate, BfpExec))
-            elif layer.kind == "host" and k < last and layernorm.applies(layer, ins[0]):   # rule 15
+            elif layer.kind == "host" and k < last and layernorm.applies(layer, ins[0]) \
+                    and (getattr(self, "origin", None) or {}).get("revision", LAYERNORM) >= LAYERNORM:   # rule 15
                 env[layer.output] = Act(layernorm.host_run(layer, ins[0], self.rounding), None)
             elif layer.kind == "host" and k < last and netgate.applies(layer.op, ins[0].fmt, layer.attrs,
                                                                              np.ndim(ins[0].values)):   # a table on integers (9, 9ch)

@@ -31,12 +31,13 @@ For each position (``C`` codes ``q_c``), all integers, exact unless a rounding i
    ``shift_round_sat(y_c, K - F_x, b, rounding)``, the same bits while ``K <= F_x + 24``
    (checked; ``to_fixed`` writes the value exactly at radix ``F_x + 24`` first).
 
-Error against the float definition (``T = 10``, ``R = 16``): step 3's truncation of ``Vt`` to
-``T`` bits changes ``1/sqrt(Vt)`` by at most ``2**-(T-1)`` relative (0.2 %), the table's rounding
-by ``2**-(R-T/2+1)``; the scale's rounding ``2**-15`` relative; step 5 half a unit at radix ``K``.
-Against the float op on exact inputs the normalized values are within 0.25 % relative plus
-``2**-K`` (tested against float64). Zero variance with ``eps`` below a code's resolution
-(``E = 0``) gives ``beta`` (float gives NaN for ``eps = 0``).
+Error against the float definition (``T = 10``, ``R = 16``), per value, with ``n`` the exact
+normalized value: step 3's truncation of ``Vt`` to ``T`` bits and the table's rounding change
+``1/sqrt(Vt)`` by at most ``2**-(T-1)`` relative (0.2 %), and ``E``'s rounding by at most ``0.25 /
+Vt`` (a variance of a few codes: up to 0.5 % there), so ``|gamma n|`` is off by that share; the
+scale's rounding adds ``|n| 2**-(Fg+1)``, the bias's ``2**-(Fg+R+1)``, step 5 half a unit at
+radix ``K`` (tested against float64 on random codes). Zero variance with ``eps`` below a code's
+resolution (``E = 0``) gives ``beta`` (float gives NaN for ``eps = 0``).
 """
 from __future__ import annotations
 
@@ -57,6 +58,9 @@ Y_BITS = 24
 MAX_C = 4096
 #: the widest input codes
 MAX_BITS = 12
+#: the compiled program's revision from which its layer path runs this rule
+#: (:data:`hlsnn.deploy.programrev.LAYERNORM`; an older program ran the norm in float64)
+REVISION = 5
 #: the op kind of this module
 KINDS = ("lnorm",)
 #: the engines whose network kernel has the loop (``network.cpp.j2``'s ``LayerNorm``)
@@ -194,6 +198,9 @@ def lower_host(j, program, w, steps, why):
         return True
     if op != "LayerNormalization":
         return False
+    if int(program.get("revision", 1)) < REVISION:     # its layer path ran the norm in float64
+        raise why(j, f"a program of revision {program.get('revision', 1)} ran this LayerNormalization in float64 "
+                     f"(rule 15 from revision {REVISION}); recompile the model for one kernel start")
     a = j["attrs"]
     if st is None or st[0] not in ("q", "lnorm_in"):
         raise why(j, "a LayerNormalization of an integer tensor computed on the fabric (not of a pending Add, "
@@ -357,21 +364,40 @@ def widths(net, a_bits=8, pc=1):
 
 
 def multipliers(net, tables):
-    """The ``LayerNorm`` loops' products as :class:`hlsnn.resources.Multiplier` rows (none without
-    an ``lnorm`` op): per bank the square ``q * q`` (sums loop) and ``C * q``, ``G * d``, ``(G d)
-    * r`` (output loop); per position ``C * S2`` and ``S1 * S1``."""
+    """The ``LayerNorm`` loops' DSP products as :class:`hlsnn.resources.Multiplier` rows (none
+    without an ``lnorm`` op): per bank ``G * d`` and ``(G d) * r`` (output loop); per position ``C
+    * S2`` and ``S1 * S1``. The squares ``q * q`` and ``C * q`` are LUT-built (``BIND_OP impl =
+    fabric``): :func:`logic`."""
     from ...resources import Multiplier
     w = widths(net, 8, tables["pc"])
     if not w["has_lnorm"]:
         return []
     pc = tables["pc"]
-    return [Multiplier("q*q", "LnSums", 8, 8, count=pc, note="a LayerNorm's squares, one a bank"),
-            Multiplier("C*q", "LnOut", w["ln_c_bits"], 8, count=pc, note="a LayerNorm's C q, one a bank"),
-            Multiplier("G*d", "LnOut", G_BITS, w["ln_d_bits"], count=pc, note="a LayerNorm's scale, one a bank"),
+    return [Multiplier("G*d", "LnOut", G_BITS, w["ln_d_bits"], count=pc, note="a LayerNorm's scale, one a bank"),
             Multiplier("Gd*r", "LnOut", w["ln_gd_bits"], R_BITS + 2, count=pc,
                        note="a LayerNorm's reciprocal square root, one a bank"),
             Multiplier("C*S2", "LnPixels", w["ln_c_bits"], w["ln_s2_bits"], count=1, note="a LayerNorm's variance"),
             Multiplier("S1*S1", "LnPixels", w["ln_s1_bits"], w["ln_s1_bits"], count=1, note="a LayerNorm's variance")]
+
+
+def logic(net, tables):
+    """``{"lnorm": (LUT, FF)}`` of the ``LayerNorm`` loops outside their DSPs and ROMs (``{}``
+    without an ``lnorm`` op), from the rendered widths with the LUT rules of
+    :func:`hlsnn.engines.shift_mac.spec.shifter_luts` (a LUT per adder bit; a LUT-built ``a x
+    b`` product ``(a + 1) b``): per bank the square (8 x 8) and ``C q`` products, the sums' adders
+    (``S1``, ``S2``), ``d``'s subtraction, the bias's left shift by ``s``, ``p``'s adder, the two
+    rounding shifters and their increments, the ReLU and clamp; per position ``Vt``'s subtract
+    and add, its leading one and its right shift by ``2 s``; a register per stage's value."""
+    from ..shift_mac.spec import shifter_luts
+    w = widths(net, 8, tables["pc"])
+    if not w["has_lnorm"]:
+        return {}
+    pc, pb, vb, yb = tables["pc"], w["ln_p_bits"], w["ln_v_bits"], w["ln_y_bits"]
+    smax = max(op.f["smax"] for op in net.ops if op.kind == "lnorm")
+    bank = (9 * 8 + (w["ln_c_bits"] + 1) * 8 + w["ln_s1_bits"] + w["ln_s2_bits"] + w["ln_d_bits"]
+            + shifter_luts(pb, smax) + pb + shifter_luts(pb, 63) + pb + shifter_luts(yb, 31) + yb + 16)
+    pos = 2 * vb + vb + shifter_luts(vb, 2 * smax)
+    return {"lnorm": (pc * bank + pos, pc * (w["ln_d_bits"] + w["ln_gd_bits"] + 2 * pb + yb + 8) + 3 * vb)}
 
 
 def cycles(r, ii=None):

@@ -134,6 +134,9 @@ def tables(net, pz, pc, pm):
     from ...network.gate import lut_roms
     luts, lut_banks = lut_roms(net, a_bits, pc)    # rule 9ch: a ROM copy per bank, else None
     from ...network.layernorm import roms as ln_roms
+    if sz and any(op.kind == "lnorm" for op in net.ops):
+        raise InputError("network kernel: a LayerNormalization (rule 15) in a board-sized sparse kernel (net_shape: "
+                         "board): its loop is in the plain kernel only so far; this network runs layer by layer")
     ln_g, ln_b = ln_roms(net, pc)                  # rule 15's scale and bias codes, a ROM per bank
     for op in net.ops:
         f, d = descriptor_head(op, unfold, place, name, pz, pc, sc_transpose=True)

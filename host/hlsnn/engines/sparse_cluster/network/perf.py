@@ -115,6 +115,7 @@ def resources(net, tables, ps):
     from ...network.linwide import logic as linwide_logic      # rule 12w's LinWide loop
     from ...network.catmix import logic as split_logic         # rule 8m's channel-range shifts
     from ...network.lintwo import logic as lintwo_logic        # rule 12t's two input terms
+    from ...network.layernorm import logic as ln_logic         # rule 15's LayerNorm loops
     if tables.get("sized"):
         from .. import netsize
         e = netsize.estimate(tables["sized"], ps, len(tables["steps"]), tables["act_words"], tables["sc_words"],
@@ -139,7 +140,7 @@ def resources(net, tables, ps):
     logic = dict(datapath(tables), **shiftperf.wpool_logic(net, tables["pc"], net.input["bits"], tables["add_bits"]),
                  **shiftperf.mean_logic(net, tables),
                  **linwide_logic(net, tables["pc"], net.input["bits"], tables["add_bits"]), **split_logic(net, tables),
-                 **lintwo_logic(net, tables))
+                 **lintwo_logic(net, tables), **ln_logic(net, tables))
     return {"bram36": math.ceil(m.bram36), "uram": m.uram, "lut": m.lut + sum(v[0] for v in logic.values()),
             "ff": m.ff + sum(v[1] for v in logic.values()), "dsp": m.dsp, "buffers": m.buffer_rows(),
             "logic": {k: {"lut": v[0], "ff": v[1]} for k, v in logic.items()}}

@@ -1,0 +1,225 @@
+"""Rule 15, a LayerNormalization over the channels of each position in integers
+(hlsnn.engines.network.layernorm): its table and its error against float64, the two small graphs
+built here (Linear -> LayerNorm -> Relu -> Linear; conv -> Transpose -> LayerNorm over the
+channels -> Transpose -> conv), the network mode's bits against the layer path's, the
+sparse_cluster kernel's C-simulation and the simulated board, onnxruntime's outputs, and the
+refusals by name.
+
+References: exact integer and decimal arithmetic for the table, numpy's float64 LayerNorm for the
+rule, onnxruntime for the models; the layer-by-layer emulator for the bits."""
+import decimal
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import hlsnn  # noqa: E402
+from hlsnn.deploy import datasets  # noqa: E402
+from hlsnn.engines.network import layernorm as ln  # noqa: E402
+from hlsnn.errors import InputError  # noqa: E402
+
+FORMATS = {"fixed8": "{type: fixed, accel: sparse8_pynq-z2}", "twohot": "{type: twohot, accel: shift8_pynq-z2}"}
+
+
+def _init(name, a):
+    return numpy_helper.from_array(np.asarray(a, np.float32), name)
+
+
+def _save(path, nodes, inits, in_shape, out_dim):
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N"] + list(in_shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", out_dim])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, str(path))
+    return path
+
+
+def mlp_ln(path):
+    """x (N, 64) -> Gemm 64x32 -> LayerNormalization (scale, bias) -> Relu -> Gemm 32x10."""
+    r = np.random.default_rng(11)
+    inits = [_init("w1", r.normal(0, 0.2, (32, 64))), _init("b1", r.normal(0, .1, 32)),
+             _init("g", r.uniform(0.5, 1.5, 32)), _init("be", r.normal(0, 0.2, 32)),
+             _init("w2", r.normal(0, 0.3, (10, 32))), _init("b2", r.normal(0, .1, 10))]
+    nodes = [helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], transB=1),
+             helper.make_node("LayerNormalization", ["h", "g", "be"], ["n"], axis=-1, epsilon=1e-5),
+             helper.make_node("Relu", ["n"], ["r"]),
+             helper.make_node("Gemm", ["r", "w2", "b2"], ["y"], transB=1)]
+    return _save(path, nodes, inits, [64], 10)
+
+
+def conv_ln(path, axis=-1):
+    """x (N, 1, 8, 8) -> Conv 3x3 (8) -> Transpose to NHWC -> LayerNormalization over the channels
+    (``axis``) -> Transpose back -> Conv 3x3 stride 2 -> Relu -> Gemm (ConvNeXt's channel norm)."""
+    r = np.random.default_rng(12)
+    inits = [_init("w1", r.normal(0, 0.5, (8, 1, 3, 3))), _init("b1", r.normal(0, .1, 8)),
+             _init("g", r.uniform(0.5, 1.5, 8)), _init("be", r.normal(0, 0.2, 8)),
+             _init("w2", r.normal(0, 0.3, (8, 8, 3, 3))), _init("b2", r.normal(0, .1, 8)),
+             _init("w3", r.normal(0, 0.2, (10, 8 * 4 * 4))), _init("b3", r.normal(0, .1, 10))]
+    g_shape = (8,) if axis == -1 else (8, 8)
+    inits[2], inits[3] = _init("g", r.uniform(0.5, 1.5, g_shape)), _init("be", r.normal(0, 0.2, g_shape))
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Transpose", ["c"], ["t"], perm=[0, 2, 3, 1]),
+             helper.make_node("LayerNormalization", ["t", "g", "be"], ["n"], axis=axis, epsilon=1e-6),
+             helper.make_node("Transpose", ["n"], ["u"], perm=[0, 3, 1, 2]),
+             helper.make_node("Conv", ["u", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("Relu", ["c2"], ["r2"]), helper.make_node("Flatten", ["r2"], ["f"]),
+             helper.make_node("Gemm", ["f", "w3", "b3"], ["y"], transB=1)]
+    return _save(path, nodes, inits, [1, 8, 8], 10)
+
+
+GRAPHS = {"mlp_ln": (mlp_ln, "flat"), "conv_ln": (conv_ln, "nchw")}
+
+
+@pytest.fixture(scope="module")
+def graphs(tmp_path_factory):
+    from netfixtures import compile_each
+    tmp = tmp_path_factory.mktemp("netln")
+    out = {}
+    for name, (make, layout) in GRAPHS.items():
+        model = make(tmp / f"{name}.onnx")
+        for fmt, p in compile_each(tmp, name, model, formats=FORMATS, layout=layout).items():
+            out[name, fmt] = p
+        out[name, "onnx"] = model
+    return out
+
+
+def _x(layout, n=64):
+    return np.asarray(datasets.load("digits", layout=layout).x_test[:n], np.float64)
+
+
+def test_rsqrt_table_rounds_the_reciprocal_square_root():
+    """Every entry is 2**16 / sqrt(m) rounded to the nearest integer (50 decimal digits)."""
+    t = ln.rsqrt_table()
+    assert t.shape == (1 << ln.T_BITS,) and t[0] == 0 and t[1] == 1 << ln.R_BITS
+    with decimal.localcontext() as ctx:
+        ctx.prec = 50
+        for m in range(1, 1 << ln.T_BITS):
+            exact = decimal.Decimal(1 << ln.R_BITS) / decimal.Decimal(m).sqrt()
+            assert abs(exact - int(t[m])) <= decimal.Decimal("0.5"), m
+
+
+@pytest.mark.parametrize("c, f_in", [(8, 4), (32, 3), (96, 5), (512, 2)])
+def test_rule_is_within_its_stated_error_of_float(c, f_in):
+    """On random 8-bit codes the rule's value y * 2**-K is the float64 LayerNorm of the codes'
+    values (numpy) within the module's stated bound: 2**-(T-1) + 0.3 / Vt of |gamma n| (the
+    table's truncation; E's rounding), |n| 2**-(Fg+1) (the scale's), 2**-K and the bias's
+    rounding; and it gives the same codes for every batch split."""
+    r = np.random.default_rng(c)
+    gamma, beta = r.uniform(-2, 2, c), r.normal(0, 1, c)
+    p = ln.plan(c, f_in, 8, 1e-5, gamma, beta)
+    q = r.integers(-128, 128, (300, c)) >> r.integers(0, 7, (300, 1))        # spreads from 1 to 256 codes
+    q[0] = 5                                                                   # one position of zero variance
+    y = ln.normalized(q, p, "nearest_away")
+    x = np.ldexp(q.astype(np.float64), -f_in)
+    m = x.mean(axis=1, keepdims=True)
+    n = (x - m) / np.sqrt(((x - m) ** 2).mean(axis=1, keepdims=True) + 1e-5)
+    want = n * gamma + beta
+    got = np.ldexp(y.astype(np.float64), -p["k"])
+    vt = c * c * ((x - m) ** 2).mean(axis=1, keepdims=True) * 4.0 ** f_in          # C**2 var in codes
+    tol = (2.0 ** -(ln.T_BITS - 1) + 0.3 / np.maximum(vt, 1)) * np.abs(n * gamma) + np.abs(n) * 2.0 ** -(p["fg"] + 1) \
+        + 2.0 ** -p["k"] + 2.0 ** -(p["fg"] + ln.R_BITS)
+    assert np.all(np.abs(got - want) <= tol)
+    assert np.abs(got - want).max() > 1e-4                                     # not a trivial comparison
+    assert np.array_equal(np.concatenate([ln.normalized(q[:7], p, "nearest_away"), ln.normalized(q[7:], p,
+                                                                                            "nearest_away")]), y)
+
+
+def test_plan_refuses_by_name():
+    assert "channels" in ln.plan(1, 4, 8, 1e-5)
+    assert "not finite" in ln.plan(8, 4, 8, 1e-5, [np.inf] * 8)
+
+
+def _same(path, x):
+    net = hlsnn.load(path, "emu", network=True)
+    lay = hlsnn.load(path, "emu", network=False)
+    a, b = net.logits(x), lay.logits(x)
+    assert np.asarray(a).view(np.uint64).tolist() == np.asarray(b).view(np.uint64).tolist()
+    return net
+
+
+@pytest.mark.parametrize("name", list(GRAPHS))
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_network_mode_is_the_layer_paths_bits(graphs, name, fmt):
+    """Before: 'no integer rule for this host op here' (layer by layer); now the norm is op lnorm
+    between the engine layers (the Transposes around it dropped, the Relu fused), the layer path's
+    bits on emu."""
+    net = _same(graphs[name, fmt], _x(GRAPHS[name][1]))
+    kinds = [op.kind for op in net.network.ops]
+    assert kinds == (["conv", "lnorm", "conv"] if name == "mlp_ln" else ["conv", "lnorm", "conv", "conv"])
+    (op,) = [o for o in net.network.ops if o.kind == "lnorm"]
+    assert op.f["c"] == (32 if name == "mlp_ln" else 8) and op.f["hw"] == (1 if name == "mlp_ln" else 64)
+    assert op.f.get("relu", False) == (name == "mlp_ln")
+
+
+@pytest.mark.parametrize("name", list(GRAPHS))
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_accuracy_against_onnxruntime(graphs, name, fmt):
+    """The deployed network (rule 15 in its layer path and network mode) against onnxruntime's
+    float model on 360 test digits: logits within 5 % relative error, the same class on at least
+    93 % of the images (measured: 2.6-3.8 %, 94.7-99.2 %; float64 LayerNorm on the host gave the
+    same figures to 0.1 %)."""
+    ort = pytest.importorskip("onnxruntime")
+    x = _x(GRAPHS[name][1], 360)
+    ref = ort.InferenceSession(str(graphs[name, "onnx"])).run(None, {"x": x.astype(np.float32)})[0]
+    y = hlsnn.load(graphs[name, fmt], "emu", network=True).logits(x)
+    assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < 0.05
+    assert (y.argmax(1) == ref.argmax(1)).mean() >= 0.93
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(GRAPHS))
+def test_sparse_kernel_csim_and_board_are_the_bits(graphs, name):
+    """fixed8: the sparse_cluster network kernel's C-simulation (strict) and the simulated board
+    give the layer path's bits in one start, each loop's iterations the perf model's."""
+    from netfixtures import check_kernel_run
+    k = check_kernel_run(graphs[name, "fixed8"], "fixed8", _x(GRAPHS[name][1], 24), board=True)
+    c = k._kernel.counters
+    blocks = -(-k.network.ops[1].f["c"] // k._kernel.tables["pc"])
+    assert c["NetLnSum"][0] == c["NetLnOut"][0] == 24 * blocks * k.network.ops[1].f["hw"]
+
+
+def test_compile_is_one_start_in_fixed8_and_refused_by_name_in_twohot(graphs, capsys):
+    """`hlsnn compile`'s status: one kernel start (fixed8; on main: 'no integer rule for this host
+    op here'); the two-hot kernel has no loop for it yet and says so."""
+    from hlsnn.network import artifact
+    from hlsnn.network.loader import kernel_network
+    for name in GRAPHS:
+        assert kernel_network(*artifact.read(graphs[name, "fixed8"])[:2]) is not None
+        with pytest.raises(InputError, match=r"op n \(lnorm, a LayerNormalization\) runs in the emu network mode "
+                                             r"only on shift_mac"):
+            kernel_network(*artifact.read(graphs[name, "twohot"])[:2])
+
+
+def test_perf_lnorm_row_is_its_loops(graphs):
+    """`hlsnn perf`'s lnorm row: per position two loops of ceil(C/Q) iterations and the stated
+    depths (8 x 8 positions of 8 channels: 64 x (1 + 1 + 28) cycles)."""
+    from hlsnn.network import latency
+    r = latency.model(graphs["conv_ln", "fixed8"], batch=1)
+    (row,) = [x for x in r["layers"] if x["kind"] == "lnorm"]
+    assert ln.SUM_DEPTH + ln.STAT_DEPTH + ln.OUT_DEPTH == 28
+    assert round(row["kernel_us"] * 100) == 64 * 30          # 100 MHz
+    assert r["kernel_resources"]["fits"]
+
+
+def test_not_over_the_channels_is_refused_by_name(tmp_path):
+    """A LayerNormalization over (W, C) of the channels-last map (axis 2) is not rule 15's."""
+    from netfixtures import compile_each
+    from hlsnn.deploy import program as netmode
+    from hlsnn.network import artifact
+    p = compile_each(tmp_path, "lnwc", conv_ln(tmp_path / "lnwc.onnx", axis=2), ["fixed8"], formats=FORMATS)["fixed8"]
+    with pytest.raises(InputError, match=r"layer n \(LayerNormalization\): a LayerNormalization over the channels"):
+        netmode.lower(*artifact.read(p)[:2])
+
+
+def test_an_older_program_keeps_float64(graphs):
+    """A program of revision 4 ran the norm in float64 in its layer path (its self-check pairs):
+    the network mode refuses it by name rather than give other bits."""
+    from hlsnn.deploy import program as netmode
+    from hlsnn.network import artifact
+    prog, arrays = artifact.read(graphs["mlp_ln", "fixed8"])[:2]
+    prog = dict(prog, revision=4)
+    with pytest.raises(InputError, match="revision 4 ran this LayerNormalization in float64"):
+        netmode.lower(prog, arrays)
