@@ -196,37 +196,46 @@ def test_accuracy_against_onnxruntime(graphs, name, fmt):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(GRAPHS))
-def test_sparse_kernel_csim_and_board_are_the_bits(graphs, name):
-    """fixed8: the sparse_cluster network kernel's C-simulation (strict) and the simulated board
-    give the layer path's bits in one start, each loop's iterations the perf model's."""
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_kernel_csim_and_board_are_the_bits(graphs, name, fmt):
+    """The sparse_cluster (fixed8) and shift_mac (two-hot) network kernels' C-simulation (strict)
+    and the simulated board give the layer path's bits in one start, each loop's iterations the
+    perf model's."""
     from netfixtures import check_kernel_run
-    k = check_kernel_run(graphs[name, "fixed8"], "fixed8", _x(GRAPHS[name][1], 24), board=True)
+    k = check_kernel_run(graphs[name, fmt], fmt, _x(GRAPHS[name][1], 24), board=True)
     c = k._kernel.counters
     (op,) = [o for o in k.network.ops if o.kind == "lnorm"]
     blocks = -(-op.f["c"] // k._kernel.tables["pc"])
     assert c["NetLnSum"][0] == c["NetLnOut"][0] == 24 * blocks * op.f["hw"]
 
 
-def test_compile_is_one_start_in_fixed8_and_refused_by_name_in_twohot(graphs, capsys):
-    """`hlsnn compile`'s status: one kernel start (fixed8; on main: 'no integer rule for this host
-    op here'); the two-hot kernel has no loop for it yet and says so."""
+def test_compile_is_one_start_and_bfp_refuses_by_name(graphs, tmp_path):
+    """`hlsnn compile`'s status: one kernel start in fixed8 and two-hot (on main: 'no integer rule
+    for this host op here'); BFP pairs have no rule 15 and say so."""
+    from netfixtures import compile_each
+    from hlsnn.deploy import program as netmode
     from hlsnn.network import artifact
     from hlsnn.network.loader import kernel_network
     for name in GRAPHS:
-        assert kernel_network(*artifact.read(graphs[name, "fixed8"])[:2]) is not None
-        with pytest.raises(InputError, match=r"op n \(lnorm, a LayerNormalization\) runs in the emu network mode "
-                                             r"only on shift_mac"):
-            kernel_network(*artifact.read(graphs[name, "twohot"])[:2])
+        for fmt in FORMATS:
+            assert kernel_network(*artifact.read(graphs[name, fmt])[:2])[0].engine == \
+                {"fixed8": "sparse_cluster", "twohot": "shift_mac"}[fmt]
+    p = compile_each(tmp_path, "mlp_ln", graphs["mlp_ln", "onnx"], ["bfp8"],
+                     formats={"bfp8": "{type: bfp, accel: bfp8_zcu104}"}, layout="flat")["bfp8"]
+    with pytest.raises(InputError, match=r"layer n \(LayerNormalization\): a LayerNormalization of BFP pairs"):
+        netmode.lower(*artifact.read(p)[:2])
 
 
-def test_perf_lnorm_row_is_its_loops(graphs):
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_perf_lnorm_row_is_its_loops(graphs, fmt):
     """`hlsnn perf`'s lnorm row: per position two loops of ceil(C/Q) iterations and the stated
-    depths (8 x 8 positions of 8 channels: 64 x (1 + 1 + 28) cycles)."""
+    depths (8 x 8 positions of 8 channels: 64 x (1 + 1 + 28) cycles at 100 MHz); the kernel fits
+    the PYNQ-Z2 (the sparse kernel's squares and C q in LUTs, the shift kernel's on DSPs)."""
     from hlsnn.network import latency
-    r = latency.model(graphs["conv_ln", "fixed8"], batch=1)
+    r = latency.model(graphs["conv_ln", fmt], batch=1)
     (row,) = [x for x in r["layers"] if x["kind"] == "lnorm"]
     assert ln.SUM_DEPTH + ln.STAT_DEPTH + ln.OUT_DEPTH == 28
-    assert round(row["kernel_us"] * 100) == 64 * 30          # 100 MHz
+    assert round(row["kernel_us"] * 100) == 64 * 30
     assert r["kernel_resources"]["fits"]
 
 

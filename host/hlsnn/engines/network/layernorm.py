@@ -64,7 +64,10 @@ REVISION = 5
 #: the op kind of this module
 KINDS = ("lnorm",)
 #: the engines whose network kernel has the loop (``network.cpp.j2``'s ``LayerNorm``)
-KERNEL_KINDS = {"sparse_cluster": ("lnorm",)}
+KERNEL_KINDS = {"sparse_cluster": ("lnorm",), "shift_mac": ("lnorm",)}
+#: the engines whose kernel builds the squares and ``C q`` in LUTs (``BIND_OP impl = fabric``:
+#: the sparse kernel's DSPs are its convs'); the others take a DSP each (shift_mac's convs use none)
+FABRIC = ("sparse_cluster",)
 
 
 @lru_cache(maxsize=1)
@@ -355,7 +358,7 @@ def widths(net, a_bits=8, pc=1):
     emax = max(op.f["e"] for op in ops)
     half = 1 << (a_bits - 1)
     d_bits = _bits(cmax * 2 * half)
-    return dict(has_lnorm=True, ln_s1_bits=_bits(cmax * half), ln_s2_bits=_bits(cmax * half * half),
+    return dict(has_lnorm=True, ln_fabric=net.engine in FABRIC, ln_s1_bits=_bits(cmax * half), ln_s2_bits=_bits(cmax * half * half),
                 ln_d_bits=d_bits, ln_v_bits=_bits(cmax * cmax * half * half + emax), ln_gd_bits=G_BITS + d_bits,
                 ln_p_bits=max(op.f["pbits"] for op in ops), ln_t_bits=T_BITS, ln_r_bits=R_BITS + 1, ln_y_bits=Y_BITS,
                 ln_c_bits=_bits(cmax), max_ln_hw=max(op.f["hw"] for op in ops),
@@ -365,19 +368,25 @@ def widths(net, a_bits=8, pc=1):
 
 def multipliers(net, tables):
     """The ``LayerNorm`` loops' DSP products as :class:`hlsnn.resources.Multiplier` rows (none
-    without an ``lnorm`` op): per bank ``G * d`` and ``(G d) * r`` (output loop); per position ``C
-    * S2`` and ``S1 * S1``. The squares ``q * q`` and ``C * q`` are LUT-built (``BIND_OP impl =
-    fabric``): :func:`logic`."""
+    without an ``lnorm`` op): per bank ``G * d`` and ``(G d) * r`` (output loop), and where the
+    engine is not in :data:`FABRIC` the square ``q * q`` (sums loop) and ``C * q``; per position
+    ``C * S2`` and ``S1 * S1``. In a :data:`FABRIC` kernel the squares and ``C q`` are LUT-built:
+    :func:`logic`."""
     from ...resources import Multiplier
-    w = widths(net, 8, tables["pc"])
+    a = net.input["bits"]
+    w = widths(net, a, tables["pc"])
     if not w["has_lnorm"]:
         return []
     pc = tables["pc"]
-    return [Multiplier("G*d", "LnOut", G_BITS, w["ln_d_bits"], count=pc, note="a LayerNorm's scale, one a bank"),
-            Multiplier("Gd*r", "LnOut", w["ln_gd_bits"], R_BITS + 2, count=pc,
-                       note="a LayerNorm's reciprocal square root, one a bank"),
-            Multiplier("C*S2", "LnPixels", w["ln_c_bits"], w["ln_s2_bits"], count=1, note="a LayerNorm's variance"),
-            Multiplier("S1*S1", "LnPixels", w["ln_s1_bits"], w["ln_s1_bits"], count=1, note="a LayerNorm's variance")]
+    small = [] if w["ln_fabric"] else [
+        Multiplier("q*q", "LnSums", a, a, count=pc, note="a LayerNorm's squares, one a bank"),
+        Multiplier("C*q", "LnOut", w["ln_c_bits"], a, count=pc, note="a LayerNorm's C q, one a bank")]
+    return small + [
+        Multiplier("G*d", "LnOut", G_BITS, w["ln_d_bits"], count=pc, note="a LayerNorm's scale, one a bank"),
+        Multiplier("Gd*r", "LnOut", w["ln_gd_bits"], R_BITS + 2, count=pc,
+                   note="a LayerNorm's reciprocal square root, one a bank"),
+        Multiplier("C*S2", "LnPixels", w["ln_c_bits"], w["ln_s2_bits"], count=1, note="a LayerNorm's variance"),
+        Multiplier("S1*S1", "LnPixels", w["ln_s1_bits"], w["ln_s1_bits"], count=1, note="a LayerNorm's variance")]
 
 
 def logic(net, tables):
@@ -386,18 +395,35 @@ def logic(net, tables):
     :func:`hlsnn.engines.shift_mac.spec.shifter_luts` (a LUT per adder bit; a LUT-built ``a x
     b`` product ``(a + 1) b``): per bank the square (8 x 8) and ``C q`` products, the sums' adders
     (``S1``, ``S2``), ``d``'s subtraction, the bias's left shift by ``s``, ``p``'s adder, the two
-    rounding shifters and their increments, the ReLU and clamp; per position ``Vt``'s subtract
+    rounding shifters and their increments, the ReLU and clamp (the two products only in a
+    :data:`FABRIC` kernel); per position ``Vt``'s subtract
     and add, its leading one and its right shift by ``2 s``; a register per stage's value."""
     from ..shift_mac.spec import shifter_luts
-    w = widths(net, 8, tables["pc"])
+    a = net.input["bits"]
+    w = widths(net, a, tables["pc"])
     if not w["has_lnorm"]:
         return {}
     pc, pb, vb, yb = tables["pc"], w["ln_p_bits"], w["ln_v_bits"], w["ln_y_bits"]
     smax = max(op.f["smax"] for op in net.ops if op.kind == "lnorm")
-    bank = (9 * 8 + (w["ln_c_bits"] + 1) * 8 + w["ln_s1_bits"] + w["ln_s2_bits"] + w["ln_d_bits"]
-            + shifter_luts(pb, smax) + pb + shifter_luts(pb, 63) + pb + shifter_luts(yb, 31) + yb + 16)
+    bank = (((a + 1) * a + (w["ln_c_bits"] + 1) * a if w["ln_fabric"] else 0) + w["ln_s1_bits"] + w["ln_s2_bits"] + w["ln_d_bits"]
+            + shifter_luts(pb, smax) + pb + shifter_luts(pb, 63) + pb + shifter_luts(yb, 31) + yb + 2 * a)
     pos = 2 * vb + vb + shifter_luts(vb, 2 * smax)
-    return {"lnorm": (pc * bank + pos, pc * (w["ln_d_bits"] + w["ln_gd_bits"] + 2 * pb + yb + 8) + 3 * vb)}
+    return {"lnorm": (pc * bank + pos, pc * (w["ln_d_bits"] + w["ln_gd_bits"] + 2 * pb + yb + a) + 3 * vb)}
+
+
+def buffers(net, tables):
+    """The ``LayerNorm`` loops' ROMs as :class:`hlsnn.resources.Buffer` rows (none without an
+    ``lnorm`` op): the scale and bias codes a ROM per bank (:func:`roms`), the table."""
+    from ...resources import Buffer
+    if not any(op.kind == "lnorm" for op in net.ops):
+        return []
+    pc, words = tables["pc"], tables["ln_g"].shape[1]
+    return [Buffer("kLnG", "net_top", "array", G_BITS, (pc, words), partition=((1, "complete"),), static=True,
+                   note="a LayerNorm's scale codes, a ROM per bank"),
+            Buffer("kLnB", "net_top", "array", 64, (pc, words), partition=((1, "complete"),), static=True,
+                   note="a LayerNorm's bias codes, a ROM per bank"),
+            Buffer("kRsqrt", "net_top", "array", 32, (1 << T_BITS,), static=True,
+                   note="the reciprocal square root table (rule 15)")]
 
 
 def cycles(r, ii=None):

@@ -56,6 +56,8 @@ def tables(net, pz, pc):
     unfold = unfold_of(net, place, pc)
     from ...network.gate import lut_roms
     luts, lut_banks = lut_roms(net, a_bits, pc)    # rule 9ch: a ROM copy per bank, else None
+    from ...network.layernorm import roms as ln_roms
+    ln_g, ln_b = ln_roms(net, pc)                  # rule 15's scale and bias codes, a ROM per bank
     from ...network.chain import wide_bits
     wide_sums = wide_bits(net)                     # chained Adds' exact sums: wider shortcut words
     for op in net.ops:
@@ -138,7 +140,8 @@ def tables(net, pz, pc):
                 add_bits=max(add_bits, a_bits + 2, 16), **div_bits(net, max(add_bits, a_bits + 2, 16)),
                 sc_bits=max([a_bits] + list(wide_sums.values())), in_slot=place[inp][0], in_dual=place[inp][1],
                 out_slot=place[out][0], in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
-                in_hw=hw(net.shapes[inp]), out_hw=hw(net.shapes[out]), luts=luts, **({} if lut_banks is None else {"lut_banks": lut_banks}), **io)
+                in_hw=hw(net.shapes[inp]), out_hw=hw(net.shapes[out]), luts=luts, **({} if lut_banks is None else {"lut_banks": lut_banks}), **io,
+                ln_g=ln_g, ln_b=ln_b)
 
 
 def lanes(p):
@@ -163,6 +166,7 @@ def render(net, out_dir):
     from ...network.gatesc import used as gate_sc
     from ....version import __version__
     from . import perf as netperf
+    from ...network import layernorm
     p = net.params
     pz, pc = lanes(p)
     t = tables(net, pz, pc)
@@ -194,6 +198,8 @@ def render(net, out_dir):
                max_lut_iter=_most(t, 6), max_gate_iter=_most(t, 7), lut_words=len(t["luts"]), luts=_ints(t["luts"]),
                lut_banks=[_ints(r) for r in t["lut_banks"]] if "lut_banks" in t else None,
                lut_type="int8_t" if net.input["bits"] <= 8 else "int16_t",
+               **layernorm.widths(net, net.input["bits"], pc), ln_words=t["ln_g"].shape[1],   # rule 15
+               ln_g=[_ints(r) for r in t["ln_g"]], ln_b=[_ints(r) for r in t["ln_b"]],
                lane_of=[j % pz for j in range(pc)], block_of=[j - j % pz for j in range(pc)],
                parts=t["parts"], part_of=[j // pz if t["parts"] > 1 else 0 for j in range(pc)],
                sc_add=sc_add(net, t["place"]), gate_sc=gate_sc(net, t["place"]),

@@ -76,14 +76,7 @@ def buffers(net, tables):
             Buffer("kLut", "net_top", "array", 8, (pc, len(tables["luts"])), partition=((1, "complete"),),
                    static=True, note="the activation tables, a copy per bank")][:None if shiftperf.has_lut(net) else -1]
     from ...network import layernorm
-    if any(op.kind == "lnorm" for op in net.ops):     # rule 15's ROMs (hlsnn.engines.network.layernorm)
-        words = tables["ln_g"].shape[1]
-        bufs += [Buffer("kLnG", "net_top", "array", layernorm.G_BITS, (pc, words), partition=((1, "complete"),),
-                        static=True, note="a LayerNorm's scale codes, a ROM per bank"),
-                 Buffer("kLnB", "net_top", "array", 64, (pc, words), partition=((1, "complete"),), static=True,
-                        note="a LayerNorm's bias codes, a ROM per bank"),
-                 Buffer("kRsqrt", "net_top", "array", 32, (1 << layernorm.T_BITS,), static=True,
-                        note="the reciprocal square root table (rule 15)")]
+    bufs += layernorm.buffers(net, tables)            # rule 15's ROMs (hlsnn.engines.network.layernorm)
     muls = [Multiplier("w*x", "NetMac", 8, 8, count=pz * pm,
                        note=f"{pz} lanes x {pm} int8 x int8 products per cycle")] + shiftperf.multipliers(net, tables) \
         + layernorm.multipliers(net, tables)
