@@ -318,6 +318,7 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
     return {"model": prog["name"], "assignment": prog["assignment"], "path": "network", "board": name,
             "cpu": b["cpu"], "batch": batch, **tot, **windows, "layers": layers,
             "host_only_layers": [j["name"] for j in net.host_after],
+            "host_before_layers": [e["name"] for e in net.host_before],
             "kernel_resources": {k: v for k, v in res.items() if k not in ("buffers", "logic")},
             "kernel_logic": res["logic"], "schedule": rows_s,
             "constants": {"cpu": dict(cpu), "network_host": dict(nh), "hp_bits": b["hp_bits"],
@@ -422,6 +423,7 @@ def model(path, *, board=None, batch=1, network=None, host="c", input_dtype="flo
             "batch": batch,
             **tot, "layers": layers,
             "host_only_layers": [r["name"] for r in layers if r["kind"].startswith("host")],
+            "host_before_layers": [],
             "constants": {"cpu": dict(cpu), "hp_bits": b["hp_bits"], "hp_source": b["source"]}}
 
 
