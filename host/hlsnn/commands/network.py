@@ -150,5 +150,5 @@ def perf_compiled(args):
     res = model(args.config, board=args.board, batch=args.batch,
                 network=False if getattr(args, "layer_by_layer", False) else None,
                 host=getattr(args, "host", None) or "c", input_dtype=getattr(args, "input_dtype", None) or "float32")
-    print(json.dumps(res) if args.json else format_table(res))
+    print(json.dumps(res) if args.json else format_table(res, full_sources=getattr(args, "sources", False)))
     return 0
