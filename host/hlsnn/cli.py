@@ -112,6 +112,9 @@ def build_parser():
     p.add_argument("--host-fallback", action="store_true",
                    help="run the nodes no rule covers on the host with onnx's reference implementation, as "
                         "`hlsnn deploy --host-fallback` does (the compiled model then needs onnx where it runs)")
+    p.add_argument("--recalibrate", action="store_true",
+                   help="a model quantized elsewhere (QDQ, QONNX): calibrate every radix point instead of keeping "
+                        "the file's, as `hlsnn deploy --recalibrate` does")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_compile)
 
