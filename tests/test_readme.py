@@ -142,3 +142,39 @@ def test_block_runs_as_written(rel, no, lang, body, tmp_path):
         assert r.returncode in allowed, f"{rel}:{no}: `{cmd}` exited {r.returncode}\n{r.stderr[-3000:]}"
         for line in expected:
             assert line in r.stdout + r.stderr, f"{rel}:{no}: `{cmd}` did not print {line!r}"
+
+
+def _build_paths(cmd):
+    """``(written, read)``: the ``build/...`` paths a command writes (a redirection, ``np.save``,
+    ``-o``/``--out``/``--output``) and the others it names."""
+    written = re.findall(r"(?:>\s*|np\.save\(['\"]|(?:-o|--out|--output)[ =])(build/[\w./-]+)", cmd)
+    read = [p for p in re.findall(r"(?<![\w/.>-])(build/[\w./-]+)", cmd) if p not in written]
+    return written, read
+
+
+def test_blocks_make_the_build_files_they_read():
+    """A fresh checkout has no ``build/`` (git ignores it) and each block runs on its own (a
+    reader starts at any of them; :func:`test_block_runs_as_written` runs each in a folder of
+    its own): every ``build/...`` file a shell block reads is made earlier in the block, and a
+    redirection or ``np.save`` into ``build/`` comes after a ``mkdir -p build`` or after an
+    ``hlsnn`` command that made it (``-o build/...``)."""
+    bad = []
+    for path in [README] + DOCS:
+        for no, lang, body in blocks(path):
+            if lang not in ("", "sh", "bash") or _is_tree(body):
+                continue
+            made, folder = set(), False
+            for line in body:
+                cmd = line.strip()[2:] if line.strip().startswith("$ ") else line.strip()
+                if not cmd or cmd.startswith("#") or _skip(cmd):
+                    continue
+                folder = folder or bool(re.search(r"mkdir -p build\b", cmd))
+                written, read = _build_paths(cmd)
+                bad += [f"{path.name}:{no}: reads {p}, which no earlier line of the block makes" for p in read
+                        if p not in made and not any(p.startswith(m + "/") for m in made)]
+                by_hlsnn = all(re.search(r"(?:-o|--out|--output)[ =]" + re.escape(w), cmd) for w in written)
+                if written and not folder and not by_hlsnn:
+                    bad.append(f"{path.name}:{no}: writes {written[0]} before anything makes build/ (mkdir -p build)")
+                made |= set(written)
+                folder = folder or bool(written)
+    assert not bad, "\n".join(bad)

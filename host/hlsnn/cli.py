@@ -112,6 +112,9 @@ def build_parser():
     p.add_argument("--host-fallback", action="store_true",
                    help="run the nodes no rule covers on the host with onnx's reference implementation, as "
                         "`hlsnn deploy --host-fallback` does (the compiled model then needs onnx where it runs)")
+    p.add_argument("--recalibrate", action="store_true",
+                   help="a model quantized elsewhere (QDQ, QONNX): calibrate every radix point instead of keeping "
+                        "the file's, as `hlsnn deploy --recalibrate` does")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_compile)
 
@@ -148,6 +151,8 @@ def build_parser():
                                                           "path (default) or the numpy driver")
     p.add_argument("--input-dtype", choices=["float32", "float64", "uint8"],
                    help="NAME.hlsnn, C host path: the images as the data set stores them (default float32)")
+    p.add_argument("--sources", action="store_true", help="NAME.hlsnn: every host and CPU constant's source in "
+                                                            "full (the text gives them in brief; --json has them too)")
     p.add_argument("--gemm", metavar="B,K,N", help="a GEMM of batch B, K inputs, N outputs (bfp_systolic, shift_mac)")
     p.add_argument("--conv", metavar="C,H,W,Z,k", help="a stride-1 convolution of C channels of HxW to Z channels, "
                                                      "k x k kernel (shift_mac, sparse_cluster)")

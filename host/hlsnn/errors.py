@@ -90,7 +90,8 @@ class UnsupportedModelError(HlsnnError, ValueError):
     def __init__(self, path, nodes, host_fallback=False):
         self.path, self.nodes = path, list(nodes)
         lines = "\n".join(f"  {name} ({op}): {why}" for name, op, why in self.nodes)
-        how = ("not even --host-fallback runs them (the reason says why)" if host_fallback else
+        how = ("not even --host-fallback runs them (the reason says why)" if host_fallback or all(
+            "--host-fallback cannot" in why for _, _, why in self.nodes) else
                "--host-fallback runs each of them on the host in float32 with onnx's reference implementation "
                "(not on the FPGA)")
         super().__init__(f"{path}: {len(self.nodes)} unsupported node(s), which no accelerator or host rule of "

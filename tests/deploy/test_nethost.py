@@ -381,3 +381,33 @@ def test_the_c_host_is_portable_c99():
     proc = subprocess.run([cc, "-std=c99", "-pedantic", "-Werror", "-Wall", "-Wextra", "-fsyntax-only", str(src)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_perf_text_gives_the_constants_in_brief_and_in_full_behind_sources(compiled, capsys):
+    """``hlsnn perf NAME.hlsnn``'s text wraps at 110 columns (it printed every host constant's source
+    on one line of about 3,700 characters); ``--sources`` prints each source in full, and the JSON
+    keeps them (``host.basis``, ``constants``)."""
+    import json
+    from hlsnn.cli import main
+    from hlsnn.network import hostmodel
+    from hlsnn.network.latency import CPUS
+    path = str(compiled("digits_cnn", "twohot"))
+    full = [hostmodel.X86["source"], hostmodel.LOADER["source"], hostmodel.SCALE["cortex-a9-650"]["source"],
+            hostmodel.BOARD_IO["cortex-a9-650"]["source"], CPUS["cortex-a9-650"]["source"]]
+    for argv in (["perf", path], ["perf", path, "--host", "python"], ["perf", path, "--layer-by-layer"]):
+        assert main(argv) == 0
+        text = capsys.readouterr().out
+        body = text.splitlines()[1:]                   # the first line: the model's and the board's names
+        assert max(len(ln) for ln in body) <= 120, max(body, key=len)
+        assert not any(" ".join(src.split()) in " ".join(text.split()) for src in full)
+    assert main(["perf", path]) == 0
+    brief = capsys.readouterr().out
+    assert "--sources" in brief and "Python x 10 and C x 12" in brief and "(estimate)" in brief
+    assert main(["perf", path, "--sources"]) == 0
+    text = capsys.readouterr().out
+    assert max(len(ln) for ln in text.splitlines()[1:]) <= 120
+    words = " ".join(text.split())                      # wrapping moves only the line breaks
+    assert all(" ".join(src.split()) in words for src in full)
+    assert main(["perf", path, "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert hostmodel.X86["source"] in res["host"]["basis"] and res["constants"]["cpu"]["source"] == full[-1]

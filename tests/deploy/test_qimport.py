@@ -41,7 +41,14 @@ def _config(tmp_path, name, rounding="nearest_even", formats="  fixed8: {type: f
 
 
 def _onnxruntime(name, x):
-    sess = ort.InferenceSession(str(DATA / f"{name}.onnx"), providers=["CPUExecutionProvider"])
+    """onnxruntime's execution of the file's ops as ONNX defines them: graph optimizations off.
+    With them on, onnxruntime fuses each Q/DQ pair into integer kernels (QLinearConv, ...) whose
+    results depend on the CPU: on a 2-core AVX2 machine without AVX-512 VNNI (2026-11-27) they
+    differ from the file's ops by up to 6.3 in the logits (cnn_pc), where the machine of the
+    earlier sessions, with VNNI, gave the ops' values."""
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(str(DATA / f"{name}.onnx"), so, providers=["CPUExecutionProvider"])
     return sess.run(None, {"x": np.asarray(x, np.float32).reshape((-1, 1, 8, 8))})[0]
 
 
@@ -269,3 +276,29 @@ def test_compiled_model_keeps_the_files_integers(tmp_path):
     out = tmp_path / "res_pot.hlsnn"
     compile_model(_config(tmp_path, "res_pot"), "fixed8", out)
     assert np.array_equal(load(out)(ds.x_test[:64]), _onnxruntime("res_pot", ds.x_test[:64]))
+
+
+@pytest.mark.slow
+def test_compile_recalibrate_takes_the_radix_points_deploy_recalibrate_runs(tmp_path, capsys):
+    """``hlsnn compile --recalibrate`` (there was none: a compiled model always kept the file's radix
+    points): its layers' radix points are those ``hlsnn deploy --recalibrate --per-layer`` reports;
+    without it, the file's (the scales of its QuantizeLinear nodes, read with onnx). About 10 CPU-s."""
+    from hlsnn.cli import main
+    from hlsnn.network import artifact
+    cfg = str(_config(tmp_path, "mlp_pot"))
+    radix = {}
+    for flag in ((), ("--recalibrate",)):
+        out = tmp_path / f"m{len(flag)}.hlsnn"
+        assert main(["compile", cfg, "-o", str(out), "--check-samples", "0", *flag]) == 0
+        radix[flag] = {j["name"]: (j["f_x"], j["f_w"], j["f_out"]) for j in artifact.read(out)[0]["layers"]
+                       if j["kind"] != "host"}
+    capsys.readouterr()
+    assert main(["deploy", cfg, "--recalibrate", "--per-layer", "--json", "--test-samples", "8"]) == 0
+    per = json.loads(capsys.readouterr().out)["assignments"]["fixed8"]["per_layer"]
+    assert {k: v[1:] for k, v in radix[("--recalibrate",)].items()} == {k: (v["f_w"], v["f_out"]) for k, v in per.items()}
+    m = onnx.load(str(DATA / "mlp_pot.onnx"))
+    inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    act = [-int(np.log2(float(inits[n.input[1]]))) for n in m.graph.node if n.op_type == "QuantizeLinear"]
+    pairs = list(zip(act, act[1:]))         # (in, out) of the file's quantized activations, in order
+    assert all((v[0], v[2]) in pairs for v in radix[()].values()) and list(radix[()].values())[-1][2] == act[-1]
+    assert radix[()] != radix[("--recalibrate",)]

@@ -20,7 +20,8 @@ def cmd_compile(args):
     from ..paths import out_parent
     out_parent(out)
     prog = compile_model(args.config, assignment, out, check_samples=args.check_samples,
-                         host_fallback=getattr(args, "host_fallback", False))
+                         host_fallback=getattr(args, "host_fallback", False),
+                         recalibrate=getattr(args, "recalibrate", False))
     size = Path(out).stat().st_size
     engine = [j for j in prog["layers"] if j["kind"] != "host"]
     # what a board runs where (the file as a board reads it): the network kernel takes the host
@@ -150,5 +151,5 @@ def perf_compiled(args):
     res = model(args.config, board=args.board, batch=args.batch,
                 network=False if getattr(args, "layer_by_layer", False) else None,
                 host=getattr(args, "host", None) or "c", input_dtype=getattr(args, "input_dtype", None) or "float32")
-    print(json.dumps(res) if args.json else format_table(res))
+    print(json.dumps(res) if args.json else format_table(res, full_sources=getattr(args, "sources", False)))
     return 0

@@ -106,7 +106,8 @@ def host_layers(net, host_bits=None) -> list:
     host mode's width (None: float host layers)."""
     from .hostops import EXACT
     out = []
-    for layer in net.layers:
+    last_engine = max((i for i, la in enumerate(net.layers) if la.kind != "host"), default=-1)
+    for i, layer in enumerate(net.layers):
         if layer.kind != "host":
             continue
         op = getattr(layer.node, "op_type", "?") if layer.op == "fallback" else layer.op
@@ -134,6 +135,8 @@ def host_layers(net, host_bits=None) -> list:
                       else "float64 in numpy") + " between them")
         elif layer.op == "fallback":
             how = "float32, onnx's reference implementation (--host-fallback): not what the board computes"
+        elif i > last_engine:
+            how = "float64 in numpy, after the last engine layer"
         else:
             how = "float64 in numpy; the next accelerator layer requantizes the result"
         out.append({"layer": layer.name, "op": op, "precision": how})
@@ -358,14 +361,45 @@ def format_result(res) -> str:
                  "not included): a model, not a measurement")
     lines += format_update(res)
     hosts = res.get("host_layers") or []
-    if hosts:
-        lines.append(f"  on the host ({len(hosts)} layer(s), in every assignment):")
-        lines += [f"    {h['layer']} ({h['op']}): {h['precision']}" for h in hosts]
+    lines += format_host_layers(res)
     fallback = [h for h in hosts if h["precision"].startswith("float32") and "--host-fallback" in h["precision"]]
     if fallback:
         lines.append(f"  NOTE: {len(fallback)} layer(s) ran in float on the host through --host-fallback "
                      f"({', '.join(h['layer'] for h in fallback)}); accuracy and speed are not the board's")
     return "\n".join(lines)
+
+
+def format_host_layers(res) -> list:
+    """The deploy table's footer on the layers outside the engines: per group of assignments, those
+    that the compiled model runs on the host (with their precision) and those that its network
+    kernel runs on the fabric, as ``hlsnn compile`` and ``hlsnn perf`` say (each assignment's
+    ``end_to_end``: ``host_layers``, ``fabric_layers``). An assignment without a compiled model (a
+    dynamic calibration) counts every such layer as the layer path runs it: on the host."""
+    hosts = res.get("host_layers") or []
+    if not hosts:
+        return []
+    groups = {}                            # (fabric layers) -> assignments
+    for name, e in res["assignments"].items():
+        fab = tuple((e.get("end_to_end") or {}).get("fabric_layers") or ())
+        groups.setdefault(fab, []).append(name)
+    by_name = {h["layer"]: h for h in hosts}
+    lines = []
+    for fab, names in groups.items():
+        which = "in every assignment" if len(groups) == 1 else "in " + ", ".join(names)
+        on_host = [h for h in hosts if h["layer"] not in fab]
+        if on_host:
+            lines.append(f"  on the host ({len(on_host)} layer(s), {which}):")
+            lines += [f"    {h['layer']} ({h['op']}): {h['precision']}" for h in on_host]
+        else:
+            lines.append(f"  on the host: nothing ({which})")
+        if fab:
+            lines.append(f"  on the fabric, in the network kernel ({len(fab)} layer(s), {which.removeprefix('in ')}): "
+                         + ", ".join(f"{n} ({by_name[n]['op']})" for n in fab if n in by_name))
+            if res.get("target") == "emu" or any(res["assignments"][n].get("run", {}).get("path") != "network kernel"
+                                                 for n in names):
+                lines.append("    (this run computed them layer by layer, the layer path's way; the compiled model's "
+                             "self-check holds the network kernel to that path bit for bit)")
+    return lines
 
 
 def format_per_layer(e) -> list:

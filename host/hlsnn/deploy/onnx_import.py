@@ -282,7 +282,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
         onnx.checker.check_model(model)
     except Exception as e:  # onnx raises several types for a broken file
         raise InputError(f"{printable(path)}: not a valid ONNX model "
-                         f"({str(e).splitlines()[0] if str(e) else type(e).__name__})")
+                         f"({str(e).splitlines()[0] if str(e) else type(e).__name__}){qimport.checker_hint(e)}")
     model = qimport.float_model(model, path)      # issue 50: QDQ pairs folded (a no-op without them)
     model = sklfold.rewrite(model)                # skl2onnx's Scaler, c - x: standard ops (Sub, Mul, Add)
     model = torchdecomp.rewrite(model)            # Einsum as MatMul, dynamo's 1-D upsampling as Resize
@@ -354,6 +354,8 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
     def reject(node, why):
         """An unsupported node: listed in the error, or (host_fallback) run on the host."""
         name = layer_name(node)
+        if node.domain in qimport.QONNX_DOMAINS:      # onnx's reference has no QONNX op: no fallback either
+            return unsupported.append((name, node.op_type, why + qimport.QONNX_UNREAD))
         # the outputs something reads (a GRU's Y_h or an LSTM's Y_c that nothing reads is left out)
         used = [o for o in node.output if o and (o == output or any(id(u) in needed for u in consumers.get(o, ())))]
         if not host_fallback or len(used) != 1:

@@ -128,10 +128,19 @@ def _quant_params(node, consts, what):
     if elem not in _TYPES:
         raise ModelError(f"node {name!r} ({node.op_type}): quantized type {zp.dtype if what is None else what.dtype} "
                          "is not supported; hlsnn takes int8, uint8 (and int32 biases)")
-    if not np.all(np.isfinite(scale)) or not np.all(scale > 0):
-        raise ModelError(f"node {name!r} ({node.op_type}): scale {node.input[1]!r} must be finite and > 0")
+    if scale.size == 0 or not np.all(np.isfinite(scale)) or not np.all(scale > 0):
+        raise ModelError(f"node {name!r} ({node.op_type}): scale {node.input[1]!r} must be finite and > 0"
+                         + (" (it has no value)" if scale.size == 0 else ""))
+    if zp.size not in (1, scale.size) or (zp.size > 1 and zp.shape != scale.shape):
+        raise ModelError(f"node {name!r} ({node.op_type}): zero point of shape {zp.shape} for a scale of shape "
+                         f"{scale.shape}: give one zero point per scale (or one for all)")
     bits, signed = _TYPES[elem]
     axis = int(a.get("axis", 1)) if scale.size > 1 else None
+    if what is not None and axis is not None and (not -what.ndim <= axis < what.ndim
+                                                  or scale.size != what.shape[axis % what.ndim]):
+        raise ModelError(f"node {name!r} ({node.op_type}): {scale.size} scales along axis {axis} of "
+                         f"{node.input[0]!r}, of shape {tuple(what.shape)}: the axis must be one of its "
+                         f"{what.ndim} and the scales one per index of it")
     return bits, signed, scale, zp, axis
 
 
@@ -253,7 +262,16 @@ def strip(model, path=None):
             continue
         tq = _qonnx_params(n, consts)
         if n.input[0] in consts:                   # a weight or bias: folded to its quantized values
-            w = qonnx_quant(np.asarray(consts[n.input[0]], np.float32), tq)
+            w = np.asarray(consts[n.input[0]], np.float32)
+            try:
+                shape = np.broadcast_shapes(w.shape, tq.scale.shape, np.shape(tq.zero_point))
+            except ValueError:
+                shape = None
+            if shape != w.shape:
+                raise ModelError(f"node {n.name or n.output[0]!r} ({n.op_type}): scale {tuple(tq.scale.shape)} and "
+                                 f"zero point {np.shape(tq.zero_point)} do not broadcast to {n.input[0]!r} of shape "
+                                 f"{w.shape} (numpy's rules, as QONNX's op definition)")
+            w = qonnx_quant(w, tq)
             new_inits.append(numpy_helper.from_array(w, n.output[0]))
             tq.name, tq.kind = n.output[0], "weight"
             notes[n.output[0]] = tq
@@ -351,6 +369,16 @@ def strip(model, path=None):
 
 #: the domains QONNX ops are written in (Brevitas' ``export_qonnx``: the first)
 QONNX_DOMAINS = ("qonnx.custom_op.general", "onnx.brevitas", "finn.custom_op.general")
+#: why a QONNX op the pre-pass leaves (``Trunc``, an activation's ``BipolarQuant``) is refused
+QONNX_UNREAD = ("; a QONNX op hlsnn does not read yet (it folds Quant/IntQuant, and BipolarQuant of a constant), "
+                "and --host-fallback cannot run it either: onnx's reference evaluator has no QONNX ops")
+
+
+def checker_hint(exc):
+    """A hint for onnx's checker error ``exc`` on a QONNX op written in the default domain."""
+    op = next((o for o in ("IntQuant", "BipolarQuant", "Quant", "Trunc") if f"for {o} with domain" in str(exc)), None)
+    return "" if op is None else (f"; {op} is a QONNX op: its node's domain must be {QONNX_DOMAINS[0]!r}, as "
+                                  "Brevitas' export_qonnx writes it (with an opset import of that domain)")
 
 
 def _qonnx_params(node, consts):

@@ -249,8 +249,10 @@ def _sections(res, cfg, net, accels, shapes, new, command):
     hosts = res.get("host_layers") or []
     if hosts:
         out.append('<h2 id="host-layers">Layers on the host</h2>')
-        out.append(_table(["layer", "op", "precision"], [(h["layer"], h["op"], h["precision"]) for h in hosts],
-                          "host-layers-table"))
+        fab = {n: set((e.get("end_to_end") or {}).get("fabric_layers") or ()) for n, e in A.items()}
+        out.append(_table(["layer", "op", "precision (the layer path)", "on the fabric instead, in the network kernel of"],
+                          [(h["layer"], h["op"], h["precision"], ", ".join(n for n in A if h["layer"] in fab[n]))
+                           for h in hosts], "host-layers-table"))
     # 2. accuracy (or, for regression, the errors)
     out.append('<h2 id="accuracy">' + ("Error per assignment" if regression else "Accuracy per assignment")
                + "</h2>")

@@ -249,7 +249,9 @@ def end_to_end_latency(dep, net, cfg, name, accs, x1) -> dict:
     on its board, as ``hlsnn perf NAME.hlsnn`` gives it for the compiled model
     (:func:`hlsnn.network.latency.model`): the network kernel's path where the model has one
     (one kernel start), else today's layer-by-layer calls. ``end_to_end`` holds ``board``,
-    ``path``, ``kernel_starts``, ``kernel_us``, ``host_us`` and ``end_to_end_us``, or is None
+    ``path``, ``kernel_starts``, ``kernel_us``, ``host_us``, ``end_to_end_us``, ``host_layers`` (the
+    layers outside the engines that the compiled model runs on the host, as ``hlsnn compile`` lists
+    them) and ``fabric_layers`` (those its network kernel runs on the fabric), or is None
     with ``end_to_end_note`` saying why (a dynamic calibration: no compiled model). A ``--host-fallback``
     layer is compiled as ``hlsnn compile --host-fallback`` stores it (its cost: a GRU's or LSTM's
     fitted estimate, :func:`hlsnn.network.hostmodel.fallback_us`; another node's a generic host op's,
@@ -271,4 +273,10 @@ def end_to_end_latency(dep, net, cfg, name, accs, x1) -> dict:
     except HlsnnError as exc:
         return {"end_to_end": None, "end_to_end_note": str(exc).splitlines()[0]}
     keys = ("board", "path", "kernel_starts", "kernel_us", "host_us", "end_to_end_us")
-    return {"end_to_end": {k: (round(res[k], 3) if isinstance(res[k], float) else res[k]) for k in keys}}
+    e2e = {k: (round(res[k], 3) if isinstance(res[k], float) else res[k]) for k in keys}
+    # where the board runs the layers outside the engines (as `hlsnn compile` says): the network
+    # kernel takes those it lowers (residual Adds, ReLUs, pools, flattens) onto the fabric
+    e2e["host_layers"] = list(res.get("host_before_layers", [])) + list(res["host_only_layers"])
+    e2e["fabric_layers"] = ([la.name for la in net.layers if la.kind == "host" and la.name not in e2e["host_layers"]]
+                            if res["path"] == "network" else [])
+    return {"end_to_end": e2e}

@@ -26,11 +26,13 @@ def choose_assignment(cfg, assignment=None) -> str:
 
 
 def compile_model(config_path, assignment, output, *, check_samples=4, calibration_samples=None,
-                  host_fallback=False):
+                  host_fallback=False, recalibrate=False):
     """Compile one assignment of a deployment config to ``output``; returns the program.
     ``assignment`` None: the config's only one (:func:`choose_assignment`).
     ``host_fallback``: nodes no rule covers run on the host with onnx's reference
-    implementation (``hlsnn deploy --host-fallback``); the loader then needs onnx."""
+    implementation (``hlsnn deploy --host-fallback``); the loader then needs onnx.
+    ``recalibrate``: a model quantized elsewhere gets calibrated radix points in every layer, not the
+    file's where they map exactly (``hlsnn deploy --recalibrate``, :func:`hlsnn.deploy.qimport.for_assignment`)."""
     from ..deploy import datasets
     from ..deploy.config import deployment_kwargs, load_deploy_config
     from ..deploy.evaluate import _check_data, _layout, open_accelerators
@@ -61,7 +63,7 @@ def compile_model(config_path, assignment, output, *, check_samples=4, calibrati
         from ..deploy import qimport                    # issue 50: a file's own radix points where they map exactly
         qmap = qimport.layer_mapping(net, cfg.model)
         if qmap:
-            qimport.for_assignment(qmap, dep)
+            qimport.for_assignment(qmap, dep, recalibrate)
         xc = np.asarray(ds.x_test[:check_samples], np.float64) if check_samples else None
         program, arrays = program_of(dep, dep.net, cfg, assignment, accs, x_cal=len(x_cal), x_check=xc,
                                      host_fallback=host_fallback)

@@ -26,6 +26,9 @@ not a measurement.
 """
 from __future__ import annotations
 
+import re
+import textwrap
+
 import numpy as np
 
 from ..errors import InputError
@@ -117,6 +120,51 @@ def _board(prog, board):
     if name not in BOARDS:
         raise InputError(f"--board {name!r}: no CPU constants for it; known: {', '.join(BOARDS)}")
     return name, BOARDS[name], CPUS[BOARDS[name]["cpu"]]
+
+
+def _gist(source):
+    """The first clause of a constant's source ("estimate", "measured on this 2-core x86", ...)."""
+    return re.split(r"[.:;] | \(", source, maxsplit=1)[0].strip()
+
+
+def _host_summary(cpu, c_host, nh):
+    """The host constants of the network path in a few short lines (``hlsnn perf``'s text; the
+    sources in full: ``host["basis"]``, ``hlsnn perf --sources``)."""
+    from . import hostmodel
+    if not c_host:
+        return [f"the numpy driver ({cpu}): {nh['start_us']} us per kernel start, quantize {nh['quant_us']} us + "
+                f"{nh['quant_value_us']} us per value, finish {nh['finish_us']} us (hlsnn.network.latency.NET_HOST; "
+                "x86 measured by benchmarks/bench_network_start.py, the ARM cores scaled: estimates)"]
+    sc, io = hostmodel.SCALE[cpu], hostmodel.BOARD_IO[cpu]
+    lines = ["x86 figures measured on this machine by benchmarks/bench_c_host.py (the C call, rule 1, Softmax) "
+             "and benchmarks/bench_loader_host.py (the loader's steps, the host ops)"]
+    if cpu != "x86-this-machine":
+        lines.append(f"on {cpu}: Python x {sc['python']:g} and C x {sc['c']:g} of the x86 figures; input stores "
+                     f"{io['store_ns_per_byte']:g} ns a byte, ap_start {io['mmio_write_us']:g} us, the last poll "
+                     f"{io['mmio_read_us']:g} us, {io['uncached_read_us']:g} us an output read ({_gist(sc['source'])}"
+                     f"{'' if 'board' in _gist(sc['source']) else ', not measured on a board'})")
+    else:
+        lines.append(f"the simulated board's registers and syncs {io['sim_io_us']:g} us, its context "
+                     f"{io['sim_context_us']:g} us (measured here)")
+    return lines
+
+
+def sources(res) -> list:
+    """``(what, source)`` of every constant behind ``res`` (:func:`model`'s result), in full."""
+    from . import hostmodel
+    cpu = res["cpu"]
+    out = []
+    if res.get("path") == "network" and res.get("host", {}).get("path") == "c":
+        out += [("x86 C host path (hlsnn.network.hostmodel.X86)", hostmodel.X86["source"]),
+                ("the loader's steps and the host ops (hostmodel.LOADER)", hostmodel.LOADER["source"]),
+                (f"x86 -> {cpu} (hostmodel.SCALE)", hostmodel.SCALE[cpu]["source"]),
+                (f"{cpu}'s memory and registers (hostmodel.BOARD_IO)", hostmodel.BOARD_IO[cpu]["source"])]
+    elif res.get("path") == "network":
+        out.append(("the numpy driver (hlsnn.network.latency.NET_HOST)", res["host"]["basis"]))
+    out.append((f"CPU constants of the layer path, {cpu} (hlsnn.network.latency.CPUS)",
+                res["constants"]["cpu"]["source"]))
+    out.append(("HP port (hlsnn.network.latency.BOARDS)", res["constants"]["hp_source"]))
+    return out
 
 
 def _all_steps(lsteps, pre, steps):
@@ -306,7 +354,8 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
                            + hostmodel.LOADER["source"] + "; " + hostmodel.SCALE[b["cpu"]]["source"] + "; "
                            + hostmodel.BOARD_IO[b["cpu"]]["source"]) if c_host else
                           "hlsnn.network.latency.NET_HOST (the numpy driver: x86 measured by "
-                          "benchmarks/bench_network_start.py; the ARM cores scaled, estimates)"},
+                          "benchmarks/bench_network_start.py; the ARM cores scaled, estimates)",
+                 "summary": _host_summary(b["cpu"], c_host, nh)},
         # the numpy driver's image-in-to-logits-out host time, for comparison (NET_HOST)
         "host_python_us": sum(r["host_us"] for r in pre) + nh["quant_us"] + nh["quant_value_us"] * n_in + nh["start_us"]
         + (nh["finish_us"] + nh["finish_value_us"] * n_out) / len(fin),
@@ -318,6 +367,7 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
     return {"model": prog["name"], "assignment": prog["assignment"], "path": "network", "board": name,
             "cpu": b["cpu"], "batch": batch, **tot, **windows, "layers": layers,
             "host_only_layers": [j["name"] for j in net.host_after],
+            "host_before_layers": [e["name"] for e in net.host_before],
             "kernel_resources": {k: v for k, v in res.items() if k not in ("buffers", "logic")},
             "kernel_logic": res["logic"], "schedule": rows_s,
             "constants": {"cpu": dict(cpu), "network_host": dict(nh), "hp_bits": b["hp_bits"],
@@ -422,49 +472,67 @@ def model(path, *, board=None, batch=1, network=None, host="c", input_dtype="flo
             "batch": batch,
             **tot, "layers": layers,
             "host_only_layers": [r["name"] for r in layers if r["kind"].startswith("host")],
+            "host_before_layers": [],
             "constants": {"cpu": dict(cpu), "hp_bits": b["hp_bits"], "hp_source": b["source"]}}
 
 
-def format_table(res):
+def _wrap(text, indent, first=""):
+    """``first + text`` wrapped at 110 columns, continuation lines indented by ``indent`` spaces."""
+    return textwrap.wrap(first + text, 110, subsequent_indent=" " * indent, break_on_hyphens=False) or [first]
+
+
+def format_table(res, *, full_sources=False):
+    """``hlsnn perf NAME.hlsnn``'s text: the layer table, the end-to-end lines, the host's steps,
+    the constants in brief (``full_sources``: every constant's source in full, wrapped; the JSON
+    has them as ``host["basis"]`` and ``constants``) and the schedule."""
     path = ("the network kernel, one start per batch" if res.get("path") == "network"
             else "layer by layer, today's kernel calls")
+    nw = max([12] + [len(r["name"]) for r in res["layers"]])
+    kw = max([22] + [len(r["kind"]) for r in res["layers"]])
     lines = [f"{res['model']} ({res['assignment']}) on {res['board']} ({res['cpu']}), batch {res['batch']}: "
              f"modelled, per batch; {path}",
-             f"  {'layer':<12} {'kind':<22} {'starts':>6} {'kernel us':>10} {'DDR us':>8} {'host us':>9} "
+             f"  {'layer':<{nw}} {'kind':<{kw}} {'starts':>6} {'kernel us':>10} {'DDR us':>8} {'host us':>9} "
              f"{'host bytes':>11} {'total us':>9}"]
     for r in res["layers"]:
-        lines.append(f"  {r['name']:<12} {r['kind']:<22} {r['kernel_starts']:>6} {r['kernel_us']:>10.1f} "
+        lines.append(f"  {r['name']:<{nw}} {r['kind']:<{kw}} {r['kernel_starts']:>6} {r['kernel_us']:>10.1f} "
                      f"{r['ddr_us']:>8.1f} {r['host_us']:>9.1f} {r['host_bytes']:>11,} {r['end_to_end_us']:>9.1f}")
-    lines.append(f"  {'total':<12} {'':<22} {res['kernel_starts']:>6} {res['kernel_us']:>10.1f} {res['ddr_us']:>8.1f} "
-                 f"{res['host_us']:>9.1f} {res['host_bytes']:>11,} "
+    lines.append(f"  {'total':<{nw}} {'':<{kw}} {res['kernel_starts']:>6} {res['kernel_us']:>10.1f} "
+                 f"{res['ddr_us']:>8.1f} {res['host_us']:>9.1f} {res['host_bytes']:>11,} "
                  f"{res['end_to_end_us']:>9.1f}")
     if "mlperf_window_us" in res:
         h = res["host"]
-        lines.append(f"  end to end: {res['end_to_end_us']:.1f} us a numpy {h['input_dtype']} image in, the network's "
-                     f"output out ({res['logits_out_us']:.1f} us to the logits); MLPerf Tiny window (the kernel with its "
-                     f"DDR traffic + the host layers after the logits): {res['mlperf_window_us']:.1f} us")
-        lines.append(f"  host ({h['path']} path): {h['us']:.1f} us per start (the numpy driver: "
-                     f"{res['host_python_us']:.1f} us); double-buffered starts: {h['pipelined_us_per_image']:.1f} us "
-                     f"per image at this batch, {h['steady_state_us_per_image']:.1f} us in the steady state")
+        lines += _wrap(f"end to end: {res['end_to_end_us']:.1f} us a numpy {h['input_dtype']} image in, the network's "
+                       f"output out ({res['logits_out_us']:.1f} us to the logits); MLPerf Tiny window (the kernel "
+                       f"with its DDR traffic + the host layers after the logits): {res['mlperf_window_us']:.1f} us",
+                       4, "  ")
+        lines += _wrap(f"host ({h['path']} path): {h['us']:.1f} us per start (the numpy driver: "
+                       f"{res['host_python_us']:.1f} us); double-buffered starts: {h['pipelined_us_per_image']:.1f} "
+                       f"us per image at this batch, {h['steady_state_us_per_image']:.1f} us in the steady state",
+                       4, "  ")
         for st in h["steps"] or []:
-            lines.append(f"    {st['step']:<28} {st['us']:>8.2f} us  {st['basis']}")
+            lines += _wrap(st["basis"], 46, f"    {st['step']:<28} {st['us']:>8.2f} us  ")
     if "kernel_resources" in res:
         r = res["kernel_resources"]
         lines.append(f"  network kernel (hlsnn.resources and the datapath model, not synthesis): {r['bram36']} BRAM36, "
                      f"{r['lut']:,} LUT, {r['ff']:,} FF, {r['dsp']} DSP" +
                      ("" if r["fits"] else "; MORE THAN THE BOARD HAS (weights are never streamed from DDR yet)"))
     c = res["constants"]["cpu"]
-    if "network_host" in res["constants"] and res.get("host", {}).get("path") == "c":
-        lines.append(f"  host constants: {res['host']['basis']}")
-    elif "network_host" in res["constants"]:
-        n = res["constants"]["network_host"]
-        lines.append(f"  host constants ({res['cpu']}, network path): {n['start_us']} us per kernel start, quantize "
-                     f"{n['quant_us']} us + {n['quant_value_us']} us per value, finish {n['finish_us']} us; "
-                     f"hlsnn.network.latency.NET_HOST (x86 measured by benchmarks/bench_network_start.py; the ARM "
-                     f"cores scaled x 10 and x 4 as below, estimates)")
-    lines.append(f"  CPU constants ({res['cpu']}): {c['call_us']} us per kernel start, {c['byte_us']} us per byte, "
-                 f"{c['op_us']} us per host op; {c['source']}")
-    lines.append(f"  HP port: {res['constants']['hp_bits']} bits per PL cycle (peak; {res['constants']['hp_source']})")
+    network = "network_host" in res["constants"]
+    if network:
+        lines.append("  host constants (" + ("their sources below" if full_sources else
+                                             "in brief; in full: --sources, or --json's host.basis") + "):")
+        for ln in res["host"].get("summary") or [res["host"]["basis"]]:
+            lines += _wrap(ln, 6, "    ")
+    lines += _wrap(f"CPU constants ({res['cpu']}{'; the layer path, --layer-by-layer' if network else ''}): "
+                   f"{c['call_us']} us per kernel start, {c['byte_us']} us per byte, {c['op_us']} us per host op "
+                   f"({_gist(c['source'])})", 4, "  ")
+    lines += _wrap(f"HP port: {res['constants']['hp_bits']} bits per PL cycle (peak; {res['constants']['hp_source']})",
+                   4, "  ")
+    if full_sources:
+        lines.append("  sources of the constants:")
+        for what, src in sources(res):
+            lines.append(f"    {what}:")
+            lines += _wrap(src, 6, "      ")
     if res.get("schedule") is not None:
         from ..perf.schedule import format_table as schedule_table
         what = "the network kernel" if res.get("path") == "network" else "the layer kernels"
