@@ -218,8 +218,10 @@ def _pattern(template):
 # docs/deploy-beyond-cnn.md quotes models of issue 52's families that scripts/variant_*.py train for
 # seconds on bundled data and export offline (torch + onnxscript; nothing downloaded). A figure of
 # one names it ``built("variant_sixth", "k_ae_lin_ts17")``: the family's ``export`` step writes the
-# whole family (not ``--only``: one seed at the start, each model's training draws after the ones
-# before it, so a model's weights depend on the family's order), and the family's own deployment
+# whole family (training reseeds for each model, but the other families build their tables' models in
+# one stream seeded once, so a model's initial weights depend on the models built before it: a model
+# added to a table moves the ones after it; variant_seventh builds each model from its own seed,
+# ``variant_sixth.build``), and the family's own deployment
 # YAML (what its ``status`` step compiles: bfp8 on bfp8_zcu104, two-hot on shift8_pynq-z2, fixed8 on
 # sparse8_pynq-z2) is the one compiled.
 
@@ -935,12 +937,14 @@ def main(argv=None):
                                      "absent: python scripts/variant_*.py export; default a temporary directory)")
     ap.add_argument("--built", choices=("yes", "no", "only"), default="yes",
                     help="the entries of models the repository builds (no: skip them; only: just them)")
+    ap.add_argument("--family", help="the entries of this family's built models only (e.g. variant_seventh)")
     ap.add_argument("--cache", help="a pickle of computed values to reuse and extend (a --check then --write "
                                     "without computing twice)")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "host"))
     figs = [f for f in FIGURES if (args.only is None or f.path.startswith(args.only))
-            and {"yes": True, "no": not needs_build(f), "only": needs_build(f)}[args.built]]
+            and {"yes": True, "no": not needs_build(f), "only": needs_build(f)}[args.built]
+            and (args.family is None or needs_build(f) and _built_parts(f.source.model)[0] == args.family)]
     if args.list:
         for f in figs:
             print(f"{f.path}: {f.source.command()}")

@@ -54,7 +54,9 @@ TWO_WAYS = vf.TWO_WAYS
 
 
 def _models(torch, nn):
-    """name -> (module, layout, task, epochs); layouts as ``variant_fifth``."""
+    """name -> (builder, layout, task, epochs); layouts as ``variant_fifth``. A builder (a class or
+    function of no arguments) builds the model when ``variant_sixth.export`` calls it, from its own
+    seed (``variant_sixth.build``): one model's weights do not depend on the others in this table."""
     F = nn.functional
     from hlsnn.deploy import datasets
     flat = datasets.load("digits", layout="flat").x_train
@@ -78,11 +80,12 @@ def _models(torch, nn):
             return self.out(self.act(self.fc2(h)))
 
     # --- jet MLP 2: BatchNorm after the activation
-    jet_bnafter = nn.Sequential(
-        nn.Linear(64, 64), nn.ReLU(), nn.BatchNorm1d(64), nn.Dropout(0.2),
-        nn.Linear(64, 32), nn.ReLU(), nn.BatchNorm1d(32), nn.Dropout(0.2),
-        nn.Linear(32, 32), nn.ReLU(), nn.BatchNorm1d(32),
-        nn.Linear(32, 10))
+    def jet_bnafter():
+        return nn.Sequential(
+            nn.Linear(64, 64), nn.ReLU(), nn.BatchNorm1d(64), nn.Dropout(0.2),
+            nn.Linear(64, 32), nn.ReLU(), nn.BatchNorm1d(32), nn.Dropout(0.2),
+            nn.Linear(32, 32), nn.ReLU(), nn.BatchNorm1d(32),
+            nn.Linear(32, 10))
 
     # --- TC-ResNet: GroupNorm, option-A shortcut (strided slice + zero channels), AdaptiveMaxPool1d
     class LambdaLayer(nn.Module):
@@ -197,9 +200,10 @@ def _models(torch, nn):
                 return self.model(x)
             return torch.cat([x, self.model(x)], 1)
 
-    inner = UnetSkipConnectionBlock(32, 32, innermost=True)                  # 2 -> 1 -> 2
-    mid = UnetSkipConnectionBlock(16, 32, submodule=inner)                   # 4 -> 2 -> 4
-    pix2pix = UnetSkipConnectionBlock(1, 16, input_nc=1, submodule=mid, outermost=True)   # 8 -> 4 -> 8
+    def pix2pix():
+        inner = UnetSkipConnectionBlock(32, 32, innermost=True)                  # 2 -> 1 -> 2
+        mid = UnetSkipConnectionBlock(16, 32, submodule=inner)                   # 4 -> 2 -> 4
+        return UnetSkipConnectionBlock(1, 16, input_nc=1, submodule=mid, outermost=True)   # 8 -> 4 -> 8
 
     # --- a residual U-Net: x + block(x), ConvTranspose2d(k=4, s=2, p=1), nearest-exact, cat skips
     class ResDouble(nn.Module):
@@ -472,19 +476,19 @@ def _models(torch, nn):
             return self.mlp(x.reshape(B * T, Fe)).view(B, T, -1)
 
     return {
-        "s_jet_std": (JetStd(), "flat", "classification", 25),
+        "s_jet_std": (JetStd, "flat", "classification", 25),
         "s_jet_bnafter": (jet_bnafter, "flat", "classification", 25),
-        "s_tc_opta": (TcOptA(), "ncl", "classification", 25),
-        "s_kws_inorm": (KwsInorm(), "ncl", "classification", 25),
-        "s_xvector": (XVector(), "ncl", "classification", 25),
+        "s_tc_opta": (TcOptA, "ncl", "classification", 25),
+        "s_kws_inorm": (KwsInorm, "ncl", "classification", 25),
+        "s_xvector": (XVector, "ncl", "classification", 25),
         "s_unet_p2p": (pix2pix, "nchw", "dense", 30),
-        "s_unet_res": (ResUNet(), "nchw", "dense", 25),
-        "s_unet_bicubic": (BicubicUNet(), "nchw", "dense", 25),
-        "s_enc_tut": (EncTutorial(), "ntf", "classification", 30),
-        "s_vit_timm": (VitTimm(), "nchw", "classification", 30),
-        "s_ghost": (GhostNet(), "nchw", "classification", 25),
-        "s_effnet": (EffNet(), "nchw", "classification", 25),
-        "s_tok_fold": (TokFold(), "ntf", "tokens", 0),
+        "s_unet_res": (ResUNet, "nchw", "dense", 25),
+        "s_unet_bicubic": (BicubicUNet, "nchw", "dense", 25),
+        "s_enc_tut": (EncTutorial, "ntf", "classification", 30),
+        "s_vit_timm": (VitTimm, "nchw", "classification", 30),
+        "s_ghost": (GhostNet, "nchw", "classification", 25),
+        "s_effnet": (EffNet, "nchw", "classification", 25),
+        "s_tok_fold": (TokFold, "ntf", "tokens", 0),
     }
 
 

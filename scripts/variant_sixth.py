@@ -299,11 +299,25 @@ def _models(torch, nn):
     }
 
 
+#: the seed each builder's model is built from (``build``); training draws from its own seed too
+#: (``export_torch_models.train``/``_train_ae`` reseed), so such a model's weights are its own
+BUILD_SEED = 0
+
+
+def build(torch, builder):
+    """``builder()`` from seed ``BUILD_SEED``: the model's initial weights whatever was drawn before."""
+    torch.manual_seed(BUILD_SEED)
+    return builder()
+
+
 def export(out, only=None, models=None):
     """Train and export each model of ``models(torch, nn)`` (default: this family's) both ways.
 
     A ``classification`` model is trained as a classifier, a ``dense`` one as an autoencoder, any
-    other task (``tokens``) is exported untrained.
+    other task (``tokens``) is exported untrained. A model given as a builder (a class or function
+    of no arguments, ``variant_seventh``'s table) is built here from its own seed (:func:`build`),
+    so its weights do not depend on which models the table builds before it or on ``only``; a
+    model given built (this family's table) was drawn from the one stream seeded before the table.
     """
     import onnxruntime as ort
     import torch
@@ -319,6 +333,8 @@ def export(out, only=None, models=None):
     for name, (model, layout, task, epochs) in (models or _models)(torch, nn).items():
         if only and name not in only:
             continue
+        if not isinstance(model, nn.Module):
+            model = build(torch, model)
         t0 = time.time()
         ds = v5._data(out, layout)
         x_train = ds.x_train.astype(np.float32)
