@@ -110,3 +110,14 @@ def test_a_qonnx_op_hlsnn_does_not_read_is_not_sent_to_host_fallback(tmp_path, c
         err = _deploy(tmp_path, "qonnx", _trunc, capsys, *extra)
         assert "(Trunc)" in err and "--host-fallback cannot run it either" in err, err
         assert "not even --host-fallback runs them" in err and "--host-fallback runs each" not in err, err
+
+
+def test_a_built_in_data_set_in_another_layout_names_the_layout(tmp_path, capsys):
+    """`layout: flat` for a model of (1, 8, 8) images: the error said only the two shapes; the same 64
+    values need `layout: nchw`, which it now names."""
+    cfg = tmp_path / "m.yaml"
+    cfg.write_text(f"name: m\nmodel: {DATA / 'qdq' / 'res_pot.onnx'}\ndata: digits\nlayout: flat\n"
+                   "formats:\n  fixed8: {type: fixed, accel: sparse8_pynq-z2}\n")
+    assert main(["deploy", str(cfg), "--test-samples", "2", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "samples of shape (64,); the model res_pot takes (1, 8, 8)" in err and "set `layout: nchw`" in err, err

@@ -63,7 +63,14 @@ def _check_data(data, net, ds, y_test, task):
     for what, x in (("x_train", ds.x_train), ("x_test", ds.x_test)):
         got = tuple(np.shape(x)[1:])
         if len(got) != len(want) or any(w is not None and w != g for w, g in zip(want, got)):
-            raise InputError(f"{data}: {what} has samples of shape {got}; the model {net.name} takes {want}")
+            hint = ""
+            if (str(data) in ("digits", "digits32") and None not in want and len(got) != len(want)
+                    and int(np.prod(got)) == int(np.prod(want))):
+                from .datasets import LAYOUTS      # the same values laid out otherwise: the config's layout
+                guess = {1: "flat", 3: "nchw"}.get(len(want), "ncl or ntf")
+                hint = (f"; the same {int(np.prod(got))} values per sample in another layout: set `layout: {guess}` "
+                        f"in the deployment config (one of {', '.join(LAYOUTS)})")
+            raise InputError(f"{data}: {what} has samples of shape {got}; the model {net.name} takes {want}{hint}")
     if task == "regression":
         return
     if y_test is None:
