@@ -17,7 +17,7 @@ from hlsnn.deploy.runner import Deployment  # noqa: E402
 from hlsnn.runtime import Accelerator  # noqa: E402
 
 ACCELS = ROOT / "configs" / "accel"
-pytestmark = pytest.mark.skipif(netbfpfast.lib() is None, reason="no C compiler for the compiled helpers")
+pytestmark = pytest.mark.skipif("netbfpfast.lib() is None", reason="no C compiler for the compiled helpers")
 
 
 def _config(tmp_path, name, rounding=None):

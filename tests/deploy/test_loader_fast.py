@@ -18,7 +18,7 @@ from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 from hlsnn.network import nethost  # noqa: E402
 
-pytestmark = [pytest.mark.skipif(not nethost.available(), reason="no C compiler for the C host path"),
+pytestmark = [pytest.mark.skipif("not nethost.available()", reason="no C compiler for the C host path"),
               pytest.mark.slow, pytest.mark.csim]
 
 FORMATS = {"bfp8": "{type: bfp, accel: bfp8_zcu104}", "twohot": "{type: twohot, accel: shift8_pynq-z2}",

@@ -17,7 +17,7 @@ from hlsnn.deploy.runner import Deployment  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 from hlsnn.runtime import Accelerator  # noqa: E402
 
-pytestmark = pytest.mark.skipif(netfast.lib() is None, reason="no C compiler for the compiled helpers")
+pytestmark = pytest.mark.skipif("netfast.lib() is None", reason="no C compiler for the compiled helpers")
 
 SPARSE = ROOT / "configs" / "accel" / "sparse8_pynq-z2.yaml"
 SHIFT = ROOT / "configs" / "accel" / "shift8_pynq-z2.yaml"

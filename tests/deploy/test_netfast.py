@@ -13,7 +13,7 @@ from hlsnn.deploy import fast as netfast, program as netmode
 from hlsnn.errors import InputError
 from hlsnn.primitives import saturate, shift_round_sat
 
-pytestmark = pytest.mark.skipif(netfast.lib() is None, reason="no C compiler for the compiled helpers")
+pytestmark = pytest.mark.skipif("netfast.lib() is None", reason="no C compiler for the compiled helpers")
 
 O = netmode.Op
 ROUNDINGS = ("nearest_even", "nearest_away", "truncate")

@@ -17,7 +17,7 @@ from hlsnn.engines.network import mean, uncounted
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))
 from test_netfast import _conv  # noqa: E402
 
-pytestmark = pytest.mark.skipif(netfast.lib() is None, reason="no C compiler for the compiled helpers")
+pytestmark = pytest.mark.skipif("netfast.lib() is None", reason="no C compiler for the compiled helpers")
 
 O = netmode.Op
 ROUNDINGS = ("nearest_even", "nearest_away", "truncate")

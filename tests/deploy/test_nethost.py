@@ -11,7 +11,7 @@ import pytest
 from hlsnn.network import nethost
 from hlsnn.deploy.quant import to_fixed_reference
 
-pytestmark = pytest.mark.skipif(not nethost.available(), reason="no C compiler for the C host path")
+pytestmark = pytest.mark.skipif("not nethost.available()", reason="no C compiler for the C host path")
 
 MODES = ("nearest_even", "nearest_away", "truncate")
 

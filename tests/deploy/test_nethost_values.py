@@ -7,7 +7,7 @@ import pytest
 
 from hlsnn.network import nethost
 
-pytestmark = pytest.mark.skipif(not nethost.available(), reason="no C compiler for the C host path")
+pytestmark = pytest.mark.skipif("not nethost.available()", reason="no C compiler for the C host path")
 
 
 @pytest.fixture(scope="module")

@@ -114,7 +114,7 @@ def _add_net(rng):
     return Network(name="n", path="", input="x", input_shape=(None, c, 16, 16), output="y", layers=layers), c
 
 
-@pytest.mark.skipif(netfast.lib() is None, reason="no C compiler for the compiled helpers")
+@pytest.mark.skipif("netfast.lib() is None", reason="no C compiler for the compiled helpers")
 @pytest.mark.parametrize("seed", range(8))
 def test_the_compiled_calibration_chooses_the_layer_paths_radix_points(seed):
     """Also (odd seeds) through a residual Add, whose sum's radix (the consumer's ``F_x``) the

@@ -45,7 +45,7 @@ def _net(rng):
     return Network(name="n", path="", input="x", input_shape=(None, c, h, h), output="y", layers=layers), c
 
 
-@pytest.mark.skipif(netfast.lib() is None, reason="no C compiler for the compiled helpers")
+@pytest.mark.skipif("netfast.lib() is None", reason="no C compiler for the compiled helpers")
 @pytest.mark.parametrize("seed", range(6))
 def test_the_compiled_calibration_chooses_the_layer_paths_radix_points_on_shift_mac(seed):
     rng = np.random.default_rng([seed, 53])

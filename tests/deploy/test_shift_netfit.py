@@ -94,7 +94,7 @@ def _state(dep):
                 np.asarray(ex.b_fit).tolist()) for k, ex in dep.execs.items()}
 
 
-@pytest.mark.skipif(netfast.lib() is None, reason="no C compiler for the compiled helpers")
+@pytest.mark.skipif("netfast.lib() is None", reason="no C compiler for the compiled helpers")
 @pytest.mark.parametrize("seed", range(4))
 def test_the_compiled_calibration_fits_the_layer_paths_codes(seed):
     rng = np.random.default_rng([seed, 5252])
