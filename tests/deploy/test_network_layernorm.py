@@ -209,17 +209,23 @@ def test_kernel_csim_and_board_are_the_bits(graphs, name, fmt):
     assert c["NetLnSum"][0] == c["NetLnOut"][0] == 24 * blocks * op.f["hw"]
 
 
-def test_compile_is_one_start_and_bfp_refuses_by_name(graphs, tmp_path):
+def test_compile_is_one_start(graphs):
     """`hlsnn compile`'s status: one kernel start in fixed8 and two-hot (on main: 'no integer rule
-    for this host op here'); BFP pairs have no rule 15 and say so."""
-    from netfixtures import compile_each
-    from hlsnn.deploy import program as netmode
+    for this host op here')."""
     from hlsnn.network import artifact
     from hlsnn.network.loader import kernel_network
     for name in GRAPHS:
         for fmt in FORMATS:
             assert kernel_network(*artifact.read(graphs[name, fmt])[:2])[0].engine == \
                 {"fixed8": "sparse_cluster", "twohot": "shift_mac"}[fmt]
+
+
+@pytest.mark.slow
+def test_bfp_refuses_by_name(graphs, tmp_path):
+    """BFP pairs have no rule 15 and say so (a bfp8 compile of mlp_ln)."""
+    from netfixtures import compile_each
+    from hlsnn.deploy import program as netmode
+    from hlsnn.network import artifact
     p = compile_each(tmp_path, "mlp_ln", graphs["mlp_ln", "onnx"], ["bfp8"],
                      formats={"bfp8": "{type: bfp, accel: bfp8_zcu104}"}, layout="flat")["bfp8"]
     with pytest.raises(InputError, match=r"layer n \(LayerNormalization\): a LayerNormalization of BFP pairs"):
