@@ -37,7 +37,11 @@ magnitudes anywhere, no row above that count rounded up to a multiple of M; --ro
 at least N; --lane-scale folded: weights compared across rows as folding the next BatchNorm scales them);
 --depthwise-scale folded compares a depthwise layer's weights across its channels (the layer is balanced as one
 unit) as folding the next BatchNorm scales them, not by raw magnitude. scripts/select_on_val.py keeps the best of k runs
-on the validation images.
+on the validation images. --prune-seed P draws the pruning's and the recovery's batches and shifts from seed P
+(the float model and the int8 step keep --seed; P = --seed is the run without it): restarts of one float model's
+pruning; such a run also reports "train", the pruned float and the fine-tuned model's accuracy and cross-entropy on
+the (unshifted) training images, and the deployed accuracy on the validation images at even and odd positions
+("deployed_acc_halves"), figures a restart can be chosen on.
 When the deployed outputs differ from torch's, the first layer whose outputs differ is named.
 --save-pruned PATH writes the model the int8 step starts from (the pruned, recovered/averaged float
 model where pruned_float_acc is measured, its accuracies and the options that made it);
@@ -73,6 +77,10 @@ def main(argv=None):
     ap.add_argument("--prune-epochs", type=int, default=8, help="sparse: float epochs of gradual pruning")
     ap.add_argument("--prune-lr", type=float, default=1e-3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--prune-seed", type=int, default=None, metavar="P",
+                    help="sparse: the pruning's and the recovery's batch order and shifts from seed P instead of "
+                         "--seed (the float model and the int8 step keep --seed): restarts of one float model's "
+                         "pruning; reports the training-image figures a restart can be chosen on (train)")
     ap.add_argument("--weight-scale", choices=["tensor", "channel"], default=None,
                     help="one power-of-two weight scale per tensor or per output channel (every format but bfp)")
     ap.add_argument("--allocation", choices=["uniform", "erk"], default="uniform",
@@ -217,6 +225,8 @@ def main(argv=None):
         ap.error(f"--lane-scale {a.lane_scale}: with --lane-balance M")
     if a.depthwise_scale != "weight" and (a.format != "sparse" or a.regrow_every):
         ap.error(f"--depthwise-scale {a.depthwise_scale}: with --format sparse and without --regrow-every")
+    if a.prune_seed is not None and a.format != "sparse":
+        ap.error(f"--prune-seed {a.prune_seed}: with --format sparse (it seeds the pruning and the recovery)")
     if a.lane_balance < 0:
         ap.error(f"--lane-balance {a.lane_balance}: a number of multipliers per lane >= 1 (0: balanced rows)")
 
@@ -262,13 +272,13 @@ def main(argv=None):
         return kd.phase_loss(out, t_out, ytr[idx], aug["phase"], alpha=a.distill, temperature=a.distill_t,
                              kd_phases=a.kd_phases, smoothing=a.label_smoothing, ls_phases=a.ls_phases)
 
-    def fit(m, epochs, lr, step=None, epoch_end=None):
+    def fit(m, epochs, lr, step=None, epoch_end=None, seed=None):
         if a.sgd_momentum and aug["phase"] in ("prune", "recover"):
             opt = torch.optim.SGD(m.parameters(), lr=lr, momentum=a.sgd_momentum)
         else:
             opt = torch.optim.Adam(m.parameters(), lr=lr)
         sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, max(1, epochs * steps_per_epoch))
-        gen = torch.Generator().manual_seed(a.seed)
+        gen = torch.Generator().manual_seed(a.seed if seed is None else seed)
         for ep in range(epochs):
             m.train()
             for idx in torch.randperm(len(xtr), generator=gen).split(64):
@@ -342,7 +352,7 @@ def main(argv=None):
                                         lanes=a.lane_balance or None, row_min=a.row_min,
                                         lane_scale=a.lane_scale, depthwise_scale=a.depthwise_scale)
             aug["phase"] = "prune"
-            fit(model, a.prune_epochs, a.prune_lr, pruner.step)
+            fit(model, a.prune_epochs, a.prune_lr, pruner.step, seed=a.prune_seed)
             frozen = avg = snap = None
             aug["phase"] = "recover"
             if a.average_from is not None:
@@ -356,9 +366,9 @@ def main(argv=None):
             if a.recover_epochs and a.recover_masks == "frozen":
                 from hlsnn.train.rewind import FrozenMasks
                 frozen = FrozenMasks(pruner)
-                fit(model, a.recover_epochs, a.recover_lr, frozen.step, snap)
+                fit(model, a.recover_epochs, a.recover_lr, frozen.step, snap, seed=a.prune_seed)
             elif a.recover_epochs:
-                fit(model, a.recover_epochs, a.recover_lr, pruner.step, snap)
+                fit(model, a.recover_epochs, a.recover_lr, pruner.step, snap, seed=a.prune_seed)
             if avg:
                 if a.val:
                     model.eval()      # the last recovery epoch's model, before averaging (for comparison)
@@ -377,6 +387,9 @@ def main(argv=None):
                 vals["pruned_float_acc"] = float_eval(model, True)
             pre = {"pruned_float_acc": pruned_float_acc,
                    "pruned_layers": [(n, zmin, zmax, sp) for n, zmin, zmax, sp in pruner.report()]}
+            if a.prune_seed is not None:           # what a restart can be chosen on, without a validation image
+                with torch.no_grad():
+                    pre["train"] = _train_fit(model(xtr).numpy(), ytr.numpy(), "pruned_float")
             if avg:
                 pre["average"] = {"from": a.average_from, "snapshots": avg.count}
             if a.regrow_every:
@@ -454,6 +467,8 @@ def main(argv=None):
     with torch.no_grad():
         torch_out = q(torch.tensor(xte)).numpy()
         torch_val = q(torch.tensor(xva)).numpy() if a.val else None
+        if a.prune_seed is not None:
+            pre["train"] = dict(pre.get("train", {}), **_train_fit(q(xtr.double()).numpy(), ytr.numpy(), "qat_eval"))
     q.float()
     if a.save:
         torch.save(q, a.save)
@@ -472,6 +487,9 @@ def main(argv=None):
             dep_val = dep.run(xva)
             vals.update(qat_eval_acc=acc(torch_val, True), deployed_acc=acc(dep_val, True),
                         bit_exact=bool(np.array_equal(torch_val, dep_val)))
+            if a.prune_seed is not None:           # the validation images at even / odd positions
+                vals["deployed_acc_halves"] = [float(np.mean(np.argmax(dep_val[h::2], 1) == yva[h::2]))
+                                               for h in (0, 1)]
         first_diff = None
         if not np.array_equal(torch_out, dep_out):
             first_diff = _first_difference(q, dep, xte, torch)
@@ -495,6 +513,9 @@ def main(argv=None):
         res["teacher_train_acc"] = round(kd_seen[1] / max(1, kd_seen[0]), 4)
     if a.from_pruned:
         res["from_pruned"] = a.from_pruned
+    if a.prune_seed is not None:
+        res["prune_seed"] = a.prune_seed
+        res["train"] = pre["train"]
     if a.qat_radix != "dynamic":
         res["qat_radix"] = a.qat_radix
     if a.qat_recalibrate:
@@ -583,6 +604,15 @@ def _pre_int8_args(a):
             continue
         out[k] = sorted(v) if isinstance(v, (set, frozenset)) else v
     return out
+
+
+def _train_fit(out, y, name):
+    """``{name}_acc``, ``{name}_loss``: the accuracy and the mean cross-entropy (no smoothing) of the
+    logits ``out`` on the training images' labels ``y`` (unshifted images, eval mode)."""
+    z = out - out.max(1, keepdims=True)
+    logp = z - np.log(np.exp(z).sum(1, keepdims=True))
+    return {f"{name}_acc": float(np.mean(np.argmax(out, 1) == y)),
+            f"{name}_loss": round(float(-np.mean(logp[np.arange(len(y)), y])), 6)}
 
 
 def _sparsity(q, torch):
