@@ -13,28 +13,23 @@ import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx import helper  # noqa: E402
 
 import hlsnn  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.engines.network import layernorm as ln  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
+from netfixtures import f32_init, save_net  # noqa: E402
 
 FORMATS = {"fixed8": "{type: fixed, accel: sparse8_pynq-z2}", "twohot": "{type: twohot, accel: shift8_pynq-z2}"}
 
 
-def _init(name, a):
-    return numpy_helper.from_array(np.asarray(a, np.float32), name)
+_init = f32_init
 
 
 def _save(path, nodes, inits, in_shape, out_dim):
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N"] + list(in_shape))],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", out_dim])], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    onnx.checker.check_model(m)
-    onnx.save(m, str(path))
-    return path
+    """The graph "g" of x (N, *in_shape) -> y (N, out_dim), checked and saved (netfixtures.save_net)."""
+    return save_net(path, nodes, inits, "g", ["N", *in_shape], ("N", out_dim))
 
 
 def mlp_ln(path):
