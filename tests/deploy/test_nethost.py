@@ -411,3 +411,35 @@ def test_perf_text_gives_the_constants_in_brief_and_in_full_behind_sources(compi
     assert main(["perf", path, "--json"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert hostmodel.X86["source"] in res["host"]["basis"] and res["constants"]["cpu"]["source"] == full[-1]
+
+
+def test_perf_schedule_all_lists_the_network_kernels_ii_1_loops_and_foreign_flags_are_refused(compiled, capsys):
+    """``--schedule-all`` was ignored for a NAME.hlsnn (the table kept only the loops above II 1);
+    the options of one operation (``--gemm`` ... ``--seed``) were ignored silently there, and a
+    compiled model's options (``--batch`` ... ``--sources``) with an accel config: each is refused
+    by name now."""
+    import json
+    from hlsnn.cli import main
+    path = str(compiled("digits_cnn", "twohot"))
+    assert main(["perf", path, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["schedule"]
+    ii1 = [r["loop"] for r in rows if r["ii"] == 1]
+    assert ii1                                          # the network kernel has loops at II 1
+    assert main(["perf", path]) == 0
+    short = capsys.readouterr().out
+    assert main(["perf", path, "--schedule-all"]) == 0
+    every = capsys.readouterr().out
+    assert "every pipelined loop" in every and "loops above II 1" in short
+    table = every[every.index("schedule of"):]
+    assert all(f" {loop} " in table for loop in ii1)
+    assert not any(f" {loop} " in short[short.index("schedule of"):] for loop in ii1)
+    for flag in (["--seed", "3"], ["--target", "sim"], ["--loops"], ["--conv", "1,8,8,4,3"]):
+        assert main(["perf", path] + flag) == 2
+        err = capsys.readouterr().err
+        assert flag[0] in err and "only for an accel config" in err, err
+    from conftest import accel_config
+    accel = str(accel_config("shift8_pynq-z2"))
+    for flag in (["--batch", "4"], ["--sources"], ["--host", "python"]):
+        assert main(["perf", accel, "--gemm", "1,8,8"] + flag) == 2
+        err = capsys.readouterr().err
+        assert flag[0] in err and "NAME.hlsnn" in err, err

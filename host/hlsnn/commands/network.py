@@ -146,10 +146,22 @@ def run_compiled(args):
     return 0 if bad == 0 and bad_y == 0 else 1
 
 
+#: ``hlsnn perf``'s options of one operation (an accel config), with their defaults: refused for a NAME.hlsnn.
+PERF_OPERATION_FLAGS = {"gemm": None, "conv": None, "mode": None, "resident": False, "density": 1.0,
+                        "padding": "same", "target": "csim", "loops": False, "seed": 0}
+#: ``hlsnn perf``'s options of a compiled model, with their defaults: refused for an accel config.
+PERF_COMPILED_FLAGS = {"board": None, "batch": 1, "layer_by_layer": False, "host": None, "input_dtype": None,
+                       "sources": False}
+
+
 def perf_compiled(args):
     from ..network.latency import format_table, model
+    from .kernels import refuse_flags
+    refuse_flags(args, "a compiled model (NAME.hlsnn)", "an accel config", PERF_OPERATION_FLAGS)
     res = model(args.config, board=args.board, batch=args.batch,
                 network=False if getattr(args, "layer_by_layer", False) else None,
                 host=getattr(args, "host", None) or "c", input_dtype=getattr(args, "input_dtype", None) or "float32")
-    print(json.dumps(res) if args.json else format_table(res, full_sources=getattr(args, "sources", False)))
+    print(json.dumps(res) if args.json else
+          format_table(res, full_sources=getattr(args, "sources", False),
+                       all_loops=getattr(args, "schedule_all", False)))
     return 0

@@ -481,10 +481,11 @@ def _wrap(text, indent, first=""):
     return textwrap.wrap(first + text, 110, subsequent_indent=" " * indent, break_on_hyphens=False) or [first]
 
 
-def format_table(res, *, full_sources=False):
+def format_table(res, *, full_sources=False, all_loops=False):
     """``hlsnn perf NAME.hlsnn``'s text: the layer table, the end-to-end lines, the host's steps,
     the constants in brief (``full_sources``: every constant's source in full, wrapped; the JSON
-    has them as ``host["basis"]`` and ``constants``) and the schedule."""
+    has them as ``host["basis"]`` and ``constants``) and the schedule (the loops above II 1;
+    ``all_loops``: every pipelined loop)."""
     path = ("the network kernel, one start per batch" if res.get("path") == "network"
             else "layer by layer, today's kernel calls")
     nw = max([12] + [len(r["name"]) for r in res["layers"]])
@@ -536,6 +537,7 @@ def format_table(res, *, full_sources=False):
     if res.get("schedule") is not None:
         from ..perf.schedule import format_table as schedule_table
         what = "the network kernel" if res.get("path") == "network" else "the layer kernels"
-        lines.append(f"  schedule of {what} (II derived from the rendered C++, hlsnn.perf.schedule; loops above II 1):")
-        lines += ["    " + ln for ln in schedule_table(res["schedule"]).splitlines()]
+        which = "every pipelined loop" if all_loops else "loops above II 1"
+        lines.append(f"  schedule of {what} (II derived from the rendered C++, hlsnn.perf.schedule; {which}):")
+        lines += ["    " + ln for ln in schedule_table(res["schedule"], all_loops=all_loops).splitlines()]
     return "\n".join(lines)
