@@ -315,7 +315,10 @@ def modelled_latency(dep, cfg, asg) -> dict:
 
 def format_result(res) -> str:
     from . import fitreport
-    head = (f"{res['model']} on {res['target']}: {res['test_images']} test images, calibrated on "
+    name = res.get("config") or res["model"]     # the config's name; the ONNX graph's beside it when it differs
+    if res.get("config") and res["model"] != res["config"]:
+        name += f" (graph {res['model']})"
+    head = (f"{name} on {res['target']}: {res['test_images']} test images, calibrated on "
             f"{res['calibration_images']} ({res['calibration_mode']}); ")
     regression = res.get("task") == "regression"
     if regression:
