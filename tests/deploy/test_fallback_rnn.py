@@ -245,3 +245,49 @@ def test_the_compiled_lstm_runs_each_sample_as_the_deployment(tmp_path):
         row = next(r for r in res["layers"] if r["name"] == "rnn")
         assert row["host_us"] >= want_us and row["host_us"] < want_us + 5, (network, row)
         assert res["end_to_end_us"] > want_us
+
+
+@pytest.mark.parametrize("op", ["GRU", "LSTM", "RNN"])
+def test_a_batch_first_recurrent_node_runs_a_whole_batch(tmp_path, op):
+    """``layout=1`` (batch first): onnx 1.22's reference failed on every such node (it took the batch
+    size from the time axis), and onnxruntime refuses it. hlsnn's reference runs it; compared with
+    onnxruntime on the same node at ``layout=0`` between Transposes, on a batch of 4 with an initial
+    state, through the float reference and the ``--host-fallback`` import."""
+    from hlsnn.deploy.reference import reference_probs
+    rng = np.random.default_rng(11)
+    gates = {"GRU": 3, "LSTM": 4, "RNN": 1}[op]
+    n = 4
+    w = {k: (rng.normal(size=s) * 0.5).astype(np.float32) for k, s in
+         (("W", (1, gates * H, F)), ("R", (1, gates * H, H)), ("B", (1, 2 * gates * H)), ("h0", (n, 1, H)),
+          ("wf", (C, H)), ("bf", (C,)))}
+    states = ["", "h0"] + (["c0"] if op == "LSTM" else [])
+    w["c0"] = -w["h0"]
+
+    def model(layout):
+        inits = [numpy_helper.from_array(v if layout == 1 or k not in ("h0", "c0") else v.transpose(1, 0, 2), k)
+                 for k, v in w.items()] + [numpy_helper.from_array(np.array([n, H], np.int64), "shape")]
+        x = "x"
+        nodes = []
+        if layout == 0:
+            nodes.append(helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0, 2]))
+            x = "xt"
+        nodes.append(helper.make_node(op, [x, "W", "R", "B"] + states, ["", "Y_h"], hidden_size=H, layout=layout))
+        h = "Y_h"
+        if layout == 0:
+            nodes.append(helper.make_node("Transpose", ["Y_h"], ["ht"], perm=[1, 0, 2]))
+            h = "ht"
+        nodes += [helper.make_node("Reshape", [h, "shape"], ["flat"]),
+                  helper.make_node("Gemm", ["flat", "wf", "bf"], ["y"], transB=1)]
+        g = helper.make_graph(nodes, f"bf{layout}", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, T, F])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, C])], initializer=inits)
+        p = tmp_path / f"{op}_{layout}.onnx"
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(p))
+        return p
+
+    x = rng.normal(size=(n, T, F)).astype(np.float32)
+    want = ort.InferenceSession(str(model(0)), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    path = model(1)
+    np.testing.assert_allclose(reference_probs(path, x), want, rtol=1e-5, atol=1e-5)
+    net = load_onnx(path, host_fallback=True)
+    assert [la.op for la in net.layers if la.kind == "host"].count("fallback") == 1
+    np.testing.assert_allclose(float_forward(net, x), want, rtol=1e-5, atol=1e-5)

@@ -259,10 +259,10 @@ def _fallback_build(layer):
     out = helper.make_tensor_value_info(layer.output, onnx.TensorProto.FLOAT, None)
     graph = helper.make_graph([node], "fallback", ins, [out], initializer=init)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in layer.attrs["opset"]])
-    from .reference import guard
+    from .reference import guard, reference_ops
     where = f"host fallback of {layer.name!r}"
     try:
-        return guard(ReferenceEvaluator(model), where)
+        return guard(ReferenceEvaluator(model, new_ops=reference_ops()), where)
     except Exception as exc:  # noqa: BLE001 - onnx's reference cannot load the node
         from ..errors import ModelError
         from .reference import _why

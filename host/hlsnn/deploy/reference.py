@@ -75,14 +75,52 @@ def reference_evaluator(model):
                                  else "")
     try:
         sess = ReferenceEvaluator(str(model) if isinstance(model, (str, bytes)) or not hasattr(model, "graph")
-                                  else model, new_ops=[_inference_batchnorm_op(), _zipmap_op(), *_pool_ops(), _conv_transpose_op(), _global_max_pool_op(),
-                                           *qimport.reference_ops()])
+                                  else model, new_ops=reference_ops())
     except HlsnnError:
         raise
     except Exception as exc:  # noqa: BLE001 - an attribute onnx's reference cannot take, an unknown op
         raise ModelError(f"{where}: onnx's reference evaluator cannot load the model: {_why(exc)}") from None
     sess.hlsnn_where = where
     return guard(sess, where)
+
+
+def reference_ops():
+    """The operators hlsnn's float reference puts in place of onnx's stock ones (each function's
+    docstring says why): for :func:`reference_evaluator` and the ``--host-fallback`` nodes' sessions."""
+    return [_inference_batchnorm_op(), _zipmap_op(), *_pool_ops(), _conv_transpose_op(), _global_max_pool_op(),
+            *_recurrent_ops(), *qimport.reference_ops()]
+
+
+def _recurrent_ops():
+    """``GRU``, ``LSTM`` and ``RNN`` with ``layout=1`` (batch first: X (N, T, F), Y (N, T, D, H),
+    ``Y_h``/``Y_c`` and ``initial_h``/``initial_c`` (N, D, H)) as ONNX defines them: the stock
+    ``layout=0`` computation on the tensors with their first two axes swapped, the outputs swapped
+    back (Y from (T, D, N, H)). onnx 1.22's stock implementations take the batch size from X's
+    second axis before they swap X, and the GRU's takes ``Y_h`` from the wrong axis, so a
+    ``layout=1`` node fails (a broadcast error, batch 1 included) or gives wrong values; onnxruntime
+    refuses ``layout=1``
+    (tests/deploy/test_fallback_rnn.py holds this to onnxruntime on the ``layout=0`` node)."""
+    from onnx.reference.ops.op_gru import GRU
+    from onnx.reference.ops.op_lstm import LSTM
+    from onnx.reference.ops.op_rnn import RNN_14
+
+    def batch_first(stock, name, states):
+        def _run(self, X, *args, layout=None, **kwargs):
+            if not layout:
+                return stock._run(self, X, *args, layout=layout, **kwargs)
+            args = [np.swapaxes(a, 0, 1) if i in states and a is not None else a for i, a in enumerate(args, 1)]
+            self.layout = 0                  # the stock steps read the node's attribute, not the argument
+            try:
+                outs = stock._run(self, np.swapaxes(X, 0, 1), *args, layout=0, **kwargs)
+            finally:
+                self.layout = layout
+            # Y (T, D, N, H) -> (N, T, D, H); Y_h, Y_c (D, N, H) -> (N, D, H)
+            return tuple(np.transpose(y, (2, 0, 1, 3)) if k == 0 else np.swapaxes(y, 0, 1)
+                         for k, y in enumerate(outs))
+        return type(name, (stock,), {"op_domain": "", "_run": _run})
+
+    # the state inputs' positions: X 0, W 1, R 2, B 3, sequence_lens 4, initial_h 5 (, initial_c 6, LSTM)
+    return [batch_first(GRU, "GRU", {5}), batch_first(LSTM, "LSTM", {5, 6}), batch_first(RNN_14, "RNN", {5})]
 
 
 def _inference_batchnorm_op():
