@@ -290,11 +290,12 @@ def refuse_kernel(net):
 
 # ---- the network kernel (sparse_cluster's ``LayerNorm`` loop nest, hls/engines/sparse_cluster/network.cpp.j2)
 
-#: the kernel's cycles a position costs beyond its two pipelined loops' iterations: the sums
-#: loop's pipeline (act read 1, the square 3, the kPc-input adder trees 3), the statistics (``C
-#: S2`` and ``S1**2``, a DSP product each, 3; the subtraction and ``E``'s add 1; the leading one
-#: and the shift 2; the table read 1) and the output loop's pipeline (act read 1, ``C q`` 3, the
-#: products ``G d`` and ``(G d) r`` 3 each, the bias add 1, the two roundings 2, the store 1)
+#: the pipeline depths of the kernel's two loops, each paid once an op (both loops run over every
+#: (position, channel block)): the sums loop's (act read 1, the square 3, the kPc-input adder
+#: trees 3) and the statistics in it (``C S2`` and ``S1**2``, a DSP product each, 3; the
+#: subtraction and ``E``'s add 1; the leading one and the shift 2; the table read 1), the output
+#: loop's (the act and statistics reads 1, ``C q`` 3, the products ``G d`` and ``(G d) r`` 3 each,
+#: the bias add 1, the two roundings 2, the store 1)
 SUM_DEPTH, STAT_DEPTH, OUT_DEPTH = 7, 7, 14
 #: the kernel's loop counters: (sums, outputs), each iterated ``H W ceil(C / Q)`` times per op
 LOOPS = ("NetLnSum", "NetLnOut")
@@ -346,6 +347,11 @@ def _bits(v):
     return int(v).bit_length() + 1
 
 
+def sh_bits(v_bits):
+    """Unsigned bits of the half shift ``s`` of a ``v_bits``-bit ``Vt``: ``s <= (v_bits - T) / 2``."""
+    return max(1, (max(0, v_bits - T_BITS) // 2).bit_length())
+
+
 def widths(net, a_bits=8, pc=1):
     """The template fields of the ``LayerNorm`` loops: ``has_lnorm`` and, with it, the signed
     widths of ``S1``, ``S2``, ``d``, ``Vt`` (``C S2`` and ``S1**2`` too), ``G d`` and ``p``
@@ -362,15 +368,16 @@ def widths(net, a_bits=8, pc=1):
                 ln_d_bits=d_bits, ln_v_bits=_bits(cmax * cmax * half * half + emax), ln_gd_bits=G_BITS + d_bits,
                 ln_p_bits=max(op.f["pbits"] for op in ops), ln_t_bits=T_BITS, ln_r_bits=R_BITS + 1, ln_y_bits=Y_BITS,
                 ln_c_bits=_bits(cmax), max_ln_hw=max(op.f["hw"] for op in ops),
-                max_ln_blocks=max(-(-op.f["c"] // pc) for op in ops),
+                ln_sh_bits=sh_bits(_bits(cmax * cmax * half * half + emax)),
+                max_ln_iter=max(-(-op.f["c"] // pc) * op.f["hw"] for op in ops),
                 rsqrt=[int(v) for v in rsqrt_table()])
 
 
 def multipliers(net, tables):
     """The ``LayerNorm`` loops' DSP products as :class:`hlsnn.resources.Multiplier` rows (none
     without an ``lnorm`` op): per bank ``G * d`` and ``(G d) * r`` (output loop), and where the
-    engine is not in :data:`FABRIC` the square ``q * q`` (sums loop) and ``C * q``; per position
-    ``C * S2`` and ``S1 * S1``. In a :data:`FABRIC` kernel the squares and ``C q`` are LUT-built:
+    engine is not in :data:`FABRIC` the square ``q * q`` (sums loop) and ``C * q``; ``C * S2``
+    and ``S1 * S1`` (the sums loop's statistics, one each). In a :data:`FABRIC` kernel the squares and ``C q`` are LUT-built:
     :func:`logic`."""
     from ...resources import Multiplier
     a = net.input["bits"]
@@ -385,8 +392,8 @@ def multipliers(net, tables):
         Multiplier("G*d", "LnOut", G_BITS, w["ln_d_bits"], count=pc, note="a LayerNorm's scale, one a bank"),
         Multiplier("Gd*r", "LnOut", w["ln_gd_bits"], R_BITS + 2, count=pc,
                    note="a LayerNorm's reciprocal square root, one a bank"),
-        Multiplier("C*S2", "LnPixels", w["ln_c_bits"], w["ln_s2_bits"], count=1, note="a LayerNorm's variance"),
-        Multiplier("S1*S1", "LnPixels", w["ln_s1_bits"], w["ln_s1_bits"], count=1, note="a LayerNorm's variance")]
+        Multiplier("C*S2", "LnSums", w["ln_c_bits"], w["ln_s2_bits"], count=1, note="a LayerNorm's variance"),
+        Multiplier("S1*S1", "LnSums", w["ln_s1_bits"], w["ln_s1_bits"], count=1, note="a LayerNorm's variance")]
 
 
 def logic(net, tables):
@@ -396,7 +403,7 @@ def logic(net, tables):
     b`` product ``(a + 1) b``): per bank the square (8 x 8) and ``C q`` products, the sums' adders
     (``S1``, ``S2``), ``d``'s subtraction, the bias's left shift by ``s``, ``p``'s adder, the two
     rounding shifters and their increments, the ReLU and clamp (the two products only in a
-    :data:`FABRIC` kernel); per position ``Vt``'s subtract
+    :data:`FABRIC` kernel); once (the sums loop's statistics) ``Vt``'s subtract
     and add, its leading one and its right shift by ``2 s``; a register per stage's value."""
     from ..shift_mac.spec import shifter_luts
     a = net.input["bits"]
@@ -412,23 +419,30 @@ def logic(net, tables):
 
 
 def buffers(net, tables):
-    """The ``LayerNorm`` loops' ROMs as :class:`hlsnn.resources.Buffer` rows (none without an
-    ``lnorm`` op): the scale and bias codes a ROM per bank (:func:`roms`), the table."""
+    """The ``LayerNorm`` loops' arrays as :class:`hlsnn.resources.Buffer` rows (none without an
+    ``lnorm`` op): the scale and bias codes a ROM per bank (:func:`roms`), the table, and the
+    statistics a position (``S1``, ``s``, ``r``: written by the sums loop, read by the output loop)."""
     from ...resources import Buffer
     if not any(op.kind == "lnorm" for op in net.ops):
         return []
     pc, words = tables["pc"], tables["ln_g"].shape[1]
+    w = widths(net, net.input["bits"], pc)
+    hw = w["max_ln_hw"]
     return [Buffer("kLnG", "net_top", "array", G_BITS, (pc, words), partition=((1, "complete"),), static=True,
                    note="a LayerNorm's scale codes, a ROM per bank"),
             Buffer("kLnB", "net_top", "array", 64, (pc, words), partition=((1, "complete"),), static=True,
                    note="a LayerNorm's bias codes, a ROM per bank"),
             Buffer("kRsqrt", "net_top", "array", 32, (1 << T_BITS,), static=True,
-                   note="the reciprocal square root table (rule 15)")]
+                   note="the reciprocal square root table (rule 15)"),
+            Buffer("ln_s1", "LayerNorm", "array", w["ln_s1_bits"], (hw,), note="a LayerNorm's S1 a position"),
+            Buffer("ln_sh", "LayerNorm", "array", w["ln_sh_bits"], (hw,), note="a LayerNorm's half shift a position"),
+            Buffer("ln_r", "LayerNorm", "array", w["ln_r_bits"], (hw,),
+                   note="a LayerNorm's reciprocal square root a position")]
 
 
 def cycles(r, ii=None):
-    """A ``lnorm`` descriptor row's cycles per image (``r``: its fields by name): per position its
-    two loops' ``ceil(C/Q)`` iterations at their derived II plus :data:`SUM_DEPTH`,
-    :data:`STAT_DEPTH` and :data:`OUT_DEPTH`."""
+    """A ``lnorm`` descriptor row's cycles per image (``r``: its fields by name): its two loops'
+    ``H W ceil(C/Q)`` iterations each at their derived II, plus :data:`SUM_DEPTH` +
+    :data:`STAT_DEPTH` (the sums loop's) and :data:`OUT_DEPTH` (the output loop's), once."""
     g = (ii or {}).get
-    return r["zb"] * r["hw"] * (g(LOOPS[0], 1) + g(LOOPS[1], 1)) + r["hw"] * (SUM_DEPTH + STAT_DEPTH + OUT_DEPTH)
+    return r["zb"] * r["hw"] * (g(LOOPS[0], 1) + g(LOOPS[1], 1)) + SUM_DEPTH + STAT_DEPTH + OUT_DEPTH
