@@ -8,6 +8,7 @@ refusals by name.
 References: exact integer and decimal arithmetic for the table, numpy's float64 LayerNorm for the
 rule, onnxruntime for the models; the layer-by-layer emulator for the bits."""
 import decimal
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -276,3 +277,20 @@ def test_an_older_program_keeps_float64(graphs):
     prog = dict(prog, revision=4)
     with pytest.raises(InputError, match="revision 4 ran this LayerNormalization in float64"):
         netmode.lower(prog, arrays)
+
+
+STORED = Path(__file__).resolve().parents[1] / "data" / "layernorm"
+
+
+def test_stored_graphs_are_the_builders(tmp_path):
+    """tests/data/layernorm/NAME.onnx, which docs/deploy-beyond-cnn.md's table compiles
+    (benchmarks/doc_figures.py), is this module's graph NAME (written by ``python
+    tests/deploy/test_network_layernorm.py``)."""
+    for name, (make, _) in GRAPHS.items():
+        assert onnx.load(str(STORED / f"{name}.onnx")).graph == onnx.load(str(make(tmp_path / f"{name}.onnx"))).graph
+
+
+if __name__ == "__main__":
+    STORED.mkdir(parents=True, exist_ok=True)
+    for name, (make, _) in GRAPHS.items():
+        print(make(STORED / f"{name}.onnx"))
