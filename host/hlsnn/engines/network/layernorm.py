@@ -163,6 +163,51 @@ def host_run(layer, act, rounding):
     return np.ldexp(normalized(act.ints(), p, rounding).astype(np.float64), -p["k"])
 
 
+def _producer(net, t):
+    return next((la for la in net.layers if la.output == t), None)
+
+
+def sum_bits(net, layer, env):
+    """Rule 15s: the code bits of the residual sum that host ``layer`` (a ``LayerNormalization``)
+    reads in the layer path, or None: its input is made by a host ``Add`` (a ``Relu`` and a
+    ``Transpose`` to channels-last after it allowed) of two signed fixed-point tensors of one width (``env``: the run's
+    :class:`~hlsnn.deploy.quant.Act` by tensor), which the network mode holds as a pending Add."""
+    if layer.op != "LayerNormalization" or env[layer.inputs[0]].fmt is not None:
+        return None
+    prod = _producer(net, layer.inputs[0])
+    for _ in range(2):                   # a Relu, a Transpose to channels-last (the network mode's SwMove)
+        if prod is not None and prod.kind == "host" and (prod.op == "Relu" or prod.op == "SwMove" and (
+                prod.attrs or {}).get("fn") == "Transpose"):
+            prod = _producer(net, prod.inputs[0])
+    if prod is None or prod.kind != "host" or prod.op != "Add" or len(prod.inputs) != 2:
+        return None
+    fmts = [env[t].fmt for t in prod.inputs]
+    if any(f is None or not f[2] for f in fmts) or fmts[0][1] != fmts[1][1]:
+        return None
+    return int(fmts[0][1])
+
+
+def sum_run(dep, layer, act, bits, calibrate):
+    """Rule 15s in the layer path: the residual sum ``act`` (float64, exact) converted to
+    ``bits``-bit codes at the calibrated radix ``F`` (:func:`~hlsnn.deploy.quant.to_fixed`, as
+    an engine layer reading the sum converts it: the network mode's add op, netmode rule 4),
+    then rule 15 (:func:`host_run`); None where rule 15 does not apply to those codes (float64
+    LayerNorm then). ``F`` is DETERMINE's on the sum's values (``host_radix``, the radix the
+    next engine layer would pick for them), chosen when calibrating and kept in the deployment's
+    ``lnorm_radix`` (the program's host-layer field ``lnorm_in``)."""
+    from ...deploy.quant import Act, host_radix, to_fixed
+    from ...errors import InputError
+    radix = dep.__dict__.setdefault("lnorm_radix", {})
+    if calibrate or dep.dynamic:
+        radix[layer.name] = int(host_radix(act.values, bits, True, dep.overflow_ratio))
+    if layer.name not in radix:
+        raise InputError(f"layer {layer.name}: no calibrated radix for the residual sum its LayerNormalization "
+                         f"reads (rule 15s)")
+    f = radix[layer.name]
+    q = Act(np.ldexp(to_fixed(act.values, f, bits, True, dep.rounding).astype(np.float64), -f), (f, bits, True))
+    return host_run(layer, q, dep.rounding) if applies(layer, q) else None
+
+
 def _perm_to_last(perm, rank):
     return list(perm) == [0] + list(range(2, rank)) + [1]
 
@@ -185,9 +230,11 @@ def lower_host(j, program, w, steps, why):
     if op == "SwMove" and (j.get("attrs") or {}).get("fn") == "Transpose" and st is not None:
         perm = list(j["attrs"].get("perm", ()))
         rank = len(perm)
-        if st[0] == "q" and rank >= 3 and _perm_to_last(perm, rank):
+        if st[0] in ("q", "add") and rank >= 3 and _perm_to_last(perm, rank):
             rd = _readers(program, j["output"])
             if len(rd) == 1 and rd[0]["kind"] == "host" and rd[0]["op"] == "LayerNormalization":
+                if st[0] == "add":                                      # rule 15s: the sum's codes first
+                    src = _sum_codes(rd[0], st, program, w, steps, why)
                 state[j["output"]] = ("lnorm_in", dict(src=src))        # channels last, read by the norm only
                 shapes[j["output"]] = tuple(shapes[src][1:]) + (shapes[src][0],)
                 return True
@@ -205,9 +252,12 @@ def lower_host(j, program, w, steps, why):
         raise why(j, f"a program of revision {program.get('revision', 1)} ran this LayerNormalization in float64 "
                      f"(rule 15 from revision {REVISION}); recompile the model for one kernel start")
     a = j["attrs"]
+    if st is not None and st[0] == "add":                  # rule 15s: a residual sum, converted to codes first
+        src = _sum_codes(j, st, program, w, steps, why)
+        st = state[src]
     if st is None or st[0] not in ("q", "lnorm_in"):
-        raise why(j, "a LayerNormalization of an integer tensor computed on the fabric (not of a pending Add, "
-                     "pool or gate)")
+        raise why(j, "a LayerNormalization of an integer tensor computed on the fabric or of a residual Add's sum "
+                     "(not of a pending pool or gate)")
     last = st[0] == "lnorm_in"
     base = st[1]["src"] if last else src
     if w.state[base][1] is None or getattr(steps, "engine", "") == "bfp_systolic":
@@ -225,6 +275,23 @@ def lower_host(j, program, w, steps, why):
     state[j["output"]] = ("lnorm", dict(ins=[base], name=j["name"], hw=h * w_, last=last, plan=p))
     shapes[j["output"]] = shapes[src]
     return True
+
+
+def _sum_codes(j, st, program, w, steps, why):
+    """Rule 15s: the pending residual Add ``st`` that LayerNorm ``j`` reads (directly or through
+    its Transpose to channels-last), as codes at the radix its layer path calibrated (``j``'s
+    ``lnorm_in``): netmode rule 4's add op, as for an engine layer with that ``F_x``. Its tensor."""
+    from ...deploy.programrev import LAYERNORM_SUM
+    if int(program.get("revision", 1)) < LAYERNORM_SUM:
+        raise why(j, f"a program of revision {program.get('revision', 1)} ran this LayerNormalization of a residual "
+                     f"sum in float64 (rule 15s from revision {LAYERNORM_SUM}); recompile the model for one kernel "
+                     f"start")
+    if st[1].get("p") is not None or "lnorm_in" not in j:
+        raise why(j, "a LayerNormalization of a pending pool, or of a residual sum its layer path ran in float64 "
+                     "(no engine layer after it, or no rule 15 for its codes)")
+    if getattr(steps, "engine", "") == "bfp_systolic" or steps.bits is None:
+        raise why(j, "a LayerNormalization of BFP pairs: rule 15 takes fixed-point codes (fixed8, two-hot)")
+    return steps.materialize_add(dict(j, f_x=int(j["lnorm_in"]["f_in"])), st[1], w)
 
 
 def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
