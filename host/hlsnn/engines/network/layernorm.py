@@ -61,6 +61,9 @@ MAX_BITS = 12
 #: the compiled program's revision from which its layer path runs this rule
 #: (:data:`hlsnn.deploy.programrev.LAYERNORM`; an older program ran the norm in float64)
 REVISION = 5
+#: the revision from which its layer path runs rule 15s, a norm of a residual sum
+#: (:data:`hlsnn.deploy.programrev.LAYERNORM_SUM`; an older program ran that norm in float64)
+REVISION_SUM = 6
 #: the op kind of this module
 KINDS = ("lnorm",)
 #: the engines whose network kernel has the loop (``network.cpp.j2``'s ``LayerNorm``)
@@ -163,51 +166,6 @@ def host_run(layer, act, rounding):
     return np.ldexp(normalized(act.ints(), p, rounding).astype(np.float64), -p["k"])
 
 
-def _producer(net, t):
-    return next((la for la in net.layers if la.output == t), None)
-
-
-def sum_bits(net, layer, env):
-    """Rule 15s: the code bits of the residual sum that host ``layer`` (a ``LayerNormalization``)
-    reads in the layer path, or None: its input is made by a host ``Add`` (a ``Relu`` and a
-    ``Transpose`` to channels-last after it allowed) of two signed fixed-point tensors of one width (``env``: the run's
-    :class:`~hlsnn.deploy.quant.Act` by tensor), which the network mode holds as a pending Add."""
-    if layer.op != "LayerNormalization" or env[layer.inputs[0]].fmt is not None:
-        return None
-    prod = _producer(net, layer.inputs[0])
-    for _ in range(2):                   # a Relu, a Transpose to channels-last (the network mode's SwMove)
-        if prod is not None and prod.kind == "host" and (prod.op == "Relu" or prod.op == "SwMove" and (
-                prod.attrs or {}).get("fn") == "Transpose"):
-            prod = _producer(net, prod.inputs[0])
-    if prod is None or prod.kind != "host" or prod.op != "Add" or len(prod.inputs) != 2:
-        return None
-    fmts = [env[t].fmt for t in prod.inputs]
-    if any(f is None or not f[2] for f in fmts) or fmts[0][1] != fmts[1][1]:
-        return None
-    return int(fmts[0][1])
-
-
-def sum_run(dep, layer, act, bits, calibrate):
-    """Rule 15s in the layer path: the residual sum ``act`` (float64, exact) converted to
-    ``bits``-bit codes at the calibrated radix ``F`` (:func:`~hlsnn.deploy.quant.to_fixed`, as
-    an engine layer reading the sum converts it: the network mode's add op, netmode rule 4),
-    then rule 15 (:func:`host_run`); None where rule 15 does not apply to those codes (float64
-    LayerNorm then). ``F`` is DETERMINE's on the sum's values (``host_radix``, the radix the
-    next engine layer would pick for them), chosen when calibrating and kept in the deployment's
-    ``lnorm_radix`` (the program's host-layer field ``lnorm_in``)."""
-    from ...deploy.quant import Act, host_radix, to_fixed
-    from ...errors import InputError
-    radix = dep.__dict__.setdefault("lnorm_radix", {})
-    if calibrate or dep.dynamic:
-        radix[layer.name] = int(host_radix(act.values, bits, True, dep.overflow_ratio))
-    if layer.name not in radix:
-        raise InputError(f"layer {layer.name}: no calibrated radix for the residual sum its LayerNormalization "
-                         f"reads (rule 15s)")
-    f = radix[layer.name]
-    q = Act(np.ldexp(to_fixed(act.values, f, bits, True, dep.rounding).astype(np.float64), -f), (f, bits, True))
-    return host_run(layer, q, dep.rounding) if applies(layer, q) else None
-
-
 def _perm_to_last(perm, rank):
     return list(perm) == [0] + list(range(2, rank)) + [1]
 
@@ -281,10 +239,9 @@ def _sum_codes(j, st, program, w, steps, why):
     """Rule 15s: the pending residual Add ``st`` that LayerNorm ``j`` reads (directly or through
     its Transpose to channels-last), as codes at the radix its layer path calibrated (``j``'s
     ``lnorm_in``): netmode rule 4's add op, as for an engine layer with that ``F_x``. Its tensor."""
-    from ...deploy.programrev import LAYERNORM_SUM
-    if int(program.get("revision", 1)) < LAYERNORM_SUM:
+    if int(program.get("revision", 1)) < REVISION_SUM:
         raise why(j, f"a program of revision {program.get('revision', 1)} ran this LayerNormalization of a residual "
-                     f"sum in float64 (rule 15s from revision {LAYERNORM_SUM}); recompile the model for one kernel "
+                     f"sum in float64 (rule 15s from revision {REVISION_SUM}); recompile the model for one kernel "
                      f"start")
     if st[1].get("p") is not None or "lnorm_in" not in j:
         raise why(j, "a LayerNormalization of a pending pool, or of a residual sum its layer path ran in float64 "
