@@ -38,6 +38,18 @@ Vt`` (a variance of a few codes: up to 0.5 % there), so ``|gamma n|`` is off by 
 scale's rounding adds ``|n| 2**-(Fg+1)``, the bias's ``2**-(Fg+R+1)``, step 5 half a unit at
 radix ``K`` (tested against float64 on random codes). Zero variance with ``eps`` below a code's
 resolution (``E = 0``) gives ``beta`` (float gives NaN for ``eps = 0``).
+
+**Rule 15s, a norm of a residual sum** (a post-norm block ``LayerNorm(x + f(x))``; a ``Relu``
+after the ``Add`` and, for a map, the Transposes to channels-last and back allowed; from program
+revision :data:`REVISION_SUM`): the ``Add``'s operands are ``b``-bit codes ``qa``, ``qb`` at radix
+points ``Fa``, ``Fb``, their sum ``s = (qa << (Fm - Fa)) + (qb << (Fm - Fb))`` exact at ``Fm =
+max(Fa, Fb)`` (``max(s, 0)`` with the ``Relu``). It is converted to ``b``-bit codes ``q =
+shift_round_sat(s, Fm - F, b, rounding)`` at a radix ``F`` chosen when calibrating (DETERMINE on the
+sum's values, :func:`hlsnn.deploy.quant.host_radix`, the radix an engine layer reading the sum
+would choose; the program's host-layer field ``lnorm_in``), which is netmode rule 4's add op for a
+consumer at ``F_x = F`` and the layer path's ``to_fixed(s 2**-Fm, F, b)``; then steps 1-5 on ``q`` at
+radix ``F``. The layer path's part is :mod:`hlsnn.deploy.lnsum`. The conversion adds the sum's
+rounding to ``b`` bits (and any saturation DETERMINE's overflow ratio allows) to the error above.
 """
 from __future__ import annotations
 
