@@ -918,7 +918,28 @@ BEYOND = [
                     _beyond(f"v_{name}_ts17", a, layers=True))]],
 ]
 
-FIGURES = FIGURES + BEYOND
+
+
+def _ln(name, a):
+    """A graph of tests/deploy/test_network_layernorm.py (stored in tests/data/layernorm) in the
+    family format ``a``."""
+    return Net(f"tests/data/layernorm/{name}.onnx", a, format=FAMILY_FORMATS[a])
+
+
+_LN_ROWS = {"mlp_ln": "| mlp_ln (Gemm 64x32, LayerNorm, Relu, Gemm) | ",
+            "conv_ln": "| conv_ln (conv 3x3, LayerNorm over 8 channels, conv, Gemm) | ",
+            "convnext": "| convnext (conv, depthwise 7x7, LayerNorm over 16 channels, 1x1 MLP with Erf, residual Add, pool) | "}
+
+# rule 15's table (the LayerNorm's loops over every (position, channel block), hln2)
+LAYERNORM = [
+    *[_bf(row + "{_} | {_} | " + "{_} | " * i + "{e2e_us:.1f} us (", _ln(name, a))
+      for name, row in _LN_ROWS.items() for i, a in enumerate(("fixed8", "twohot"))],
+    _bf("The LayerNorm's kernel rows: {n.us:.1f} us (mlp_ln:", _ln("mlp_ln", "fixed8")),
+    _bf("two channel blocks) and {n.us:.1f} us (conv_ln", _ln("conv_ln", "fixed8")),
+    _bf("convnext's two-hot kernel, {lut:,} LUT,", _ln("convnext", "twohot")),
+]
+
+FIGURES = FIGURES + BEYOND + LAYERNORM
 
 
 def needs_build(fig):

@@ -8,6 +8,7 @@ refusals by name.
 References: exact integer and decimal arithmetic for the table, numpy's float64 LayerNorm for the
 rule, onnxruntime for the models; the layer-by-layer emulator for the bits."""
 import decimal
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -45,15 +46,16 @@ def mlp_ln(path):
     return _save(path, nodes, inits, [64], 10)
 
 
-def conv_ln(path, axis=-1):
-    """x (N, 1, 8, 8) -> Conv 3x3 (8) -> Transpose to NHWC -> LayerNormalization over the channels
-    (``axis``) -> Transpose back -> Conv 3x3 stride 2 -> Relu -> Gemm (ConvNeXt's channel norm)."""
+def conv_ln(path, axis=-1, ch=8):
+    """x (N, 1, 8, 8) -> Conv 3x3 (``ch``) -> Transpose to NHWC -> LayerNormalization over the
+    channels (``axis``) -> Transpose back -> Conv 3x3 stride 2 (8) -> Relu -> Gemm (ConvNeXt's
+    channel norm)."""
     r = np.random.default_rng(12)
-    inits = [_init("w1", r.normal(0, 0.5, (8, 1, 3, 3))), _init("b1", r.normal(0, .1, 8)),
-             _init("g", r.uniform(0.5, 1.5, 8)), _init("be", r.normal(0, 0.2, 8)),
-             _init("w2", r.normal(0, 0.3, (8, 8, 3, 3))), _init("b2", r.normal(0, .1, 8)),
+    inits = [_init("w1", r.normal(0, 0.5, (ch, 1, 3, 3))), _init("b1", r.normal(0, .1, ch)),
+             _init("g", r.uniform(0.5, 1.5, ch)), _init("be", r.normal(0, 0.2, ch)),
+             _init("w2", r.normal(0, 0.3, (8, ch, 3, 3))), _init("b2", r.normal(0, .1, 8)),
              _init("w3", r.normal(0, 0.2, (10, 8 * 4 * 4))), _init("b3", r.normal(0, .1, 10))]
-    g_shape = (8,) if axis == -1 else (8, 8)
+    g_shape = (ch,) if axis == -1 else (8, ch)
     inits[2], inits[3] = _init("g", r.uniform(0.5, 1.5, g_shape)), _init("be", r.normal(0, 0.2, g_shape))
     nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c"], pads=[1, 1, 1, 1]),
              helper.make_node("Transpose", ["c"], ["t"], perm=[0, 2, 3, 1]),
@@ -204,6 +206,21 @@ def test_kernel_csim_and_board_are_the_bits(graphs, name, fmt):
     assert c["NetLnSum"][0] == c["NetLnOut"][0] == 24 * blocks * op.f["hw"]
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_kernel_many_blocks_and_positions(tmp_path, fmt):
+    """40 channels at 8 x 8 positions: three blocks of 16 banks a position (the last one half
+    used), so both flattened loops step blocks within a position and positions in one run; the
+    C-simulation (strict) and the simulated board give the layer path's bits, each loop's
+    iterations the perf model's (64 x 3)."""
+    from netfixtures import check_kernel_run, compile_each
+    p = compile_each(tmp_path, "conv_ln40", conv_ln(tmp_path / "conv_ln40.onnx", ch=40), [fmt], formats=FORMATS)[fmt]
+    k = check_kernel_run(p, fmt, _x("nchw", 12), board=True)
+    (op,) = [o for o in k.network.ops if o.kind == "lnorm"]
+    assert (op.f["c"], op.f["hw"], k._kernel.tables["pc"]) == (40, 64, 16)
+    assert k._kernel.counters["NetLnSum"][0] == k._kernel.counters["NetLnOut"][0] == 12 * 3 * 64
+
+
 def test_compile_is_one_start(graphs):
     """`hlsnn compile`'s status: one kernel start in fixed8 and two-hot (on main: 'no integer rule
     for this host op here')."""
@@ -229,14 +246,15 @@ def test_bfp_refuses_by_name(graphs, tmp_path):
 
 @pytest.mark.parametrize("fmt", list(FORMATS))
 def test_perf_lnorm_row_is_its_loops(graphs, fmt):
-    """`hlsnn perf`'s lnorm row: per position two loops of ceil(C/Q) iterations and the stated
-    depths (8 x 8 positions of 8 channels: 64 x (1 + 1 + 28) cycles at 100 MHz); the kernel fits
-    the PYNQ-Z2 (the sparse kernel's squares and C q in LUTs, the shift kernel's on DSPs)."""
+    """`hlsnn perf`'s lnorm row: two pipelined loops over every (position, channel block) and their
+    stated depths once (8 x 8 positions of 8 channels: 64 x (1 + 1) + 28 cycles at 100 MHz; before,
+    the depth was paid at every position: 64 x 30); the kernel fits the PYNQ-Z2 (the sparse
+    kernel's squares and C q in LUTs, the shift kernel's on DSPs)."""
     from hlsnn.network import latency
     r = latency.model(graphs["conv_ln", fmt], batch=1)
     (row,) = [x for x in r["layers"] if x["kind"] == "lnorm"]
     assert ln.SUM_DEPTH + ln.STAT_DEPTH + ln.OUT_DEPTH == 28
-    assert round(row["kernel_us"] * 100) == 64 * 30
+    assert round(row["kernel_us"] * 100) == 64 * 2 + 28
     assert r["kernel_resources"]["fits"]
 
 
@@ -259,3 +277,20 @@ def test_an_older_program_keeps_float64(graphs):
     prog = dict(prog, revision=4)
     with pytest.raises(InputError, match="revision 4 ran this LayerNormalization in float64"):
         netmode.lower(prog, arrays)
+
+
+STORED = Path(__file__).resolve().parents[1] / "data" / "layernorm"
+
+
+def test_stored_graphs_are_the_builders(tmp_path):
+    """tests/data/layernorm/NAME.onnx, which docs/deploy-beyond-cnn.md's table compiles
+    (benchmarks/doc_figures.py), is this module's graph NAME (written by ``python
+    tests/deploy/test_network_layernorm.py``)."""
+    for name, (make, _) in GRAPHS.items():
+        assert onnx.load(str(STORED / f"{name}.onnx")).graph == onnx.load(str(make(tmp_path / f"{name}.onnx"))).graph
+
+
+if __name__ == "__main__":
+    STORED.mkdir(parents=True, exist_ok=True)
+    for name, (make, _) in GRAPHS.items():
+        print(make(STORED / f"{name}.onnx"))

@@ -233,6 +233,8 @@ def program_of(dep, net, cfg, assignment, accs, *, x_cal, x_check=None, host_fal
                                                       "bits": int(dep.bfp_luts()[la.name])}
             if la.name in getattr(dep, "table_radix", {}):   # a table of fixed-point codes: its output radix (rule 9)
                 program["layers"][-1]["table"] = {"f_out": int(dep.table_radix[la.name])}
+            if la.name in getattr(dep, "lnorm_radix", {}):   # a LayerNorm of a residual sum: its codes' radix (15s)
+                program["layers"][-1]["lnorm_in"] = {"f_in": int(dep.lnorm_radix[la.name])}
             if la.name in getattr(dep, "table_in", {}):      # a table of a computed tensor: its code radix (rule 9e)
                 program["layers"][-1]["table_in"] = {"f_in": int(dep.table_in[la.name])}
             if la.name in getattr(dep, "gate_in", {}):       # a gate of a gate's product: its codes' radix (rule 10c)

@@ -10,7 +10,7 @@ says so, with what to do, instead of the rule's own message."""
 from __future__ import annotations
 
 #: the revision this hlsnn writes
-REVISION = 5
+REVISION = 6
 #: revision -> the optional fields it added: ``{field: what it holds}``
 ADDED = {
     2: {"gate_in": "rule 10c's code radix of a gate's operand that is itself a gate's product"},
@@ -21,9 +21,13 @@ ADDED = {
     5: {"LayerNormalization in integers": "rule 15 (hlsnn.engines.network.layernorm): a LayerNormalization of a "
                                           "fixed-point tensor before an engine layer runs in integers, its "
                                           "self-check pairs made so (before: float64 on the host)"},
+    6: {"lnorm_in": "rule 15s's calibrated radix of the residual sum a LayerNormalization reads (the layer path "
+                    "converts the sum to codes there, then runs rule 15; before: float64 on the host)"},
 }
 #: the first revision whose layer path runs rule 15 (an older program keeps float64 there)
 LAYERNORM = 5
+#: the first revision whose layer path runs rule 15s (a LayerNormalization of a residual sum)
+LAYERNORM_SUM = 6
 
 
 def of(program):

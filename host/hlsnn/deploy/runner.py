@@ -71,7 +71,8 @@ from ..errors import InputError
 from . import biascorr, hostops, radix_lse, radix_search, samplewise, shift_auto, shift_netfit
 from . import update as updates
 from .config import STATIC_RULES
-from .programrev import LAYERNORM
+from . import lnsum
+from .programrev import LAYERNORM, LAYERNORM_SUM
 from .executors import EXECS, BfpExec, ShiftExec
 from .hostquant import HostQuant, check_host_bits
 from .quant import Act
@@ -279,6 +280,11 @@ class Deployment:
             elif layer.kind == "host" and k < last and gatecodes.operand_bits(self, layer, env, BfpExec):   # 10c
                 env[layer.output] = Act(*gatecodes.run(self, layer, ins, gatecodes.operand_bits(
                     self, layer, env, BfpExec), calibrate, BfpExec))
+            elif layer.kind == "host" and k < last and lnsum.sum_bits(self.net, layer, env) \
+                    and (getattr(self, "origin", None) or {}).get("revision", LAYERNORM_SUM) >= LAYERNORM_SUM \
+                    and (y := lnsum.sum_run(self, layer, ins[0], lnsum.sum_bits(self.net, layer, env),
+                                            calibrate)) is not None:          # rule 15s: of a residual sum
+                env[layer.output] = Act(y, None)
             elif layer.kind == "host" and k < last and layernorm.applies(layer, ins[0]) \
                     and (getattr(self, "origin", None) or {}).get("revision", LAYERNORM) >= LAYERNORM:   # rule 15
                 env[layer.output] = Act(layernorm.host_run(layer, ins[0], self.rounding), None)

@@ -221,6 +221,7 @@ class CompiledNet:
                             if "bits" in j.get("bfp_table", {})}
             dep.table_radix = {j["name"]: j["table"]["f_out"] for j in prog["layers"] if "table" in j}
             dep.table_in = {j["name"]: j["table_in"]["f_in"] for j in prog["layers"] if "table_in" in j}
+            dep.lnorm_radix = {j["name"]: j["lnorm_in"]["f_in"] for j in prog["layers"] if "lnorm_in" in j}
             dep.gate_in = {j["name"]: list(j["gate_in"]["f_in"]) for j in prog["layers"] if "gate_in" in j}
             dep.origin = {"revision": programrev.of(prog), "hlsnn": prog.get("hlsnn"), "model": prog["model"],
                           "assignment": prog["assignment"]}           # an older writer's missing fields, by name

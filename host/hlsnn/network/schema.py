@@ -312,6 +312,9 @@ def _host(w, j, in_shapes, arrays):
     if "table_in" in j:                 # rule 9e's code radix (hlsnn.engines.network.tablein)
         _int(f"{w}: table_in.f_in", _key(_dict(f"{w}: table_in", j["table_in"]), "f_in", f"{w}: table_in"),
              -MAX_RADIX, MAX_RADIX)
+    if "lnorm_in" in j:                 # rule 15s's code radix (hlsnn.engines.network.layernorm)
+        _int(f"{w}: lnorm_in.f_in", _key(_dict(f"{w}: lnorm_in", j["lnorm_in"]), "f_in", f"{w}: lnorm_in"),
+             -MAX_RADIX, MAX_RADIX)
     if "gate_in" in j:                  # rule 10c's code radix per operand (hlsnn.engines.network.gatein)
         fs = _key(_dict(f"{w}: gate_in", j["gate_in"]), "f_in", f"{w}: gate_in")
         pools = ("ReduceAxes", "GlobalAveragePool", "AveragePool")

@@ -38,6 +38,18 @@ Vt`` (a variance of a few codes: up to 0.5 % there), so ``|gamma n|`` is off by 
 scale's rounding adds ``|n| 2**-(Fg+1)``, the bias's ``2**-(Fg+R+1)``, step 5 half a unit at
 radix ``K`` (tested against float64 on random codes). Zero variance with ``eps`` below a code's
 resolution (``E = 0``) gives ``beta`` (float gives NaN for ``eps = 0``).
+
+**Rule 15s, a norm of a residual sum** (a post-norm block ``LayerNorm(x + f(x))``; a ``Relu``
+after the ``Add`` and, for a map, the Transposes to channels-last and back allowed; from program
+revision :data:`REVISION_SUM`): the ``Add``'s operands are ``b``-bit codes ``qa``, ``qb`` at radix
+points ``Fa``, ``Fb``, their sum ``s = (qa << (Fm - Fa)) + (qb << (Fm - Fb))`` exact at ``Fm =
+max(Fa, Fb)`` (``max(s, 0)`` with the ``Relu``). It is converted to ``b``-bit codes ``q =
+shift_round_sat(s, Fm - F, b, rounding)`` at a radix ``F`` chosen when calibrating (DETERMINE on the
+sum's values, :func:`hlsnn.deploy.quant.host_radix`, the radix an engine layer reading the sum
+would choose; the program's host-layer field ``lnorm_in``), which is netmode rule 4's add op for a
+consumer at ``F_x = F`` and the layer path's ``to_fixed(s 2**-Fm, F, b)``; then steps 1-5 on ``q`` at
+radix ``F``. The layer path's part is :mod:`hlsnn.deploy.lnsum`. The conversion adds the sum's
+rounding to ``b`` bits (and any saturation DETERMINE's overflow ratio allows) to the error above.
 """
 from __future__ import annotations
 
@@ -61,6 +73,9 @@ MAX_BITS = 12
 #: the compiled program's revision from which its layer path runs this rule
 #: (:data:`hlsnn.deploy.programrev.LAYERNORM`; an older program ran the norm in float64)
 REVISION = 5
+#: the revision from which its layer path runs rule 15s, a norm of a residual sum
+#: (:data:`hlsnn.deploy.programrev.LAYERNORM_SUM`; an older program ran that norm in float64)
+REVISION_SUM = 6
 #: the op kind of this module
 KINDS = ("lnorm",)
 #: the engines whose network kernel has the loop (``network.cpp.j2``'s ``LayerNorm``)
@@ -185,9 +200,11 @@ def lower_host(j, program, w, steps, why):
     if op == "SwMove" and (j.get("attrs") or {}).get("fn") == "Transpose" and st is not None:
         perm = list(j["attrs"].get("perm", ()))
         rank = len(perm)
-        if st[0] == "q" and rank >= 3 and _perm_to_last(perm, rank):
+        if st[0] in ("q", "add") and rank >= 3 and _perm_to_last(perm, rank):
             rd = _readers(program, j["output"])
             if len(rd) == 1 and rd[0]["kind"] == "host" and rd[0]["op"] == "LayerNormalization":
+                if st[0] == "add":                                      # rule 15s: the sum's codes first
+                    src = _sum_codes(rd[0], st, program, w, steps, why)
                 state[j["output"]] = ("lnorm_in", dict(src=src))        # channels last, read by the norm only
                 shapes[j["output"]] = tuple(shapes[src][1:]) + (shapes[src][0],)
                 return True
@@ -205,9 +222,12 @@ def lower_host(j, program, w, steps, why):
         raise why(j, f"a program of revision {program.get('revision', 1)} ran this LayerNormalization in float64 "
                      f"(rule 15 from revision {REVISION}); recompile the model for one kernel start")
     a = j["attrs"]
+    if st is not None and st[0] == "add":                  # rule 15s: a residual sum, converted to codes first
+        src = _sum_codes(j, st, program, w, steps, why)
+        st = state[src]
     if st is None or st[0] not in ("q", "lnorm_in"):
-        raise why(j, "a LayerNormalization of an integer tensor computed on the fabric (not of a pending Add, "
-                     "pool or gate)")
+        raise why(j, "a LayerNormalization of an integer tensor computed on the fabric or of a residual Add's sum "
+                     "(not of a pending pool or gate)")
     last = st[0] == "lnorm_in"
     base = st[1]["src"] if last else src
     if w.state[base][1] is None or getattr(steps, "engine", "") == "bfp_systolic":
@@ -225,6 +245,22 @@ def lower_host(j, program, w, steps, why):
     state[j["output"]] = ("lnorm", dict(ins=[base], name=j["name"], hw=h * w_, last=last, plan=p))
     shapes[j["output"]] = shapes[src]
     return True
+
+
+def _sum_codes(j, st, program, w, steps, why):
+    """Rule 15s: the pending residual Add ``st`` that LayerNorm ``j`` reads (directly or through
+    its Transpose to channels-last), as codes at the radix its layer path calibrated (``j``'s
+    ``lnorm_in``): netmode rule 4's add op, as for an engine layer with that ``F_x``. Its tensor."""
+    if int(program.get("revision", 1)) < REVISION_SUM:
+        raise why(j, f"a program of revision {program.get('revision', 1)} ran this LayerNormalization of a residual "
+                     f"sum in float64 (rule 15s from revision {REVISION_SUM}); recompile the model for one kernel "
+                     f"start")
+    if st[1].get("p") is not None or "lnorm_in" not in j:
+        raise why(j, "a LayerNormalization of a pending pool, or of a residual sum its layer path ran in float64 "
+                     "(no engine layer after it, or no rule 15 for its codes)")
+    if getattr(steps, "engine", "") == "bfp_systolic" or steps.bits is None:
+        raise why(j, "a LayerNormalization of BFP pairs: rule 15 takes fixed-point codes (fixed8, two-hot)")
+    return steps.materialize_add(dict(j, f_x=int(j["lnorm_in"]["f_in"])), st[1], w)
 
 
 def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
@@ -290,11 +326,12 @@ def refuse_kernel(net):
 
 # ---- the network kernel (sparse_cluster's ``LayerNorm`` loop nest, hls/engines/sparse_cluster/network.cpp.j2)
 
-#: the kernel's cycles a position costs beyond its two pipelined loops' iterations: the sums
-#: loop's pipeline (act read 1, the square 3, the kPc-input adder trees 3), the statistics (``C
-#: S2`` and ``S1**2``, a DSP product each, 3; the subtraction and ``E``'s add 1; the leading one
-#: and the shift 2; the table read 1) and the output loop's pipeline (act read 1, ``C q`` 3, the
-#: products ``G d`` and ``(G d) r`` 3 each, the bias add 1, the two roundings 2, the store 1)
+#: the pipeline depths of the kernel's two loops, each paid once an op (both loops run over every
+#: (position, channel block)): the sums loop's (act read 1, the square 3, the kPc-input adder
+#: trees 3) and the statistics in it (``C S2`` and ``S1**2``, a DSP product each, 3; the
+#: subtraction and ``E``'s add 1; the leading one and the shift 2; the table read 1), the output
+#: loop's (the act and statistics reads 1, ``C q`` 3, the products ``G d`` and ``(G d) r`` 3 each,
+#: the bias add 1, the two roundings 2, the store 1)
 SUM_DEPTH, STAT_DEPTH, OUT_DEPTH = 7, 7, 14
 #: the kernel's loop counters: (sums, outputs), each iterated ``H W ceil(C / Q)`` times per op
 LOOPS = ("NetLnSum", "NetLnOut")
@@ -346,6 +383,11 @@ def _bits(v):
     return int(v).bit_length() + 1
 
 
+def sh_bits(v_bits):
+    """Unsigned bits of the half shift ``s`` of a ``v_bits``-bit ``Vt``: ``s <= (v_bits - T) / 2``."""
+    return max(1, (max(0, v_bits - T_BITS) // 2).bit_length())
+
+
 def widths(net, a_bits=8, pc=1):
     """The template fields of the ``LayerNorm`` loops: ``has_lnorm`` and, with it, the signed
     widths of ``S1``, ``S2``, ``d``, ``Vt`` (``C S2`` and ``S1**2`` too), ``G d`` and ``p``
@@ -362,15 +404,16 @@ def widths(net, a_bits=8, pc=1):
                 ln_d_bits=d_bits, ln_v_bits=_bits(cmax * cmax * half * half + emax), ln_gd_bits=G_BITS + d_bits,
                 ln_p_bits=max(op.f["pbits"] for op in ops), ln_t_bits=T_BITS, ln_r_bits=R_BITS + 1, ln_y_bits=Y_BITS,
                 ln_c_bits=_bits(cmax), max_ln_hw=max(op.f["hw"] for op in ops),
-                max_ln_blocks=max(-(-op.f["c"] // pc) for op in ops),
+                ln_sh_bits=sh_bits(_bits(cmax * cmax * half * half + emax)),
+                max_ln_iter=max(-(-op.f["c"] // pc) * op.f["hw"] for op in ops),
                 rsqrt=[int(v) for v in rsqrt_table()])
 
 
 def multipliers(net, tables):
     """The ``LayerNorm`` loops' DSP products as :class:`hlsnn.resources.Multiplier` rows (none
     without an ``lnorm`` op): per bank ``G * d`` and ``(G d) * r`` (output loop), and where the
-    engine is not in :data:`FABRIC` the square ``q * q`` (sums loop) and ``C * q``; per position
-    ``C * S2`` and ``S1 * S1``. In a :data:`FABRIC` kernel the squares and ``C q`` are LUT-built:
+    engine is not in :data:`FABRIC` the square ``q * q`` (sums loop) and ``C * q``; ``C * S2``
+    and ``S1 * S1`` (the sums loop's statistics, one each). In a :data:`FABRIC` kernel the squares and ``C q`` are LUT-built:
     :func:`logic`."""
     from ...resources import Multiplier
     a = net.input["bits"]
@@ -385,8 +428,8 @@ def multipliers(net, tables):
         Multiplier("G*d", "LnOut", G_BITS, w["ln_d_bits"], count=pc, note="a LayerNorm's scale, one a bank"),
         Multiplier("Gd*r", "LnOut", w["ln_gd_bits"], R_BITS + 2, count=pc,
                    note="a LayerNorm's reciprocal square root, one a bank"),
-        Multiplier("C*S2", "LnPixels", w["ln_c_bits"], w["ln_s2_bits"], count=1, note="a LayerNorm's variance"),
-        Multiplier("S1*S1", "LnPixels", w["ln_s1_bits"], w["ln_s1_bits"], count=1, note="a LayerNorm's variance")]
+        Multiplier("C*S2", "LnSums", w["ln_c_bits"], w["ln_s2_bits"], count=1, note="a LayerNorm's variance"),
+        Multiplier("S1*S1", "LnSums", w["ln_s1_bits"], w["ln_s1_bits"], count=1, note="a LayerNorm's variance")]
 
 
 def logic(net, tables):
@@ -396,7 +439,7 @@ def logic(net, tables):
     b`` product ``(a + 1) b``): per bank the square (8 x 8) and ``C q`` products, the sums' adders
     (``S1``, ``S2``), ``d``'s subtraction, the bias's left shift by ``s``, ``p``'s adder, the two
     rounding shifters and their increments, the ReLU and clamp (the two products only in a
-    :data:`FABRIC` kernel); per position ``Vt``'s subtract
+    :data:`FABRIC` kernel); once (the sums loop's statistics) ``Vt``'s subtract
     and add, its leading one and its right shift by ``2 s``; a register per stage's value."""
     from ..shift_mac.spec import shifter_luts
     a = net.input["bits"]
@@ -412,23 +455,30 @@ def logic(net, tables):
 
 
 def buffers(net, tables):
-    """The ``LayerNorm`` loops' ROMs as :class:`hlsnn.resources.Buffer` rows (none without an
-    ``lnorm`` op): the scale and bias codes a ROM per bank (:func:`roms`), the table."""
+    """The ``LayerNorm`` loops' arrays as :class:`hlsnn.resources.Buffer` rows (none without an
+    ``lnorm`` op): the scale and bias codes a ROM per bank (:func:`roms`), the table, and the
+    statistics a position (``S1``, ``s``, ``r``: written by the sums loop, read by the output loop)."""
     from ...resources import Buffer
     if not any(op.kind == "lnorm" for op in net.ops):
         return []
     pc, words = tables["pc"], tables["ln_g"].shape[1]
+    w = widths(net, net.input["bits"], pc)
+    hw = w["max_ln_hw"]
     return [Buffer("kLnG", "net_top", "array", G_BITS, (pc, words), partition=((1, "complete"),), static=True,
                    note="a LayerNorm's scale codes, a ROM per bank"),
             Buffer("kLnB", "net_top", "array", 64, (pc, words), partition=((1, "complete"),), static=True,
                    note="a LayerNorm's bias codes, a ROM per bank"),
             Buffer("kRsqrt", "net_top", "array", 32, (1 << T_BITS,), static=True,
-                   note="the reciprocal square root table (rule 15)")]
+                   note="the reciprocal square root table (rule 15)"),
+            Buffer("ln_s1", "LayerNorm", "array", w["ln_s1_bits"], (hw,), note="a LayerNorm's S1 a position"),
+            Buffer("ln_sh", "LayerNorm", "array", w["ln_sh_bits"], (hw,), note="a LayerNorm's half shift a position"),
+            Buffer("ln_r", "LayerNorm", "array", w["ln_r_bits"], (hw,),
+                   note="a LayerNorm's reciprocal square root a position")]
 
 
 def cycles(r, ii=None):
-    """A ``lnorm`` descriptor row's cycles per image (``r``: its fields by name): per position its
-    two loops' ``ceil(C/Q)`` iterations at their derived II plus :data:`SUM_DEPTH`,
-    :data:`STAT_DEPTH` and :data:`OUT_DEPTH`."""
+    """A ``lnorm`` descriptor row's cycles per image (``r``: its fields by name): its two loops'
+    ``H W ceil(C/Q)`` iterations each at their derived II, plus :data:`SUM_DEPTH` +
+    :data:`STAT_DEPTH` (the sums loop's) and :data:`OUT_DEPTH` (the output loop's), once."""
     g = (ii or {}).get
-    return r["zb"] * r["hw"] * (g(LOOPS[0], 1) + g(LOOPS[1], 1)) + r["hw"] * (SUM_DEPTH + STAT_DEPTH + OUT_DEPTH)
+    return r["zb"] * r["hw"] * (g(LOOPS[0], 1) + g(LOOPS[1], 1)) + SUM_DEPTH + STAT_DEPTH + OUT_DEPTH
