@@ -102,8 +102,10 @@ def _banner(cfg: Config, template: str) -> str:
             f"(sha256 {cfg.sha[:16]}, Vitis HLS {_vitis_version()}); do not edit.")
 
 
-def render(cfg: Config, out_dir=None) -> RenderedKernel:
-    """Render ``cfg`` into ``out_dir`` (default ``build/<name>/hls``)."""
+def render(cfg: Config, out_dir=None, *, testbench=True) -> RenderedKernel:
+    """Render ``cfg`` into ``out_dir`` (default ``build/<name>/hls``). ``testbench=False``: without
+    ``tb_data/`` (the stand-alone testbench's vectors, which the emulator computes), for a caller
+    that only reads the kernel's sources (the derived schedule)."""
     eng = ENGINES[cfg.engine]
     out = Path(out_dir) if out_dir is not None else project_dir(cfg)
     if out.exists() and not out.is_dir():
@@ -140,7 +142,8 @@ def render(cfg: Config, out_dir=None) -> RenderedKernel:
         _write_if_changed(out / target, text)
     _write_if_changed(out / "config.json", json.dumps({**cfg.as_dict(), "sha256": cfg.sha}, indent=2,
                                                       sort_keys=True) + "\n")
-    write_testbench_data(cfg, out)
+    if testbench:
+        write_testbench_data(cfg, out)
     sources = tuple((f, t.encode()) for f, t in texts.items())
     return RenderedKernel(cfg, out, tuple(texts), sources_digest(sources), sources)
 

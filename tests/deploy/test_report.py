@@ -1,6 +1,7 @@
 """hlsnn report for a deployment config: the HTML page (sections, numbers equal to deploy(),
 self-contained figures), the cycle model against hand computation, output-path errors."""
 import base64
+import copy
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -79,9 +80,11 @@ def check_page(page):
         assert base64.b64decode(src.split(",", 1)[1])[:8] == PNG
 
 
-def test_report_accuracy_equals_deploy(root, tmp_path):
-    """The report's tables are the deployment's. Four of digits_mlp.yaml's eight assignments (one
-    per engine and the mixed one; the eight took 15 CPU-s for the two runs)."""
+def test_report_accuracy_equals_deploy(root, tmp_path, monkeypatch):
+    """The report's tables are the deployment's: the result of the real deploy() that
+    write_report runs (recorded, with its arguments, as it returns; before, the test ran a second
+    deployment of its own, ~10 CPU-s, to compare with). Four of digits_mlp.yaml's eight
+    assignments (one per engine and the mixed one; the eight took 15 CPU-s for the two runs)."""
     models = root / "configs" / "models"
     text = (models / "digits_mlp.yaml").read_text().replace("../accel/", f"{root / 'configs' / 'accel'}/")
     text = text.replace("model: digits_mlp.onnx", f"model: {models / 'digits_mlp.onnx'}")
@@ -91,10 +94,20 @@ def test_report_accuracy_equals_deploy(root, tmp_path):
     assert len(lines) == 4, tail
     cfg = tmp_path / "digits_mlp.yaml"
     cfg.write_text(head + "\nassignments:\n" + "\n".join(lines) + "\n")
-    res = run.deploy(cfg, "emu", per_layer=True, test_samples=40)
-    assert list(res["assignments"]) == ["bfp8", "twohot", "sparse50", "twohot+bfp8"]
+    calls, deploy = [], run.deploy
+
+    def recorded(*args, **kw):
+        r = deploy(*args, **kw)
+        calls.append((args, kw, copy.deepcopy(r)))      # as deploy() returned it, before the page reads it
+        return r
+
+    monkeypatch.setattr(run, "deploy", recorded)
     (tmp_path / "sub").mkdir()                      # --out makes no folders outside build/ and overlays/
     out = write_report(cfg, "emu", out=tmp_path / "sub" / "mlp.html", test_samples=40)
+    assert len(calls) == 1
+    args, kw, res = calls[0]
+    assert args == (cfg, "emu") and kw["per_layer"] is True and kw["test_samples"] == 40
+    assert list(res["assignments"]) == ["bfp8", "twohot", "sparse50", "twohot+bfp8"]
     assert out == tmp_path / "sub" / "mlp.html"
     page = parse(out)
     check_page(page)

@@ -85,17 +85,29 @@ def _digits32() -> Dataset:
     return Dataset("digits32", up(ds.x_train), ds.y_train, up(ds.x_test), ds.y_test)
 
 
-def _digits(layout: str) -> Dataset:
-    try:
+_DIGITS = []
+
+
+def _digits_split():
+    """digits' fixed split ``(x_train, x_test, y_train, y_test)``, read once per process
+    (scikit-learn parses its CSV on every ``load_digits()``: ~0.04-0.1 CPU-s a call, and a test run
+    loads digits about a thousand times); callers get copies."""
+    try:                                      # every time: the same error without scikit-learn
         from sklearn.datasets import load_digits
         from sklearn.model_selection import train_test_split
     except ImportError as exc:
         raise InputError(f'data set "digits" needs scikit-learn ({exc}): pip install "hlsnn[deploy]"') from None
-    digits = load_digits()
-    x = (digits.data / 16.0).astype(np.float32)
-    y = digits.target.astype(np.int64)
-    x_train, x_test, y_train, y_test = train_test_split(
-        x, y, test_size=DIGITS_TEST_SIZE, random_state=DIGITS_SPLIT_SEED, stratify=y)
+    if not _DIGITS:
+        digits = load_digits()
+        x = (digits.data / 16.0).astype(np.float32)
+        y = digits.target.astype(np.int64)
+        _DIGITS.extend(train_test_split(x, y, test_size=DIGITS_TEST_SIZE, random_state=DIGITS_SPLIT_SEED,
+                                        stratify=y))
+    return [a.copy() for a in _DIGITS]
+
+
+def _digits(layout: str) -> Dataset:
+    x_train, x_test, y_train, y_test = _digits_split()
     if layout == "nchw":
         x_train, x_test = x_train.reshape(-1, 1, 8, 8), x_test.reshape(-1, 1, 8, 8)
     elif layout in ("ncl", "ntf"):

@@ -78,6 +78,10 @@ def measure(config, *, gemm=None, conv=None, mode=None, resident=False, density=
     if padding not in ("same", "valid"):
         raise InputError(f"--padding {padding!r}: must be 'same' or 'valid'")
     check_size(gemm, conv)
+    if gemm is not None and engine == "sparse_cluster":      # refused before the target's compile
+        raise InputError(f"{cfg.name} ({engine}) runs convolutions only: use --conv C,H,W,Z,k")
+    if conv is not None and engine == "bfp_systolic":
+        raise InputError(f"{cfg.name} ({engine}) runs GEMMs only: use --gemm B,K,N")
     rng = np.random.default_rng(seed)
     p = cfg.params
     opts = {} if build_dir is None else {"build_dir": build_dir}
@@ -85,8 +89,6 @@ def measure(config, *, gemm=None, conv=None, mode=None, resident=False, density=
     try:
         if gemm is not None:
             b, k, n = gemm
-            if engine == "sparse_cluster":
-                raise InputError(f"{cfg.name} ({engine}) runs convolutions only: use --conv C,H,W,Z,k")
             x, w = _acts(p, rng.normal(size=(b, k))), rng.normal(size=(n, k))
             if engine == "shift_mac":
                 if resident:        # the weights go on chip with a first call; the second is measured
@@ -102,8 +104,6 @@ def measure(config, *, gemm=None, conv=None, mode=None, resident=False, density=
             shape = {"op": "gemm", "B": b, "K": k, "N": n}
         else:
             c, h, wd, z, ks = conv
-            if engine == "bfp_systolic":
-                raise InputError(f"{cfg.name} ({engine}) runs GEMMs only: use --gemm B,K,N")
             pad = (ks - 1) // 2 if padding == "same" else 0
             oh, ow = h + 2 * pad - ks + 1, wd + 2 * pad - ks + 1
             if oh < 1 or ow < 1:

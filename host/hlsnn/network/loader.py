@@ -125,6 +125,9 @@ class CompiledNet:
             raise InputError(f"target = {target!r}: must be one of {', '.join(TARGETS)}")
         if network not in (None, True, False):
             raise InputError(f"network = {network!r}: must be None (where it runs), True or False")
+        if target in ("sim", "pynq") and "timeout" in target_options:    # before any kernel is compiled
+            from ..errors import seconds
+            seconds("timeout", target_options["timeout"])
         self.path = str(path)
         self.program, arrays = artifact.read(path)
         prog = self.program

@@ -664,7 +664,7 @@ def _config_schedule_cfg(cfg):
         import tempfile
         from ..codegen import render
         with tempfile.TemporaryDirectory(prefix="hlsnn-sched-") as tmp:
-            r = render(cfg, Path(tmp) / "hls")
+            r = render(cfg, Path(tmp) / "hls", testbench=False)     # the sources only
             src = r.dir / f"{cfg.engine}.cpp"
             _CFG_MEMO[key] = tuple(source_schedule(src, name=cfg.engine, depths=layer_depths(cfg),
                                                    clock_mhz=cfg.clock_mhz, ps=cfg.board.ps))

@@ -125,6 +125,23 @@ def _driver_class(vlnv):
     return HlsnnKernel
 
 
+def overlay_manifest(overlay, cfg):
+    """``(bit, hwh, json, manifest)`` of the overlay folder ``overlay``, refused unless its manifest
+    is a JSON object built from ``cfg`` (the same hash): checked before anything is compiled or
+    downloaded for it."""
+    bit, hwh, js = overlay_files(overlay, cfg.name)
+    manifest = read_manifest(js)
+    if not isinstance(manifest, dict):
+        raise InputError(f"overlay manifest {js}: must be a JSON object (is this an hlsnn overlay's <name>.json?)")
+    got = manifest.get("config_hash32")
+    if got != cfg.hash32:
+        shown = f"0x{got:08x}" if isinstance(got, int) and not isinstance(got, bool) else excerpt(got, 40)
+        raise OverlayMismatch(f"overlay {bit.parent} was built from config hash {shown}, but config "
+                              f"{cfg.name} hashes to 0x{cfg.hash32:08x}: rebuild the overlay (hlsnn build) or use "
+                              f"the config it was built from")
+    return bit, hwh, js, manifest
+
+
 class PynqTarget:
     """Runs an engine's stream protocol through an overlay's AXI DMA.
 
@@ -149,16 +166,7 @@ class PynqTarget:
     def __init__(self, cfg, engine, *, overlay, device=None, timeout=10.0, download=True, max_transfer_bytes=None):
         pynq = _pynq()
         self.cfg, self.engine, self.timeout = cfg, engine, seconds("timeout", timeout)
-        bit, hwh, js = overlay_files(overlay, cfg.name)
-        self.manifest = read_manifest(js)
-        if not isinstance(self.manifest, dict):
-            raise InputError(f"overlay manifest {js}: must be a JSON object (is this an hlsnn overlay's <name>.json?)")
-        got = self.manifest.get("config_hash32")
-        if got != cfg.hash32:
-            shown = f"0x{got:08x}" if isinstance(got, int) and not isinstance(got, bool) else excerpt(got, 40)
-            raise OverlayMismatch(f"overlay {bit.parent} was built from config hash {shown}, but config "
-                                  f"{cfg.name} hashes to 0x{cfg.hash32:08x}: rebuild the overlay (hlsnn build) or use "
-                                  f"the config it was built from")
+        bit, hwh, js, self.manifest = overlay_manifest(overlay, cfg)
         vlnv = f"hlsnn.org:hls:{cfg.name}:1.0"
         self._driver = _driver_class(vlnv)
         kw = {"device": device} if device is not None else {}

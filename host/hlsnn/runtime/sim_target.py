@@ -72,6 +72,11 @@ class SimTarget(PynqTarget):
     def __init__(self, cfg, engine, *, overlay=None, strict_cache=False, timeout=10.0, verbose=False,
                  max_transfer_bytes=None):
         from .sim import SimDevice, StreamKernelModel
+        from ..errors import seconds
+        seconds("timeout", timeout)              # the caller's option, refused before the kernel's compile
+        if overlay:                              # as an overlay built from another config
+            from .pynq_target import overlay_manifest
+            overlay_manifest(overlay, cfg)
         rendered = codegen.render(cfg)
         self.library_path = csim.compile_library(rendered, verbose=verbose)
         lib = self.lib = csim.CsimLibrary(self.library_path, len(engine.protocol.REGS_IN),
