@@ -326,19 +326,10 @@ def cmd_run(args):
         ref.close()
 
 
-def refuse_flags(args, this, other, flags):
-    """An InputError naming the options of ``flags`` (dest -> default) given with ``this`` kind of
-    input, which only ``other`` takes: they would be ignored silently otherwise."""
-    given = [f"--{d.replace('_', '-')}" for d, default in flags.items() if getattr(args, d, default) != default]
-    if given:
-        from ..errors import InputError
-        raise InputError(f"{', '.join(given)}: only for {other}, not for {this} ({args.config})")
-
-
 def cmd_perf(args):
     """Modelled cycles of one operation, from the C-simulation's loop counters (or, given a
     NAME.hlsnn, a compiled network's end-to-end latency: :mod:`hlsnn.network.latency`)."""
-    from .network import PERF_COMPILED_FLAGS, perf_compiled
+    from .network import PERF_COMPILED_FLAGS, perf_compiled, refuse_flags
     if str(args.config).endswith(".hlsnn"):
         return perf_compiled(args)
     refuse_flags(args, "an accel config", "a compiled model (NAME.hlsnn)", PERF_COMPILED_FLAGS)

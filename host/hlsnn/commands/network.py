@@ -154,9 +154,16 @@ PERF_COMPILED_FLAGS = {"board": None, "batch": 1, "layer_by_layer": False, "host
                        "sources": False}
 
 
+def refuse_flags(args, this, other, flags):
+    """An InputError naming the options of ``flags`` (dest -> default) given with ``this`` kind of
+    input, which only ``other`` takes: they would be ignored silently otherwise."""
+    given = [f"--{d.replace('_', '-')}" for d, default in flags.items() if getattr(args, d, default) != default]
+    if given:
+        raise InputError(f"{', '.join(given)}: only for {other}, not for {this} ({args.config})")
+
+
 def perf_compiled(args):
     from ..network.latency import format_table, model
-    from .kernels import refuse_flags
     refuse_flags(args, "a compiled model (NAME.hlsnn)", "an accel config", PERF_OPERATION_FLAGS)
     res = model(args.config, board=args.board, batch=args.batch,
                 network=False if getattr(args, "layer_by_layer", False) else None,
