@@ -274,16 +274,13 @@ class Deployment:
                 env[layer.output] = self.host[layer.name].run(ins, calibrate)
             elif layer.name in luts:                   # a table of a BFP layer's output (netbfp rule 9b)
                 env[layer.output] = Act(*self._bfp_lut(layer, ins[0], luts[layer.name], calibrate))
-            elif layer.kind == "host" and k < last and tablein.code_bits(self.net, layer, env):   # rule 9e
-                env[layer.output] = Act(*tablein.run(self, layer, ins[0], tablein.code_bits(self.net, layer, env),
-                                                     calibrate))
-            elif layer.kind == "host" and k < last and gatecodes.operand_bits(self, layer, env, BfpExec):   # 10c
-                env[layer.output] = Act(*gatecodes.run(self, layer, ins, gatecodes.operand_bits(
-                    self, layer, env, BfpExec), calibrate, BfpExec))
-            elif layer.kind == "host" and k < last and lnsum.sum_bits(self.net, layer, env) \
+            elif layer.kind == "host" and k < last and (bits := tablein.code_bits(self.net, layer, env)):   # 9e
+                env[layer.output] = Act(*tablein.run(self, layer, ins[0], bits, calibrate))
+            elif layer.kind == "host" and k < last and (bits := gatecodes.operand_bits(self, layer, env, BfpExec)):
+                env[layer.output] = Act(*gatecodes.run(self, layer, ins, bits, calibrate, BfpExec))   # rule 10c
+            elif layer.kind == "host" and k < last and (bits := lnsum.sum_bits(self.net, layer, env)) \
                     and (getattr(self, "origin", None) or {}).get("revision", LAYERNORM_SUM) >= LAYERNORM_SUM \
-                    and (y := lnsum.sum_run(self, layer, ins[0], lnsum.sum_bits(self.net, layer, env),
-                                            calibrate)) is not None:          # rule 15s: of a residual sum
+                    and (y := lnsum.sum_run(self, layer, ins[0], bits, calibrate)) is not None:   # 15s: a residual sum
                 env[layer.output] = Act(y, None)
             elif layer.kind == "host" and k < last and layernorm.applies(layer, ins[0]) \
                     and (getattr(self, "origin", None) or {}).get("revision", LAYERNORM) >= LAYERNORM:   # rule 15
