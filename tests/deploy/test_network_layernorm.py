@@ -221,6 +221,19 @@ def test_kernel_many_blocks_and_positions(tmp_path, fmt):
     assert k._kernel.counters["NetLnSum"][0] == k._kernel.counters["NetLnOut"][0] == 12 * 3 * 64
 
 
+@pytest.mark.slow
+@pytest.mark.csim
+@pytest.mark.parametrize("fmt,kernel", [("twohot", "netkernel"), ("fixed8", "sparsekernel")])
+def test_layernorm_kernels_compile_against_both_header_models(graphs, tmp_path, fmt, kernel):
+    """Both network kernels with the shared LayerNorm loops (convnext: a map's norm between
+    Transposes) compile against both ap_axi_sdata.h models and the open-source headers, with and
+    without their simulation-only code (test_network_kernel's check)."""
+    from test_network_kernel import compiles_against_both_header_models
+    compiles_against_both_header_models(graphs["convnext", fmt], kernel, tmp_path)
+    src = (tmp_path / "net" / "network.cpp").read_text()
+    assert "LnSums:" in src and "LnOut:" in src              # the checked kernel has the LayerNorm loops
+
+
 def test_compile_is_one_start(graphs):
     """`hlsnn compile`'s status: one kernel start in fixed8 and two-hot (on main: 'no integer rule
     for this host op here')."""
