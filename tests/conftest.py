@@ -8,12 +8,20 @@ ROOT = Path(__file__).resolve().parent.parent
 BFP_TEST_CONFIGS = ROOT / "tests" / "engines" / "bfp_systolic" / "configs"
 
 
+# The build folder this process made for the run (None when $HLSNN_BUILD was given, or in an xdist
+# worker, which inherits the controller's). Removed after a run that passed (up to ~100 MB a quick
+# run, in /tmp); kept after a failure, for its compile-error.log and rendered sources, and with
+# HLSNN_KEEP_BUILD=1.
+_CREATED_BUILD = None
+
+
 def pytest_configure(config):
     # Rendered projects and csim libraries of the test session go to one temporary folder
     # (shared by all tests, so each kernel compiles once per session), never to ./build.
+    global _CREATED_BUILD
     if "HLSNN_BUILD" not in os.environ:
         import tempfile
-        os.environ["HLSNN_BUILD"] = tempfile.mkdtemp(prefix="hlsnn-test-build-")
+        os.environ["HLSNN_BUILD"] = _CREATED_BUILD = tempfile.mkdtemp(prefix="hlsnn-test-build-")
     # The suite compiles about 25 kernels: at -O1 (same bits, a quarter less g++ time than the
     # users' -O2, which the wheel check, the README's quick start and HLSNN_CSIM_OPT=-O2 run).
     os.environ.setdefault("HLSNN_CSIM_OPT", "-O1")
@@ -342,3 +350,17 @@ def pytest_xdist_make_scheduler(config, log):
         return None
     from xdist.scheduler import LoadScopeScheduling
     return LoadScopeScheduling(config, log)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    # Only the process that made the folder removes it (the controller, after its workers ended).
+    if _CREATED_BUILD is None or hasattr(session.config, "workerinput"):
+        return
+    if exitstatus in (0, 5) and os.environ.get("HLSNN_KEEP_BUILD", "") in ("", "0"):
+        import shutil
+        shutil.rmtree(_CREATED_BUILD, ignore_errors=True)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if _CREATED_BUILD is not None and os.path.isdir(_CREATED_BUILD):
+        terminalreporter.write_line(f"hlsnn: the run's build folder is kept: {_CREATED_BUILD}")

@@ -31,6 +31,7 @@ _CONST_NAME = re.compile(r"^k[A-Z]\w*$")
 _TYPE_WORDS = {"int", "unsigned", "signed", "long", "short", "char", "bool", "const", "true", "false", "sizeof",
                "ap_int", "ap_uint", "ap_fixed", "ap_ufixed", "static_cast", "Cfg", "hlsnn", "std"}
 _FOR = re.compile(r"\bfor\s*\(")
+_TEMPLATE_TYPES = {"ap_int", "ap_uint", "ap_fixed", "ap_ufixed", "static_cast"}
 # member calls that are never one of the file's functions (a stream's, an ap_int's)
 _STREAM_METHODS = {"read", "write", "empty", "full", "range", "size", "to_int", "to_uint"}
 _FUNC = re.compile(r"(?:^|\n)[ \t]*(?:template\s*<([^>]*)>\s*)?(?:inline\s+|static\s+)*[\w:<>, ]+?[\s&*]"
@@ -302,6 +303,15 @@ class Counter:
         else:
             while j < n and (text[j].isalnum() or text[j] in "_:"):
                 j += 1
+            # a template type's functional cast, `ap_int<W>(r)` or `static_cast<T>(r)`: the operand is its argument
+            # (without this the operand read as the bare type name, a "constant")
+            if text[start:j] in _TEMPLATE_TYPES and j < n and text[j] == "<":
+                depth = 0
+                while j < n:
+                    depth += {"<": 1, ">": -1}.get(text[j], 0)
+                    j += 1
+                    if depth == 0:
+                        break
         while j < n:
             if text[j] in "[(":
                 j = _match(text, j) + 1

@@ -271,6 +271,34 @@ def test_perf_lnorm_row_is_its_loops(graphs, fmt):
     assert r["kernel_resources"]["fits"]
 
 
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_layernorm_loop_products_are_declared_and_modelled(graphs, fmt, tmp_path):
+    """Counted from the rendered C++ (tests/loop_operators.py): LnSums has Q + 2 run-time
+    products (the Q squares, C S2, S1^2), LnOut 3 Q (C q, G d and (G d) r a bank), as their
+    HLSNN_OPS declare; the resource model pays a DSP for each declared DSP product of each loop
+    (the sparse kernel builds the squares and C q from LUTs). The counter used to read
+    `gd * ap_int<W>(r)` as a product by a constant and counted 2 Q in LnOut."""
+    from loop_operators import loop_operators
+    from hlsnn.network import artifact
+    from hlsnn.network.loader import kernel_network
+    net, _ = kernel_network(*artifact.read(graphs["convnext", fmt]))
+    if fmt == "twohot":
+        from hlsnn.engines.shift_mac.network.kernel import render
+    else:
+        from hlsnn.engines.sparse_cluster.network.kernel import render
+    _, _, t = render(net, tmp_path)
+    q = t["pc"]
+    ops = loop_operators(tmp_path, "network.cpp", "network.h", with_declared=True)
+    fabric = fmt == "fixed8"
+    assert ops["LnSums"]["mul"] == q + 2 and ops["LnOut"]["mul"] == 3 * q
+    assert ops["LnSums"]["declared"] == (q + 2, 0, 2 if fabric else q + 2)
+    assert ops["LnOut"]["declared"] == (3 * q, 0, 2 * q if fabric else 3 * q)
+    model = {}
+    for m in ln.multipliers(net, t):
+        model[m.function] = model.get(m.function, 0) + m.count
+    assert model == {"LnSums": ops["LnSums"]["declared"][2], "LnOut": ops["LnOut"]["declared"][2]}
+
+
 def test_not_over_the_channels_is_refused_by_name(tmp_path):
     """A LayerNormalization over (W, C) of the channels-last map (axis 2) is not rule 15's."""
     from netfixtures import compile_each
