@@ -181,6 +181,10 @@ def main(argv=None):
                     help="a conv whose output only a ReLU6 reads: its static output radix from its results (off) or "
                          "from its results clipped at 6 (clipped; --mode static only): the deploy config's "
                          "calibration: clip_stats, and hlsnn.train.prepare's")
+    ap.add_argument("--fold-constants", action="store_true",
+                    help="the int8 step: fold each constant channel (a layer's output channel whose weights are all "
+                         "zero, e.g. a depthwise channel pruned away) into the layers that read it, in the float "
+                         "model after BatchNorm folding (hlsnn.train.fold_constant_channels: exact in float)")
     ap.add_argument("--save-pruned", metavar="PATH",
                     help="write the model the int8 step starts from (the pruned, recovered/averaged float model, "
                          "BatchNorm live; for a dense format the float model) with its accuracies and this "
@@ -234,7 +238,8 @@ def main(argv=None):
     from torch import nn
     from export_torch_models import _tiny_models
     from hlsnn.deploy import datasets
-    from hlsnn.train import BalancedPruner, calibrate, deployed, fold_batchnorm, hold_zeros, prepare
+    from hlsnn.train import (BalancedPruner, calibrate, deployed, fold_batchnorm, fold_constant_channels,
+                             hold_zeros, prepare)
 
     torch.set_num_threads(1)
     torch.manual_seed(a.seed)
@@ -422,7 +427,9 @@ def main(argv=None):
                    + (f", clip_stats: {a.clip_stats}" if a.clip_stats != "off" else "") + "}\n"
                    f"formats:\n  f:\n    type: {a.format}\n    accel: {accel}\n"
                    + (f"    weight_scale: {a.weight_scale}\n" if a.weight_scale else ""))
-    q = prepare(fold_batchnorm(copy.deepcopy(model).eval()), cfg, overflow_ratio=a.overflow_ratio)
+    fm = fold_batchnorm(copy.deepcopy(model).eval())
+    folded = fold_constant_channels(fm) if a.fold_constants else []   # exact in float
+    q = prepare(fm, cfg, overflow_ratio=a.overflow_ratio)
     if pruner:
         hold_zeros(q)                          # the zeros stay zero through the fine-tuning
     q.eval().double()
@@ -528,6 +535,8 @@ def main(argv=None):
         res["strided_stats"] = a.strided_stats
     if a.clip_stats != "off":
         res["clip_stats"] = a.clip_stats
+    if a.fold_constants:
+        res["fold_constants"] = [[name, chans] for name, chans in folded]
     if a.val:
         res["val"] = dict(vals, images=a.val)
     if latency:
@@ -574,7 +583,7 @@ def main(argv=None):
 #: the options of the int8 step (and of reporting): the only ones --from-pruned may change
 INT8_STEP_ARGS = frozenset({"mode", "qat_epochs", "qat_lr", "weight_scale", "qat_average_from", "latency", "save",
                             "save_pruned", "from_pruned", "qat_radix", "qat_recalibrate", "calibration_samples",
-                            "overflow_ratio", "strided_stats", "clip_stats"})
+                            "overflow_ratio", "strided_stats", "clip_stats", "fold_constants"})
 
 
 def _saved_config(cfg, model):

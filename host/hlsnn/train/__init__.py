@@ -13,7 +13,10 @@
   (``lanes=M``: balanced by the network kernel's lanes of ``M`` multipliers instead, each
   layer's count as balanced rows would keep, :mod:`hlsnn.train.prune`); prune the float model
   with BatchNorm live, then fold, prepare and :func:`hold_zeros`
-  (the zeros stay zero through quantization-aware training). :func:`erk_sparsities` spreads a
+  (the zeros stay zero through quantization-aware training); :func:`fold_constant_channels` first
+  folds a channel pruned away entirely (a constant) into the layers that read it (exact in float;
+  without it a BatchNorm reading only such channels folds to weights of hundreds that int8
+  cannot hold). :func:`erk_sparsities` spreads a
   model's target over its layers (the small ones pruned less), still balanced within each.
   :func:`distillation_loss` adds the float model's softened outputs as a second target while
   pruning and fine-tuning (knowledge distillation).
@@ -30,13 +33,14 @@ except ImportError as exc:          # pragma: no cover - the extra is missing
 
 from .quant import BfpWeight, FixedAct, FixedWeight, ShiftWeight, bfp_fake, fixed_fake  # noqa: E402
 from .prepare import QConv2d, QLinear, calibrate, fold_batchnorm, prepare, quantized_layers  # noqa: E402
+from .constants import fold_constant_channels  # noqa: E402
 from .prune import BalancedPruner, balanced_mask, cubic_schedule, hold_zeros, is_depthwise  # noqa: E402
 from .allocate import erk_sparsities, overall_sparsity  # noqa: E402
 from .distill import distillation_loss  # noqa: E402
 from .export import check_round_trip, export  # noqa: E402
 from .emulate import deployed, deployed_accuracy, trained_config  # noqa: E402
 
-__all__ = ["prepare", "calibrate", "fold_batchnorm", "quantized_layers", "QConv2d", "QLinear", "ShiftWeight", "BfpWeight",
+__all__ = ["prepare", "calibrate", "fold_batchnorm", "fold_constant_channels", "quantized_layers", "QConv2d", "QLinear", "ShiftWeight", "BfpWeight",
            "FixedWeight", "FixedAct", "bfp_fake", "fixed_fake", "BalancedPruner", "balanced_mask",
            "cubic_schedule", "erk_sparsities", "overall_sparsity", "hold_zeros", "is_depthwise", "export", "check_round_trip", "deployed",
            "deployed_accuracy", "trained_config", "distillation_loss"]
