@@ -209,7 +209,11 @@ def _copy(cls, m):
 def fold_batchnorm(model):
     """Fold every ``BatchNorm2d`` that directly follows a ``Conv2d`` in an ``nn.Sequential`` into
     the convolution (eval statistics), in place, as the ONNX import folds it: the weights then
-    quantized are the ones the engine runs. Returns the model."""
+    quantized are the ones the engine runs. Returns the model.
+
+    After pruning, call :func:`hlsnn.train.fold_constant_channels` next: a BatchNorm whose conv
+    reads only channels pruned away entirely (constants) has no variance, and folding it gives
+    weights of hundreds that cancel in float and not in int8."""
     from torch.nn.utils.fusion import fuse_conv_bn_eval
     for mod in list(model.modules()):
         if not isinstance(mod, nn.Sequential):
