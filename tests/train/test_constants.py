@@ -114,3 +114,19 @@ def test_nothing_to_fold_and_training_mode():
     with pytest.raises(ValueError, match="eval mode"):
         fold_constant_channels(net.train())
     del gen
+
+
+def test_a_linear_on_a_map_is_not_read_as_features():
+    """A Linear on a (N, C, H, W) map acts on W: its dead rows are not channels, and a BatchNorm2d
+    after it normalizes C, so the last axis's index 1 is no constant after it. Nothing is folded,
+    and the function is unchanged (read as features, the BatchNorm's channel-1 statistics would be
+    applied to it and a wrong constant folded into the last Linear)."""
+    gen = torch.Generator().manual_seed(3)
+    net = nn.Sequential(nn.Conv2d(2, 3, 1), nn.Linear(4, 4), _bn(3, gen), nn.Linear(4, 2))
+    with torch.no_grad():
+        net[1].weight[1] = 0
+    net = net.eval().double()
+    x = torch.randn(5, 2, 4, 4, generator=gen, dtype=torch.float64)
+    want = net(x)
+    assert fold_constant_channels(net) == []
+    torch.testing.assert_close(net(x), want, rtol=0, atol=0)

@@ -13,8 +13,9 @@ grid (a MobileNet-ReLU6 pruned to 90 %: weights of +-600 to +-820 on two constan
 place and exactly in real arithmetic (float rounding aside):
 
 * a **constant channel** is the output channel of a ``Conv2d`` or ``Linear`` whose weights are all
-  zero (its value: the bias, or 0), then carried through what maps a constant to a constant: a
-  ``BatchNorm`` in eval mode, the per-element activations of :data:`ELEMENTWISE` (their value
+  zero (its value: the bias, or 0; a ``Linear``'s only where its input is features: after a
+  ``Flatten`` or another such ``Linear``), then carried through what maps a constant to a constant: a
+  ``BatchNorm2d`` on a map or ``BatchNorm1d`` on features, in eval mode, the per-element activations of :data:`ELEMENTWISE` (their value
   computed by the module itself) and ``PReLU``, ``MaxPool2d``, an ``AvgPool2d`` without padding, the adaptive
   pools, and a ``Flatten(1)`` after a pool to one position (channel ``c`` becomes feature ``c``);
 * it is **folded** into the next ``Conv2d`` when that layer has no padding (every tap of every
@@ -67,10 +68,14 @@ def _fold_sequence(seq, names) -> list:
             w = m.weight.detach().flatten(1)
             dead = (w == 0).all(dim=1).nonzero().flatten().tolist()
             bias = m.bias.detach() if m.bias is not None else torch.zeros(w.shape[0], dtype=w.dtype)
-            const = {c: float(bias[c]) for c in dead}
-            flat = isinstance(m, nn.Linear)
+            # a Linear's outputs are features only where its input is (after a Flatten or a
+            # Linear); on a map it acts on the last axis, which no rule here follows
+            known = isinstance(m, nn.Conv2d) or flat
+            const = {c: float(bias[c]) for c in dead} if known else {}
+            flat = isinstance(m, nn.Linear) and known
             pooled_to_one = False
-        elif isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)) and not m.training and m.track_running_stats:
+        elif (isinstance(m, nn.BatchNorm2d) and not flat or isinstance(m, nn.BatchNorm1d) and flat) \
+                and not m.training and m.track_running_stats:
             scale = (m.weight if m.affine else torch.ones_like(m.running_var)) / torch.sqrt(m.running_var + m.eps)
             shift = m.bias if m.affine else torch.zeros_like(m.running_mean)
             const = {c: float((v - m.running_mean[c]) * scale[c] + shift[c]) for c, v in const.items()}
