@@ -73,7 +73,7 @@ def _eval(expr: str, env: dict) -> int:
 
 def _match(text: str, i: int) -> int:
     """Index of the bracket closing the one at ``i``."""
-    pairs = {"(": ")", "[": "]", "{": "}"}
+    pairs = {"(": ")", "[": "]", "{": "}", "<": ">"}
     opening, closing, depth = text[i], pairs[text[i]], 0
     for j in range(i, len(text)):
         if text[j] == opening:
@@ -306,12 +306,7 @@ class Counter:
             # a template type's functional cast, `ap_int<W>(r)` or `static_cast<T>(r)`: the operand is its argument
             # (without this the operand read as the bare type name, a "constant")
             if text[start:j] in _TEMPLATE_TYPES and j < n and text[j] == "<":
-                depth = 0
-                while j < n:
-                    depth += {"<": 1, ">": -1}.get(text[j], 0)
-                    j += 1
-                    if depth == 0:
-                        break
+                j = _match(text, j) + 1
         while j < n:
             if text[j] in "[(":
                 j = _match(text, j) + 1
