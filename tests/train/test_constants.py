@@ -130,3 +130,27 @@ def test_a_linear_on_a_map_is_not_read_as_features():
     want = net(x)
     assert fold_constant_channels(net) == []
     torch.testing.assert_close(net(x), want, rtol=0, atol=0)
+
+
+def test_prelu_and_batchnorm1d_carry_a_constant():
+    """A negative constant through a per-channel PReLU and a BatchNorm2d, and a dead Linear row
+    through a BatchNorm1d and a shared PReLU: each value computed by the module itself; the
+    function is unchanged."""
+    gen = torch.Generator().manual_seed(5)
+    net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.PReLU(4), _bn(4, gen), nn.Conv2d(4, 3, 1), nn.AdaptiveAvgPool2d(1),
+                        nn.Flatten(), nn.Linear(3, 5), nn.BatchNorm1d(5), nn.PReLU(), nn.Linear(5, 2))
+    with torch.no_grad():
+        for k in (0, 1, 3, 6, 8, 9):
+            for prm in net[k].parameters():
+                prm.copy_(torch.randn(prm.shape, generator=gen))
+        net[7].running_mean.copy_(torch.randn(5, generator=gen))
+        net[7].running_var.copy_(torch.rand(5, generator=gen) + 0.5)
+        net[0].weight[1] = 0
+        net[0].bias[1] = -0.7                 # negative: the PReLU's slope acts
+        net[6].weight[2] = 0
+        net[6].bias[2] = -0.4
+    net = net.eval().double()
+    x = torch.randn(6, 3, 7, 7, generator=gen, dtype=torch.float64)
+    want = net(x)
+    assert fold_constant_channels(net) == [("3", [1]), ("9", [2])]
+    torch.testing.assert_close(net(x), want, rtol=1e-12, atol=1e-12)

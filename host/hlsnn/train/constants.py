@@ -15,8 +15,8 @@ place and exactly in real arithmetic (float rounding aside):
 * a **constant channel** is the output channel of a ``Conv2d`` or ``Linear`` whose weights are all
   zero (its value: the bias, or 0; a ``Linear``'s only where its input is features: after a
   ``Flatten`` or another such ``Linear``), then carried through what maps a constant to a constant: a
-  ``BatchNorm2d`` on a map or ``BatchNorm1d`` on features, in eval mode, the per-element activations of :data:`ELEMENTWISE` (their value
-  computed by the module itself) and ``PReLU``, ``MaxPool2d``, an ``AvgPool2d`` without padding, the adaptive
+  ``BatchNorm2d`` on a map or ``BatchNorm1d`` on features, in eval mode, the per-element activations of
+  :data:`ELEMENTWISE` and ``PReLU`` (each value computed by the module itself, in float64), ``MaxPool2d``, an ``AvgPool2d`` without padding, the adaptive
   pools, and a ``Flatten(1)`` after a pool to one position (channel ``c`` becomes feature ``c``);
 * it is **folded** into the next ``Conv2d`` when that layer has no padding (every tap of every
   result reads the constant; any kernel, stride, dilation and grouping), or into a ``Linear``
@@ -31,6 +31,8 @@ Run it on the float model in eval mode after :func:`hlsnn.train.fold_batchnorm`,
 like the pruned ones, and the engine skips them).
 """
 from __future__ import annotations
+
+import copy
 
 import torch
 from torch import nn
@@ -58,10 +60,10 @@ def fold_constant_channels(model) -> list:
 
 def _fold_sequence(seq, names) -> list:
     done = []
-    const, flat = {}, False                  # channel -> value; flat: indexed as features (after Flatten)
+    const, flat, width = {}, False, 0        # channel -> value; flat: indexed as features (after Flatten)
     pooled_to_one = False
     for m in seq.children():
-        if isinstance(m, (nn.Conv2d, nn.Linear)) and type(m) in (nn.Conv2d, nn.Linear):
+        if type(m) in (nn.Conv2d, nn.Linear):     # not a subclass (a prepared layer)
             if const and _foldable(m, flat):
                 _fold_into(m, const)
                 done.append((names.get(id(m), "?"), sorted(const)))
@@ -73,17 +75,10 @@ def _fold_sequence(seq, names) -> list:
             known = isinstance(m, nn.Conv2d) or flat
             const = {c: float(bias[c]) for c in dead} if known else {}
             flat = isinstance(m, nn.Linear) and known
+            width = w.shape[0]
             pooled_to_one = False
-        elif (isinstance(m, nn.BatchNorm2d) and not flat or isinstance(m, nn.BatchNorm1d) and flat) \
-                and not m.training and m.track_running_stats:
-            scale = (m.weight if m.affine else torch.ones_like(m.running_var)) / torch.sqrt(m.running_var + m.eps)
-            shift = m.bias if m.affine else torch.zeros_like(m.running_mean)
-            const = {c: float((v - m.running_mean[c]) * scale[c] + shift[c]) for c, v in const.items()}
-        elif isinstance(m, ELEMENTWISE):
-            const = {c: float(m(torch.tensor([v], dtype=torch.float64))[0]) for c, v in const.items()}
-        elif isinstance(m, nn.PReLU):
-            a = m.weight.detach().double()
-            const = {c: v if v >= 0 else v * float(a[c if a.numel() > 1 else 0]) for c, v in const.items()}
+        elif _maps_constants(m, flat):
+            const = _through(m, const, width, flat)
         elif isinstance(m, (nn.AdaptiveAvgPool2d, nn.AdaptiveMaxPool2d, nn.AdaptiveAvgPool1d, nn.AdaptiveMaxPool1d)):
             size = m.output_size
             pooled_to_one = all(s == 1 for s in (size if isinstance(size, tuple) else (size,)))
@@ -96,6 +91,26 @@ def _fold_sequence(seq, names) -> list:
         else:
             const = {}
     return done
+
+
+def _maps_constants(m, flat) -> bool:
+    """Whether ``m`` maps a constant channel to a constant channel: an eval-mode BatchNorm of the
+    layout (``BatchNorm2d`` on a map, ``BatchNorm1d`` on features), ``PReLU``, :data:`ELEMENTWISE`."""
+    if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
+        return not m.training and m.track_running_stats and isinstance(m, nn.BatchNorm1d) == flat
+    return isinstance(m, ELEMENTWISE + (nn.PReLU,))
+
+
+def _through(m, const, width, flat) -> dict:
+    """The constants after ``m``: ``m`` itself (a float64 copy) run on one position of the
+    ``width`` channels holding them."""
+    if not const:
+        return {}
+    x = torch.zeros((1, width) if flat else (1, width, 1, 1), dtype=torch.float64)
+    for c, v in const.items():
+        x[0, c] = v
+    y = copy.deepcopy(m).double()(x).reshape(1, width)
+    return {c: float(y[0, c]) for c in const}
 
 
 def _no_padding(p) -> bool:
