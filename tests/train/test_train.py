@@ -17,6 +17,37 @@ from hlsnn.train import (BalancedPruner, ShiftWeight, balanced_mask, bfp_fake, c
 torch.set_num_threads(1)
 
 
+@pytest.mark.parametrize("relu", [False, True])
+def test_bfp_gemm_equals_the_emulator_with_dead_rows(relu):
+    """The train extra's bfp_gemm and the bfp_systolic emulator (emu target, float API) on weights
+    with all-zero rows (rule 0w: their exponent is the largest live row's), bit for bit. One live
+    row is coarse (weights -64, cut by the ReLU where ``relu``), so a dead row's bias is rounded to
+    that row's product grid (1/16 here) where the sample's outputs are finer: a bfp_gemm that
+    kept the format's all-zero exponent (the bias exact) differs there."""
+    from pathlib import Path
+    import hlsnn
+    from hlsnn.train.bfpgemm import bfp_gemm
+    rng = np.random.default_rng(11)
+    w = rng.standard_normal((9, 24)) * 0.1
+    w[8] = -64.0
+    w[[0, 4, 5]] = 0.0
+    w = bfpfmt.quantize(w, 8, axis=-1, exponent_bits=8, rounding="nearest_even").dequantize()   # on the grid
+    b = rng.standard_normal(9) * 2
+    b[[0, 4, 5, 8]] = [0.3, -0.2, 0.45, 0.0]
+    x = np.abs(rng.standard_normal((6, 24))) * 3
+    x[2] = 0.0                                       # an all-zero sample too (rule 0)
+    accel = Path(__file__).resolve().parents[2] / "configs" / "accel" / "bfp8_zcu104.yaml"
+    with hlsnn.Accelerator(accel, "emu") as acc:
+        ref = acc.gemm(x, w, bias=b, relu=relu)
+    got = bfp_gemm(torch.tensor(x), torch.tensor(w), torch.tensor(b), 8, 8, "nearest_even", relu=relu,
+                   max_n=acc.config.params["max_n"]).detach().double().numpy()
+    np.testing.assert_array_equal(got, ref)
+    if relu:    # the bias on the coarse row's product grid 2**(xe + 0) (its exponent: 64 = 2**(6 + 0)), not 0
+        live = [s for s in range(6) if s != 2]
+        grid = np.exp2(np.floor(np.log2(np.abs(x[live]).max(axis=1, keepdims=True))) - 6)
+        np.testing.assert_array_equal(got[live][:, [0, 5]], np.round(np.array([0.3, 0.45]) / grid) * grid)
+
+
 @pytest.mark.parametrize("mode,delta", [("pot", 0), ("twohot", 0), ("twohot", 2)])
 @pytest.mark.parametrize("per_channel", [False, True])
 def test_shift_fake_equals_numpy_quantizer(mode, delta, per_channel):

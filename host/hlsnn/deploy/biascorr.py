@@ -69,7 +69,12 @@ def policy(fmt_type, net):
 def trained_export(net):
     """Whether ``net`` was imported from a file :func:`hlsnn.train.export` wrote (its sidecar
     ``<file>.hlsnn-train.json`` exists beside it)."""
-    path = getattr(net, "path", None)
+    return trained_file(getattr(net, "path", None))
+
+
+def trained_file(path):
+    """Whether the model file ``path`` was written by :func:`hlsnn.train.export` (its sidecar
+    ``<file>.hlsnn-train.json`` exists beside it; also :mod:`hlsnn.deploy.constchan`)."""
     return bool(path) and os.path.exists(str(path) + ".hlsnn-train.json")
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..engines import convgeom as conv
+from ..engines.bfp_systolic.emulator import weight_rows as bfp_weight_rows
 from ..engines.bfp_systolic.spec import k_limit as bfp_k_limit
 from ..engines.shift_mac.spec import raw_bits as shift_raw_bits
 from ..engines.common import times_pow2
@@ -595,6 +596,7 @@ class BfpExec(_Exec):
         self.zg = w2.shape[0] // self.groups            # outputs per pack of groups: one GEMM per pack
         for a, b in groups.group_parts(np.arange(w2.shape[0]), self.zg, p["max_n"]):
             wq = bfpfmt.quantize(w2[a:b], self.m, axis=waxis, exponent_bits=self.e, rounding=self.rnd)
+            wq = bfp_weight_rows(wq) if waxis is not None else wq     # rule 0w: a dead row's exponent
             bq = bfpfmt.quantize(layer.b[a:b], self.m, axis=None, exponent_bits=self.e, rounding=self.rnd)
             self.chunks.append((a, b, wq, bq))
         self.stats.weight_sparsity = float(np.mean(np.concatenate([c[2].mantissas.reshape(-1)

@@ -29,6 +29,12 @@ Rules (these are what :func:`load_onnx` does, in order):
   channel), ``b' = (b - mean) * s + beta``; after a channel ``Concat`` of such layers, each
   branch's channels into that branch (and a ``Relu`` after it into every branch:
   :mod:`hlsnn.deploy.catfold`). Elsewhere it runs on the host.
+* Before any of this, a pruned model's dead channels (a ``Conv`` output channel or ``Gemm``
+  column with all-zero weights: a constant, carried through BatchNorm, per-element activations
+  and pools) are folded into the unpadded ``Conv`` or ``Gemm`` that reads them, their products
+  moved into its bias (:mod:`hlsnn.deploy.constchan`): a channel that reads only constants would
+  otherwise fold its variance-free BatchNorm into weights of hundreds. An
+  :func:`hlsnn.train.export` file is left as it is.
 * A ``Relu`` whose input is produced only for it by a dense or conv layer is fused into the
   layer (every engine has a ReLU in its output stage). Elsewhere it runs on the host.
 * ``MaxPool``, ``AveragePool`` (with pads and ceil_mode; no dilation), ``GlobalAveragePool``, ``Flatten``, ``Reshape``,
@@ -90,7 +96,7 @@ import numpy as np
 from ..errors import InputError, MissingDependency, ModelError, UnsupportedModelError, printable
 from . import import_rules as rules
 from . import sklfold
-from . import bnforward, chomp, maxleaky, constmm, gatherup2d, noopslice, ecafold, shufflefold, iffold, meanfold, qimport, repeatup, samplewise, shapefold, splitconv, subneg, torchdecomp, unshuffle, pixelshuffle
+from . import biascorr, bnforward, chomp, constchan, maxleaky, constmm, gatherup2d, noopslice, ecafold, shufflefold, iffold, meanfold, qimport, repeatup, samplewise, shapefold, splitconv, subneg, torchdecomp, unshuffle, pixelshuffle
 from . import graphindex
 from .graph import Layer, Network
 from .onnx_nodes import (_check_layer_names, _conv1d_unsupported, _conv_transpose, _conv_unsupported, _dims,
@@ -308,6 +314,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
     model = pixelshuffle.rewrite(model)           # PixelShuffle of a conv inside the net: a 0/1 ConvTranspose
     model = repeatup.rewrite(model, fs)           # repeat_interleave (Unsqueeze, Tile/Expand, Reshape): nearest Resize
     model = constmm.rewrite(model, fs, lambda n, c: _fold_constant(n, c, list(model.opset_import)))  # C @ X
+    model = constchan.rewrite(model, trained=biascorr.trained_file(path))  # a pruned model's dead channels: into readers' biases
     g = model.graph
     opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=13)
     _check_names(path, g)

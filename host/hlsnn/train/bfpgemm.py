@@ -6,7 +6,8 @@ forward values exact in float64 and a straight-through estimator backward:
    exponent that puts the bias alignment shift at 0 for the largest weight exponent of its
    chunk, ``clamp(be - max we, emin, emax)`` (the emulator's rule 0: its output is the bias,
    whatever rows share the call), as ``Kernel.quantize_activations`` gives it;
-2. exact products, ``e3 = xe + we`` per result;
+2. exact products, ``e3 = xe + we`` per result, an all-zero weight row's ``we`` the largest of its
+   chunk's other rows (the emulator's rule 0w);
 3. the bias, BFP with one exponent ``be`` per chunk of at most ``max_n`` outputs, moved to the
    product's exponent (rounded with the config's rounding when ``e3 > be``, exact otherwise);
 4. the fused ReLU;
@@ -39,7 +40,8 @@ def bfp_gemm(rows, w, bias, m, e, rounding="nearest_even", relu=False, max_n=Non
     exponent per row (``BfpWeight``), ``bias`` (N,) float or None: the kernel's (R, N) outputs."""
     emin, emax = -(1 << (e - 1)), (1 << (e - 1)) - 1
     xd, wd = rows.detach().double(), w.detach().double()
-    we = _exponent(wd.abs().amax(1), m, e)                                   # (N,)
+    wamax = wd.abs().amax(1)
+    we = _exponent(wamax, m, e)                                              # (N,)
     ramax = xd.abs().amax(1)
     xe = _exponent(ramax, m, e)                                              # (R,)
     nonzero = ramax > 0
@@ -53,6 +55,10 @@ def bfp_gemm(rows, w, bias, m, e, rounding="nearest_even", relu=False, max_n=Non
             bd = bias.detach().double()[a:b]
             be = _exponent(bd.abs().amax(), m, e)
             bq = _mant(bd, be, m, rounding)
+        live = wamax[a:b] > 0
+        if bool(live.any()) and not bool(live.all()):       # rule 0w: a dead row's exponent, the chunk's largest
+            we = we.clone()
+            we[a:b] = torch.where(live, we[a:b], we[a:b][live].max())
         xe_c = xe.clone()
         if not bool(nonzero.all()) and bq is not None:     # without a bias no output reads it
             xe_c[~nonzero] = torch.clamp(be - we[a:b].max(), emin, emax)

@@ -21,6 +21,18 @@ Notation: ``M`` = ``mantissa_bits``, ``A`` = ``acc_bits``, ``E`` = ``exponent_bi
    the float layer on a zero input. (Only where ``be - max(we)`` leaves ``[emin, emax]`` is the
    shift positive and the bias rounded: still the same bits in every batch.)
 
+0w. **An all-zero weight row's exponent** (host: ``Kernel.quantize_weights``, the deploy
+   executor's chunks, :mod:`hlsnn.train`'s ``bfp_gemm``; :func:`zero_weight_row_exponents`). With
+   ``weight_exponent: row``, a weight row whose mantissas are all 0 (a pruned model's dead
+   channel) has a free exponent: its products are 0, so only the bias alignment of step 3 reads
+   it. The format's rule (``emin`` for an all-zero block) put its ``e3 = xe + emin`` far below any
+   bias exponent: the bias, moved left by ``be - e3``, saturated to ``A`` bits and the output
+   was about 0 instead of the bias. The row gets instead the largest exponent of the weight
+   tensor's rows that have a non-zero mantissa (all rows zero: unchanged), so its bias is
+   aligned exactly as the coarsest live row's: exact where that row's is, rounded to its product
+   grid otherwise. The tensor is what one GEMM call streams (the deploy executor's chunk of at
+   most ``max_n`` outputs of one pack of groups; the float API's whole weight matrix).
+
 1. **Products** (DSP tiles). ``acc[b, n] = sum_k xm[b, k] * wm[n, k]``, exact. The config
    guarantees ``A >= 2M - 1 + ceil(log2(max_k))``, so no partial sum of one pass overflows
    ``A`` bits. A K beyond ``max_k`` runs in passes whose sums add up in the result store;
@@ -182,6 +194,31 @@ def zero_row_exponent(we, be, exponent_bits):
     emin, emax = -(1 << (exponent_bits - 1)), (1 << (exponent_bits - 1)) - 1
     b = 0 if be is None else int(np.max(np.asarray(be, np.int64)))
     return min(max(b - int(np.max(np.asarray(we, np.int64))), emin), emax)
+
+
+def zero_weight_row_exponents(mantissas, exponents):
+    """Rule 0w: the weight exponents (one per row, shape (N, 1)) with every all-zero row's set to
+    the largest exponent of the rows with a non-zero mantissa (a copy; as given where every row,
+    or none, is all zero)."""
+    m = np.asarray(mantissas).reshape(np.shape(mantissas)[0], -1)
+    e = np.array(exponents, copy=True)
+    live = m.any(axis=1)
+    if live.all() or not live.any():
+        return e
+    flat = e.reshape(-1)
+    flat[~live] = flat[live].max()
+    return flat.reshape(e.shape)
+
+
+def weight_rows(wq):
+    """``wq`` (a BFPTensor with one exponent per row) with :func:`zero_weight_row_exponents`
+    applied, or ``wq`` itself where no row changes."""
+    from ...formats import bfp
+    e = zero_weight_row_exponents(wq.mantissas, wq.exponents)
+    if np.array_equal(e, np.asarray(wq.exponents)):
+        return wq
+    return bfp.BFPTensor.from_parts(wq.mantissas, e, wq.mantissa_bits, exponent_bits=wq.exponent_bits,
+                                    axis=wq.axis, block_size=wq.block_size)
 
 
 def max_rule_lop(acc, e3):

@@ -14,7 +14,8 @@ from . import compiled, protocol
 from ..common import exact_matmul as _exact_matmul
 from ..common import workspace as _workspace
 from .emulator import (RollingState, _to_float_checked, emulate, emulate_floats, emulate_stream, emulate_values,
-                       gemm_dtype, values_fit_float32, zero_row_exponent)
+                       gemm_dtype, values_fit_float32, weight_rows, zero_row_exponent,
+                       zero_weight_row_exponents)
 from .spec import MAGIC, k_limit, lane_bits
 
 
@@ -137,11 +138,14 @@ class Kernel:
         return 0
 
     def quantize_weights(self, w):
-        """Float weights (N, K) to the kernel's weight format, as :meth:`quantize_operands` does."""
+        """Float weights (N, K) to the kernel's weight format, as :meth:`quantize_operands` does (one
+        exponent per row: an all-zero row gets the emulator's rule 0w, :func:`~.emulator.weight_rows`)."""
         p = self.p
-        waxis = -1 if p["weight_exponent"] == "row" else None
-        return bfp.quantize(self._float2d("w", w), p["mantissa_bits"], axis=waxis, exponent_bits=p["exponent_bits"],
-                            rounding=p["rounding"])
+        if p["weight_exponent"] != "row":
+            return bfp.quantize(self._float2d("w", w), p["mantissa_bits"], axis=None, exponent_bits=p["exponent_bits"],
+                                rounding=p["rounding"])
+        return weight_rows(bfp.quantize(self._float2d("w", w), p["mantissa_bits"], axis=-1,
+                                        exponent_bits=p["exponent_bits"], rounding=p["rounding"]))
 
     # ------------------------------------------------------------------ floats
     def quantize_operands(self, x, w, bias=None):
@@ -252,6 +256,8 @@ class Kernel:
         if not xplan.finite:
             return None
         xe, we = xplan.exponents.astype(np.int64), wplan.exponents.astype(np.int64)
+        if p["weight_exponent"] == "row":           # rule 0w: a dead row's exponent (quantize_weights)
+            we = zero_weight_row_exponents(wplan.nonzero, we)
         nonzero = xplan.nonzero
         if not nonzero.all():       # all-zero samples: rule 0's exponent (quantize_activations)
             xe[~nonzero] = zero_row_exponent(we, None if bq is None else bq.exponents, e)
