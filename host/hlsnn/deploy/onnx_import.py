@@ -29,12 +29,9 @@ Rules (these are what :func:`load_onnx` does, in order):
   channel), ``b' = (b - mean) * s + beta``; after a channel ``Concat`` of such layers, each
   branch's channels into that branch (and a ``Relu`` after it into every branch:
   :mod:`hlsnn.deploy.catfold`). Elsewhere it runs on the host.
-* Before any of this, a pruned model's dead channels (a ``Conv`` output channel or ``Gemm``
-  column with all-zero weights: a constant, carried through BatchNorm, per-element activations
-  and pools) are folded into the unpadded ``Conv`` or ``Gemm`` that reads them, their products
-  moved into its bias (:mod:`hlsnn.deploy.constchan`): a channel that reads only constants would
-  otherwise fold its variance-free BatchNorm into weights of hundreds. An
-  :func:`hlsnn.train.export` file is left as it is.
+* Before this, a pruned model's dead channels (all-zero weights: constants) are folded into the
+  unpadded ``Conv`` or ``Gemm`` that reads them (:mod:`hlsnn.deploy.constchan`; not in an
+  :func:`hlsnn.train.export` file): no variance-free BatchNorm folds into weights of hundreds.
 * A ``Relu`` whose input is produced only for it by a dense or conv layer is fused into the
   layer (every engine has a ReLU in its output stage). Elsewhere it runs on the host.
 * ``MaxPool``, ``AveragePool`` (with pads and ceil_mode; no dilation), ``GlobalAveragePool``, ``Flatten``, ``Reshape``,

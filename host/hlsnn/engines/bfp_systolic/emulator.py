@@ -200,8 +200,10 @@ def zero_weight_row_exponents(mantissas, exponents):
     """Rule 0w: the weight exponents (one per row, shape (N, 1)) with every all-zero row's set to
     the largest exponent of the rows with a non-zero mantissa (a copy; as given where every row,
     or none, is all zero)."""
-    m = np.asarray(mantissas).reshape(np.shape(mantissas)[0], -1)
     e = np.array(exponents, copy=True)
+    if np.size(mantissas) == 0:                     # no row, or rows of no element: nothing is dead
+        return e
+    m = np.asarray(mantissas).reshape(np.shape(mantissas)[0], -1)
     live = m.any(axis=1)
     if live.all() or not live.any():
         return e
