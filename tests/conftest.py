@@ -319,8 +319,23 @@ SLOW_REPEAT_CASES = {
 }
 
 
+def _heavy_ids():
+    """The node ids of ``tests/heavy.txt`` (``scripts/suite_tiers.py``): the quick tests that cost
+    the most CPU in a cold profiled run, which the README's five-minute check leaves to CI."""
+    path = ROOT / "tests" / "heavy.txt"
+    if not path.exists():
+        return frozenset()
+    return frozenset(line.strip() for line in path.read_text().splitlines() if line.strip() and not line.startswith("#"))
+
+
+#: :func:`_heavy_ids`, read once
+HEAVY = _heavy_ids()
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
+        if item.nodeid in HEAVY:
+            item.add_marker(pytest.mark.heavy)
         head, _, params = item.nodeid.rsplit("/", 1)[-1].partition("[")
         if params.rstrip("]") in SLOW_REPEAT_CASES.get(head, ()) and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.slow)

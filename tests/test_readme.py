@@ -112,7 +112,8 @@ def test_the_readme_is_a_front_page():
     that resolve."""
     text = README.read_text()
     assert len(text.splitlines()) <= 200
-    assert 'python -m pytest -n auto -m "not slow"' in text
+    assert 'python -m pytest -n auto -m "not slow and not heavy"' in text
+    assert 'python -m pytest -n auto -m "not slow and not heavy"' in (ROOT / ".ci" / "run").read_text()
     links = re.findall(r"\]\((docs/[^)#]+)", text)
     assert len(links) >= 10
     for link in links:
