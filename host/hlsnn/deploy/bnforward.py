@@ -23,18 +23,11 @@ from __future__ import annotations
 import numpy as np
 
 from . import graphindex
+from .graphindex import attr as _attr
 
 
 #: the ops whose output a forward-folded BatchNormalization may read (an activation after a layer)
 ACTIVATIONS = ("Relu", "Clip", "LeakyRelu", "Elu", "Selu", "PRelu", "HardSwish", "HardSigmoid", "Sigmoid", "Tanh")
-
-
-def _attr(node, name, default=None):
-    from onnx import helper
-    for a in node.attribute:
-        if a.name == name:
-            return helper.get_attribute_value(a)
-    return default
 
 
 def rewrite(model):

@@ -41,17 +41,10 @@ from __future__ import annotations
 import numpy as np
 
 from . import graphindex
+from .graphindex import attr as _attr
 
 #: the per-element activations a constant channel passes through (:func:`_unary` computes each)
 UNARY = ("Relu", "Clip", "LeakyRelu", "HardSigmoid", "HardSwish", "Sigmoid", "Tanh", "Identity", "Dropout")
-
-
-def _attr(node, name, default=None):
-    from onnx import helper
-    for a in node.attribute:
-        if a.name == name:
-            return helper.get_attribute_value(a)
-    return default
 
 
 def _unary(node, c, consts):

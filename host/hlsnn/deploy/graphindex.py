@@ -1,9 +1,19 @@
 """What the importer's ONNX rewrites look up in a graph (:mod:`hlsnn.deploy.torchdecomp`,
-:mod:`hlsnn.deploy.repeatup`, :mod:`hlsnn.deploy.unshuffle`, :mod:`hlsnn.deploy.meanfold`): its
-constants, each tensor's producing node, each tensor's reading nodes and the graph's output names;
+:mod:`hlsnn.deploy.repeatup`, :mod:`hlsnn.deploy.unshuffle`, :mod:`hlsnn.deploy.meanfold`): a
+node's attributes (:func:`attr`), its constants, each tensor's producing node, each tensor's reading nodes and the graph's output names;
 each tensor's shape from onnx's shape inference (:func:`shapes`); where a chain of moves
 carries each element (:func:`run_moves`); and the copy a rewrite edits, with new names that no
 tensor has (:func:`copy_fresh`)."""
+
+
+def attr(node, name, default=None):
+    """The value of ``node``'s attribute ``name`` (onnx's ``get_attribute_value``), or ``default``
+    where the node has none of that name."""
+    from onnx import helper
+    for a in node.attribute:
+        if a.name == name:
+            return helper.get_attribute_value(a)
+    return default
 
 
 def shapes(model, data_prop=False, symbols=False, declared=False):

@@ -26,14 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import graphindex
-
-
-def _attr(node, name, default=None):
-    from onnx import helper
-    for a in node.attribute:
-        if a.name == name:
-            return helper.get_attribute_value(a)
-    return default
+from .graphindex import attr as _attr
 
 
 def _sizes(split, consts, channels):

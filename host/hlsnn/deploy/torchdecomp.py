@@ -41,6 +41,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import graphindex
+from .graphindex import attr as _attr
 
 _COORDS = ("half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel")
 
@@ -221,14 +222,6 @@ def _index(g):
 
 def _consts(g):
     return graphindex.constants(g)
-
-
-def _attr(node, name, default=None):
-    from onnx import helper
-    for a in node.attribute:
-        if a.name == name:
-            return helper.get_attribute_value(a)
-    return default
 
 
 # --- Einsum as MatMul ------------------------------------------------------------------------------
