@@ -595,8 +595,8 @@ class BfpExec(_Exec):
         self.groups = layer.group // self.gp if layer.kind == "conv" else 1
         self.zg = w2.shape[0] // self.groups            # outputs per pack of groups: one GEMM per pack
         for a, b in groups.group_parts(np.arange(w2.shape[0]), self.zg, p["max_n"]):
-            wq = bfpfmt.quantize(w2[a:b], self.m, axis=waxis, exponent_bits=self.e, rounding=self.rnd)
-            wq = bfp_weight_rows(wq) if waxis is not None else wq     # rule 0w: a dead row's exponent
+            wq = bfp_weight_rows(bfpfmt.quantize(w2[a:b], self.m, axis=waxis, exponent_bits=self.e,
+                                                 rounding=self.rnd))      # rule 0w: a dead row's exponent
             bq = bfpfmt.quantize(layer.b[a:b], self.m, axis=None, exponent_bits=self.e, rounding=self.rnd)
             self.chunks.append((a, b, wq, bq))
         self.stats.weight_sparsity = float(np.mean(np.concatenate([c[2].mantissas.reshape(-1)

@@ -199,7 +199,8 @@ def zero_row_exponent(we, be, exponent_bits):
 def zero_weight_row_exponents(mantissas, exponents):
     """Rule 0w: the weight exponents (one per row, shape (N, 1)) with every all-zero row's set to
     the largest exponent of the rows with a non-zero mantissa (a copy; as given where every row,
-    or none, is all zero)."""
+    or none, is all zero). ``mantissas``: the rows' mantissas (N, K), or whether each row has a
+    non-zero one (N,)."""
     e = np.array(exponents, copy=True)
     if np.size(mantissas) == 0:                     # no row, or rows of no element: nothing is dead
         return e
@@ -213,9 +214,12 @@ def zero_weight_row_exponents(mantissas, exponents):
 
 
 def weight_rows(wq):
-    """``wq`` (a BFPTensor with one exponent per row) with :func:`zero_weight_row_exponents`
-    applied, or ``wq`` itself where no row changes."""
+    """``wq`` (quantized weights) with :func:`zero_weight_row_exponents` applied where it has one
+    exponent per row, or ``wq`` itself where no row changes (one exponent for the tensor: no row
+    exponent is free)."""
     from ...formats import bfp
+    if wq.axis is None or wq.block_size is not None:
+        return wq
     e = zero_weight_row_exponents(wq.mantissas, wq.exponents)
     if np.array_equal(e, np.asarray(wq.exponents)):
         return wq

@@ -141,10 +141,8 @@ class Kernel:
         """Float weights (N, K) to the kernel's weight format, as :meth:`quantize_operands` does (one
         exponent per row: an all-zero row gets the emulator's rule 0w, :func:`~.emulator.weight_rows`)."""
         p = self.p
-        if p["weight_exponent"] != "row":
-            return bfp.quantize(self._float2d("w", w), p["mantissa_bits"], axis=None, exponent_bits=p["exponent_bits"],
-                                rounding=p["rounding"])
-        return weight_rows(bfp.quantize(self._float2d("w", w), p["mantissa_bits"], axis=-1,
+        waxis = -1 if p["weight_exponent"] == "row" else None
+        return weight_rows(bfp.quantize(self._float2d("w", w), p["mantissa_bits"], axis=waxis,
                                         exponent_bits=p["exponent_bits"], rounding=p["rounding"]))
 
     # ------------------------------------------------------------------ floats
