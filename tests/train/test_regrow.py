@@ -134,3 +134,18 @@ def test_selection_reads_only_validation():
     assert rep["chosen"] == "s1" and rep["test"] == 80.0 and rep["test_gap"] == -18.0 and rep["val_gap"] == -1.0
     with pytest.raises(ValueError, match="--val"):
         best_on_validation([{"tag": "x", "deployed_acc": 0.9}])
+
+
+def test_selection_tie_to_the_lower_training_figure():
+    def run(tag, val, loss, test):
+        return {"tag": tag, "val": {"deployed_acc": val, "float_acc": 0.95}, "train": {"pruned_float_loss": loss},
+                "deployed_acc": test, "float_acc": 0.97}
+    runs = [run("p0", 0.93, 0.20, 0.99), run("p100", 0.95, 0.19, 0.50), run("p200", 0.95, 0.17, 0.60),
+            run("p300", 0.95, 0.17, 0.99)]
+    assert best_on_validation(runs)["tag"] == "p100"                            # the earlier of the tie
+    assert best_on_validation(runs, tie="pruned_float_loss")["tag"] == "p200"   # lower loss, then earlier
+    assert best_on_validation(runs[:1], tie="pruned_float_loss")["tag"] == "p0"
+    assert selection_report(runs, tie="pruned_float_loss")["test"] == 60.0
+    with pytest.raises(ValueError, match="--prune-seed"):
+        best_on_validation([run("a", 0.9, 0.1, 0.9), {"tag": "b", "val": {"deployed_acc": 0.9}}],
+                           tie="pruned_float_loss")

@@ -15,23 +15,34 @@ def _val(run, key):
     return float(v[key])
 
 
-def best_on_validation(runs, key="deployed_acc"):
+def _train(run, key):
+    t = run.get("train")
+    if not t or key not in t:
+        raise ValueError(f"run {run.get('tag', '?')!r}: no training-image figure {key!r} (train with --prune-seed P)")
+    return float(t[key])
+
+
+def best_on_validation(runs, key="deployed_acc", tie=None):
     """The run of ``runs`` with the highest validation ``key`` (default: the deployed model's
-    accuracy); a tie goes to the earlier run (the lower seed, in a seed-ordered list)."""
+    accuracy). A tie goes to the earlier run (the lower seed, in a seed-ordered list), or, with
+    ``tie`` a figure of the training images (``run["train"]``, e.g. ``"pruned_float_loss"``:
+    restarts of one float model), to the run where that figure is lowest, then to the earlier
+    run. Neither reads a test figure."""
     runs = list(runs)
     if not runs:
         raise ValueError("best_on_validation: no runs")
-    best = max(range(len(runs)), key=lambda i: (_val(runs[i], key), -i))
+    lower = (lambda i: -_train(runs[i], tie)) if tie else (lambda i: 0.0)
+    best = max(range(len(runs)), key=lambda i: (_val(runs[i], key), lower(i), -i))
     return runs[best]
 
 
-def selection_report(runs, key="deployed_acc"):
+def selection_report(runs, key="deployed_acc", tie=None):
     """``{chosen, val, val_gap, test, test_gap, float_test, runs}`` in points: the run chosen by
     :func:`best_on_validation` (its ``tag`` or index), its validation accuracy and gap to its own
     float model there, the same on the test images (read after the choice), and every run's
-    validation figure."""
+    validation figure. ``tie``: as :func:`best_on_validation`'s."""
     runs = list(runs)
-    ch = best_on_validation(runs, key)
+    ch = best_on_validation(runs, key, tie)
     i = runs.index(ch)
     pts = lambda v: round(100.0 * float(v), 2)  # noqa: E731
     return {"chosen": ch.get("tag", i), "val": pts(_val(ch, key)),
