@@ -97,6 +97,45 @@ def test_the_function_is_kept_and_the_reads_of_constants_are_gone(tmp_path, seed
     assert next(a.f for a in next(n for n in m1.graph.node if n.name == "d2").attribute if a.name == "beta") == 1.0
 
 
+@pytest.mark.parametrize("axis", [1, -3, 2])
+def test_constant_channels_cross_a_concat_along_the_channels(tmp_path, axis):
+    """conv b (4 channels, none dead) and conv a (3 channels, channel 1 dead, padded) -> Relu on a ->
+    Concat [b, a] -> unpadded 1x1 conv: a's dead channel is channel 4 + 1 of the Concat; along
+    another axis (2, the rows) a channel is no constant of the output and nothing folds."""
+    rng = np.random.default_rng(7)
+    wa = rng.normal(size=(3, 3, 3, 3)).astype(np.float32)
+    wa[1] = 0
+    wb = rng.normal(size=(4, 3, 1, 1)).astype(np.float32)
+    cin = 7 if axis != 2 else 3
+    wr = rng.normal(size=(5, cin, 1, 1)).astype(np.float32)
+    inits = [f32_init("wa", wa), f32_init("ba", rng.normal(size=3) + 1.0), f32_init("wb", wb),
+             f32_init("bb", rng.normal(size=4)), f32_init("wr", wr), f32_init("br", rng.normal(size=5))]
+    b_out = "cb" if axis != 2 else "cb3"
+    nodes = [helper.make_node("Conv", ["x", "wa", "ba"], ["ca"], name="ca", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["ca"], ["ra"], name="ra"),
+             helper.make_node("Conv", ["x", "wb", "bb"], ["cb"], name="cb")]
+    if axis == 2:              # rows: b's first three channels beside a's three
+        inits.append(onnx.numpy_helper.from_array(np.array([0, 0, 0, 0], np.int64), "st"))
+        inits.append(onnx.numpy_helper.from_array(np.array([9, 3, 9, 9], np.int64), "en"))
+        nodes.append(helper.make_node("Slice", ["cb", "st", "en"], ["cb3"], name="sl"))
+    nodes += [helper.make_node("Concat", [b_out, "ra"], ["cat"], name="cat", axis=axis),
+              helper.make_node("Conv", ["cat", "wr", "br"], ["y"], name="r")]
+    rows = 9 if axis != 2 else 18
+    path = save_net(tmp_path / f"cat{axis}.onnx", nodes, inits, "cat", ("N", 3, 9, 9), ("N", 5, rows, 9))
+    m0 = onnx.load(str(path))
+    m1 = constchan.rewrite(m0)
+    if axis == 2:
+        assert m1 is m0
+        return
+    onnx.checker.check_model(m1)
+    out = tmp_path / "folded.onnx"
+    onnx.save(m1, str(out))
+    x = np.random.default_rng(8).normal(size=(2, 3, 9, 9)).astype(np.float32)
+    np.testing.assert_allclose(_run(out, x), _run(path, x), rtol=1e-5, atol=1e-5)
+    w, _ = _weight(m1, "r")
+    assert not w[:, 5].any() and w[:, [0, 1, 2, 3, 4, 6]].all()
+
+
 def test_nothing_to_fold_and_a_trained_export_are_left_as_they_are(tmp_path):
     plain = onnx.load(str(ROOT / "configs" / "models" / "digits_cnn.onnx"))
     assert constchan.rewrite(plain) is plain

@@ -19,8 +19,10 @@ also sets the quantization step of a whole layer or block. A pre-pass of the imp
   slope, one for all or one a channel (shape (C, 1, ...)), ``MaxPool`` (its padding is minus infinity),
   ``AveragePool`` without padding or with ``count_include_pad`` 0, ``GlobalAveragePool`` and
   ``GlobalMaxPool``, and ``Flatten`` (axis 1) of a map whose per-sample size onnx's shape
-  inference knows (each channel's value on each of its features). Any other op's outputs have no
-  constant channels.
+  inference knows (each channel's value on each of its features), and ``Concat`` along the channels
+  (axis 1, or its negative equivalent) of inputs whose channel counts onnx's shape inference knows
+  (each input's constant channels at its offset; the input need not be the first). Any other op's
+  outputs have no constant channels.
 * A **reader** folds them: a ``Conv`` with no padding (pads all 0; ``auto_pad`` NOTSET with zero
   pads, or VALID; any kernel, stride, dilation and groups, 1-D or 2-D), its weight and bias
   constant: for each output channel ``o`` and each constant input channel ``i`` of its group,
@@ -125,6 +127,25 @@ def _carry(node, ins, consts, shapes):
     return None
 
 
+def _concat(node, chans, shapes):
+    """The constant channels of a ``Concat`` along axis 1: each input's in order (NaN for an input
+    without any), or None for another axis or an input whose channel count is not known."""
+    known = [shapes.get(x) for x in node.input]
+    rank = next((len(s) for s in known if s is not None), None)
+    axis = int(_attr(node, "axis", 1))
+    if rank is None or not -rank <= axis < rank or axis % rank != 1:
+        return None
+    parts = []
+    for x, s in zip(node.input, known):
+        if s is None or len(s) != rank or not isinstance(s[1], int) or s[1] <= 0:
+            return None
+        c = chans.get(x)
+        if c is not None and c.size != s[1]:
+            return None
+        parts.append(c if c is not None else np.full(s[1], np.nan))
+    return np.concatenate(parts)
+
+
 def _conv_plan(node, ins, consts):
     """``(w, b, out)`` for a ``Conv``: its weight and bias with the constant input channels ``ins``
     folded (None where nothing folds), and its output's constant channels."""
@@ -198,6 +219,12 @@ def rewrite(model, *, trained=False):
             w, b, out = (_conv_plan if n.op_type == "Conv" else _gemm_plan)(n, ins, consts)
             if w is not None:
                 plans.append((n, w, b))
+        elif n.op_type == "Concat":
+            if not any(x in chans for x in n.input):
+                continue
+            if shapes is None:
+                shapes = graphindex.shapes(model)
+            out = _concat(n, chans, shapes)
         elif ins is None:
             continue
         else:
