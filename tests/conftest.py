@@ -332,7 +332,20 @@ def _heavy_ids():
 HEAVY = _heavy_ids()
 
 
+def _stale_heavy(config, items):
+    """The ids of ``tests/heavy.txt`` whose file this session collected but not the id itself (a test
+    renamed, or a documentation block whose line moved: ``test_readme``'s ids carry the line), which
+    would otherwise run in the five-minute check unnoticed; None where the session was asked for
+    single tests (an argument with ``::``), so that not every id of a file was collected."""
+    if any("::" in str(a) for a in config.args):
+        return None
+    ids = {item.nodeid for item in items}
+    files = {n.split("::", 1)[0] for n in ids}
+    return sorted(h for h in HEAVY if h.split("::", 1)[0] in files and h not in ids)
+
+
 def pytest_collection_modifyitems(config, items):
+    config.hlsnn_stale_heavy = _stale_heavy(config, items)       # tests/test_suite_tiers.py reads it
     for item in items:
         if item.nodeid in HEAVY:
             item.add_marker(pytest.mark.heavy)
