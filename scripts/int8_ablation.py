@@ -59,8 +59,9 @@ def main(argv=None):
             and ck["args"].get("model") in ("resnet8", "dscnn", "mobilenet_relu", "mobilenet_relu6")):
         ap.error(f"{a.checkpoint}: not a scripts/train_qat.py --save-pruned checkpoint (no model state and options)")
     args, state = ck["args"], ck["model"]
-    if args.get("format", "sparse") not in ("sparse", "fixed"):
-        ap.error(f"{a.checkpoint}: format {args.get('format')!r}; this ablation is of the int8 formats (sparse, fixed)")
+    if args.get("format") != "sparse":
+        ap.error(f"{a.checkpoint}: format {args.get('format')!r}; this ablation is of a sparse model's int8 step "
+                 "(a --format sparse checkpoint)")
     torch.set_num_threads(1)
     ds = datasets.load("digits32")
     xtr = torch.tensor(ds.x_train, dtype=torch.float32)

@@ -1,6 +1,6 @@
 """scripts/int8_ablation.py: its all-int8 variant is the int8 step's post-training model and its
 reference the pruned float model, as scripts/train_qat.py measures them on the same validation
-images (two code paths); a file that is not a checkpoint is refused in one line."""
+images (two code paths); a file that is not a sparse model's checkpoint is refused in one line."""
 import importlib.util
 import json
 
@@ -33,15 +33,18 @@ def test_ablation_matches_the_int8_step(monkeypatch, capsys, tmp_path):
         assert 0 <= r["disagree_pct"] <= 100 and r["rel_err"] >= 0
 
 
-@pytest.mark.parametrize("content", ["text", "tensor", "dict"])
+@pytest.mark.parametrize("content", ["text", "tensor", "dict", "pot"])
 def test_ablation_refuses_a_file_that_is_not_a_checkpoint(monkeypatch, capsys, tmp_path, content):
     import torch
     bad = tmp_path / "x.pt"
     if content == "text":
         bad.write_text("root:x:0:0:root:/root:/bin/bash\n")
     else:
-        torch.save(torch.zeros(3) if content == "tensor" else {"args": {"model": "vgg"}, "model": {}}, bad)
+        torch.save({"tensor": torch.zeros(3),
+                    "dict": {"args": {"model": "vgg"}, "model": {}},
+                    "pot": {"args": {"model": "dscnn", "format": "pot"}, "model": {"w": torch.zeros(1)}}}[content], bad)
     with pytest.raises(SystemExit):
         _ablation(monkeypatch, [str(bad)])
     err = capsys.readouterr().err
-    assert "not a scripts/train_qat.py --save-pruned checkpoint" in err and "Traceback" not in err
+    assert ("a --format sparse checkpoint" if content == "pot" else "not a scripts/train_qat.py --save-pruned checkpoint") \
+        in err and "Traceback" not in err
