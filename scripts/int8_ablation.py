@@ -124,12 +124,13 @@ def main(argv=None):
                      "train_acc": round(100 * float(np.mean(out[:n].argmax(1) == ytr)), 2),
                      "val_acc": round(100 * float(np.mean(out[n:].argmax(1) == yva)), 2) if len(yva) else None})
 
-    names = [n for n, _ in quantized_layers(build())]
     n = len(ytr)
     rows.append({"variant": "float (reference)", "disagree_pct": 0.0, "rel_err": 0.0,
                  "train_acc": round(100 * float(np.mean(ref[:n].argmax(1) == ytr)), 2),
                  "val_acc": round(100 * float(np.mean(ref[n:].argmax(1) == yva)), 2) if len(yva) else None})
-    score(build(), "int8 (weights and activations)")
+    q = build()
+    names = [name for name, _ in quantized_layers(q)]
+    score(q, "int8 (weights and activations)")
     q = build()
     for m in layers(q):
         float_weights(m)

@@ -5,7 +5,6 @@ import os, resource, time
 import pytest
 
 _rows = []
-_t0 = {}
 
 def _cpu():
     s = resource.getrusage(resource.RUSAGE_SELF)
