@@ -24,7 +24,8 @@ sentences and table rows of the docs. Each entry of :data:`FIGURES` is one place
   ``--built no`` leaves those entries out).
 
 A figure reproduces when the hole's text in the file equals the computed value formatted by the
-hole's format spec. Measured timings (host microseconds on this machine, emulation speed) are
+hole's format spec (a figure of a built model on the sparse engine: within :data:`TRAINED_REL`, as the
+model is trained on the machine that checks it). Measured timings (host microseconds on this machine, emulation speed) are
 benchmarks, not model figures: they are not here. Usage: ``python benchmarks/doc_figures.py
 --check`` (or ``--write``; ``--only docs/engines`` for the entries of files under a path; ``--list``).
 """
@@ -175,6 +176,13 @@ class Net:
             out.update(loader_us=steps.get("loader's Python", 0.0),
                        rule1_us=sum(v for k, v in steps.items() if k.startswith("quantize")),
                        c_call_us=sum(v for k, v in steps.items() if k != "loader's Python"))
+        if _is_built(self.model):       # the sparse engine's cycles follow the trained weights' zeros
+            from hlsnn import load
+            net = load(path, "emu", self_check=False, network=False)
+            try:
+                out["_trained_here"] = any(a.config.engine == "sparse_cluster" for a in net.accs.values())
+            finally:
+                net.close()
         res = r.get("kernel_resources") or {}
         if res:
             out.update(lut=res["lut"], ff=res["ff"], bram=res["bram36"], dsp=res["dsp"], lut_k=res["lut"] / 1e3)
@@ -327,6 +335,22 @@ def _value(vals, name):
     return vals[name]
 
 
+# A built model is trained when the check runs, and its float weights follow the CPU's arithmetic:
+# on one machine, torch's AVX2 kernels (ATEN_CPU_CAPABILITY=avx2, MKL_CBWR=AVX2) instead of its
+# AVX-512 ones moved variant_sixth's k_unet_freq weights by up to 0.069 after its few epochs. The
+# bfp and shift engines' cycles do not read weight values; the sparse engine's do (the zeros it
+# skips), so k_ae_lin's fixed8 layer-by-layer end to end is 6,056.6 us here and 6,056.8 on the
+# machine of 2026-11-28's CI. A figure of a built model on the sparse engine therefore reproduces
+# within this relative tolerance (any other figure exactly; ``--write`` leaves such a figure as it is).
+TRAINED_REL = 1e-3
+
+
+def _within(text, value):
+    """Whether the figure written as ``text`` is within :data:`TRAINED_REL` of ``value``."""
+    written = float(text.replace(",", ""))
+    return abs(written - value) <= TRAINED_REL * max(abs(value), abs(written))
+
+
 def locate(text, fig):
     """``(match, problem)``: the template's one match in ``text`` (after ``fig.after``)."""
     rx, _ = _pattern(fig.template)
@@ -361,6 +385,8 @@ def check(figures, root=ROOT, ctx=None, write=False, log=print):
             spans = []
             for i, (name, spec) in enumerate(holes, 1):
                 want = format(_value(vals, name), spec)
+                if m.group(i) != want and vals.get("_trained_here") and _within(m.group(i), _value(vals, name)):
+                    continue                 # the CPU's arithmetic, not the model: see TRAINED_REL
                 if m.group(i) != want:
                     problems.append((path, line, f"{name} {m.group(i)} -> {want} ({fig.source.command()})"))
                     spans.append((m.start(i), m.end(i), want))
