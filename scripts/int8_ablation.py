@@ -68,7 +68,7 @@ def main(argv=None):
     ytr = np.asarray(ds.y_train)
     n_val = int(args.get("val") or 0)
     if n_val:
-        tr, va = validation_split(len(xtr), n_val)
+        tr, va = validation_split(len(xtr), n_val, seed=int(args.get("val_seed") or 0))
         xva, yva = xtr[va].double(), ytr[va]
         xtr, ytr = xtr[tr], ytr[tr]
     else:

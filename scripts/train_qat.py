@@ -20,7 +20,7 @@ teacher frozen in eval mode) in pruning, recovery and fine-tuning, or in the pha
 --distill-phases names (T: --distill-temperature; --distill-input clean: the teacher sees the
 image before the --augment shift); --sgd-momentum M trains pruning and recovery with SGD and
 momentum M instead of Adam; --weight-scale channel gives every output channel its own weight scale.
---val N holds N training images out (hlsnn.train.data.validation_split, fixed seed) and reports
+--val N holds N training images out (hlsnn.train.data.validation_split, seed --val-seed, 0 by default) and reports
 every accuracy on them too (choose settings there, not on the test images); --augment K shifts
 each training image by up to K pixels in pruning and fine-tuning (hlsnn.train.data.random_shift;
 the float model is trained as without, unless --augment-float); --prune-end ends the pruning schedule earlier, and
@@ -124,6 +124,8 @@ def main(argv=None):
     ap.add_argument("--sgd-momentum", type=float, default=0.0,
                     help="sparse: SGD with this momentum instead of Adam in pruning and recovery (0: Adam)")
     ap.add_argument("--val", type=int, default=0, help="hold out this many training images for validation")
+    ap.add_argument("--val-seed", type=int, default=0,
+                    help="the validation split's seed (a fresh hold-out for a new round; with --val)")
     ap.add_argument("--augment", type=int, default=0,
                     help="random shifts of up to this many pixels in pruning and fine-tuning")
     ap.add_argument("--augment-float", action="store_true", help="the shifts in the float training too")
@@ -229,6 +231,8 @@ def main(argv=None):
         ap.error(f"--lane-scale {a.lane_scale}: with --lane-balance M")
     if a.depthwise_scale != "weight" and (a.format != "sparse" or a.regrow_every):
         ap.error(f"--depthwise-scale {a.depthwise_scale}: with --format sparse and without --regrow-every")
+    if a.val_seed and not a.val:
+        ap.error(f"--val-seed {a.val_seed}: with --val N (the seed of the N images held out)")
     if a.prune_seed is not None and a.format != "sparse":
         ap.error(f"--prune-seed {a.prune_seed}: with --format sparse (it seeds the pruning and the recovery)")
     if a.lane_balance < 0:
@@ -249,7 +253,7 @@ def main(argv=None):
     xva = yva = None
     if a.val:
         from hlsnn.train.data import validation_split
-        tr, va = validation_split(len(xtr), a.val)
+        tr, va = validation_split(len(xtr), a.val, seed=a.val_seed)
         xva, yva = xtr[va].double().numpy(), ytr[va].numpy()
         xtr, ytr = xtr[tr], ytr[tr]
     model = _tiny_models(nn)[a.model][0]
@@ -538,7 +542,7 @@ def main(argv=None):
     if a.fold_constants:
         res["fold_constants"] = [[name, chans] for name, chans in folded]
     if a.val:
-        res["val"] = dict(vals, images=a.val)
+        res["val"] = dict(vals, images=a.val, **({"seed": a.val_seed} if a.val_seed else {}))
     if latency:
         res["modelled_latency"] = latency
     if first_diff:

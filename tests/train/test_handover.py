@@ -48,3 +48,25 @@ def test_saved_config_calibrates_on_the_scripts_images(monkeypatch, capsys, tmp_
     with open_deployment(save + ".yaml") as dep:                  # the saved files alone, as hlsnn deploy reads them
         dep.calibrate(ds.x_train[:cfg.calibration["samples"]].astype(np.float64))
         np.testing.assert_array_equal(dep.run(ds.x_test.astype(np.float64)), y)
+
+
+def test_a_validation_seed_holds_out_other_images_and_the_saved_config_follows(monkeypatch, capsys, tmp_path):
+    """--val-seed S: the split of ``validation_split(n, N, seed=S)`` (not seed 0's), the JSON saying
+    so, the saved config calibrating on that split's training images; without --val it is refused."""
+    from hlsnn.deploy import datasets
+    from hlsnn.deploy.config import load_deploy_config
+    from hlsnn.train.data import validation_split
+    save = str(tmp_path / "q.pt")
+    run_train_qat(monkeypatch, "train_qat_valseed", ["--val", "40", "--val-seed", "5", "--calibration-samples", "64",
+                                                     "--save", save])
+    res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert res["val"]["images"] == 40 and res["val"]["seed"] == 5
+    full = datasets.load("digits32")
+    tr5, va5 = validation_split(len(full.x_train), 40, seed=5)
+    _, va0 = validation_split(len(full.x_train), 40)
+    assert len(set(va5) & set(va0)) < 10                       # another hold-out, not seed 0's
+    ds = datasets.load(load_deploy_config(save + ".yaml").data, layout="nchw")
+    np.testing.assert_array_equal(ds.x_train[:64], full.x_train[tr5[:64]])
+    with pytest.raises(SystemExit):
+        run_train_qat(monkeypatch, "train_qat_valseed2", ["--val-seed", "5"])
+    assert "--val-seed 5: with --val N" in capsys.readouterr().err
