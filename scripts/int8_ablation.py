@@ -64,8 +64,13 @@ def main(argv=None):
                  "(a --format sparse checkpoint)")
     torch.set_num_threads(1)
     ds = datasets.load("digits32")
-    xtr = torch.tensor(ds.x_train, dtype=torch.float32)
-    ytr = np.asarray(ds.y_train)
+    x_train, y_train = ds.x_train, ds.y_train
+    if args.get("fold") is not None:          # the checkpoint's training images: its fold's (train_qat --fold)
+        from hlsnn.train.data import cross_validation_fold, parse_fold
+        x_train, y_train, _, _ = cross_validation_fold(ds.x_train, ds.y_train, ds.x_test, ds.y_test,
+                                                       *parse_fold(args["fold"]))
+    xtr = torch.tensor(x_train, dtype=torch.float32)
+    ytr = np.asarray(y_train)
     n_val = int(args.get("val") or 0)
     if n_val:
         tr, va = validation_split(len(xtr), n_val, seed=int(args.get("val_seed") or 0))

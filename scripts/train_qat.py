@@ -20,6 +20,8 @@ teacher frozen in eval mode) in pruning, recovery and fine-tuning, or in the pha
 --distill-phases names (T: --distill-temperature; --distill-input clean: the teacher sees the
 image before the --augment shift); --sgd-momentum M trains pruning and recovery with SGD and
 momentum M instead of Adam; --weight-scale channel gives every output channel its own weight scale.
+--fold K/N trains on all the digits but fold K of N stratified folds and tests on that fold
+(hlsnn.train.data.cross_validation_fold: over K = 0..N-1 every image is a test image once).
 --val N holds N training images out (hlsnn.train.data.validation_split, seed --val-seed, 0 by default) and reports
 every accuracy on them too (choose settings there, not on the test images); --augment K shifts
 each training image by up to K pixels in pruning and fine-tuning (hlsnn.train.data.random_shift;
@@ -124,6 +126,9 @@ def main(argv=None):
     ap.add_argument("--sgd-momentum", type=float, default=0.0,
                     help="sparse: SGD with this momentum instead of Adam in pruning and recovery (0: Adam)")
     ap.add_argument("--val", type=int, default=0, help="hold out this many training images for validation")
+    ap.add_argument("--fold", default=None, metavar="K/N",
+                    help="test on fold K of N stratified folds of all 1797 digits, train on the rest "
+                         "(hlsnn.train.data.cross_validation_fold; default: digits32's fixed split)")
     ap.add_argument("--val-seed", type=int, default=0,
                     help="the validation split's seed (a fresh hold-out for a new round; with --val)")
     ap.add_argument("--augment", type=int, default=0,
@@ -231,6 +236,12 @@ def main(argv=None):
         ap.error(f"--lane-scale {a.lane_scale}: with --lane-balance M")
     if a.depthwise_scale != "weight" and (a.format != "sparse" or a.regrow_every):
         ap.error(f"--depthwise-scale {a.depthwise_scale}: with --format sparse and without --regrow-every")
+    if a.fold is not None:
+        from hlsnn.train.data import parse_fold
+        try:
+            parse_fold(a.fold)
+        except ValueError as exc:
+            ap.error(f"--fold: {exc}")
     if a.val_seed and not a.val:
         ap.error(f"--val-seed {a.val_seed}: with --val N (the seed of the N images held out)")
     if a.prune_seed is not None and a.format != "sparse":
@@ -248,8 +259,13 @@ def main(argv=None):
     torch.set_num_threads(1)
     torch.manual_seed(a.seed)
     ds = datasets.load("digits32")
-    xtr, ytr = torch.tensor(ds.x_train, dtype=torch.float32), torch.tensor(ds.y_train)
-    xte, yte = ds.x_test.astype(np.float64), np.asarray(ds.y_test)
+    x_train, y_train, x_test, y_test = ds.x_train, ds.y_train, ds.x_test, ds.y_test
+    if a.fold is not None:
+        from hlsnn.train.data import cross_validation_fold, parse_fold
+        x_train, y_train, x_test, y_test = cross_validation_fold(x_train, y_train, x_test, y_test,
+                                                                 *parse_fold(a.fold))
+    xtr, ytr = torch.tensor(x_train, dtype=torch.float32), torch.tensor(y_train)
+    xte, yte = x_test.astype(np.float64), np.asarray(y_test)
     xva = yva = None
     if a.val:
         from hlsnn.train.data import validation_split
@@ -486,9 +502,9 @@ def main(argv=None):
         from hlsnn.train import export
         export(q, torch.zeros(1, 3, 32, 32), a.save + ".onnx")       # the model deployed() exports
         saved = _saved_config(cfg, pathlib.Path(a.save).name + ".onnx")
-        if a.val:     # a deployment of the config takes x_train[:samples] of its data: this run's x_cal
-            np.savez_compressed(a.save + ".npz", x_train=xtr.numpy(), y_train=ytr.numpy(), x_test=ds.x_test,
-                                y_test=ds.y_test)
+        if a.val or a.fold is not None:   # a deployment takes x_train[:samples] of its data: this run's x_cal
+            np.savez_compressed(a.save + ".npz", x_train=xtr.numpy(), y_train=ytr.numpy(), x_test=x_test,
+                                y_test=y_test)
             saved = saved.replace("data: digits32\n", f"data: {pathlib.Path(a.save).name}.npz\n", 1)
         pathlib.Path(a.save + ".yaml").write_text(saved)
     with deployed(q, torch.zeros(1, 3, 32, 32), cfg) as dep:
@@ -541,6 +557,8 @@ def main(argv=None):
         res["clip_stats"] = a.clip_stats
     if a.fold_constants:
         res["fold_constants"] = [[name, chans] for name, chans in folded]
+    if a.fold is not None:
+        res["fold"] = a.fold
     if a.val:
         res["val"] = dict(vals, images=a.val, **({"seed": a.val_seed} if a.val_seed else {}))
     if latency:

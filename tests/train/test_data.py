@@ -39,3 +39,30 @@ def test_random_shift_moves_each_image_within_the_bound():
         seen.add(hits[0])
     assert len(seen) > 5                          # the offsets vary
     assert random_shift(x, 0) is x
+
+
+def test_cross_validation_folds_test_every_image_once_stratified():
+    """Folds 0..4 of the pooled digits: disjoint test sets whose union is every image once (checked
+    on the images themselves), each fold's training set the rest, every class within one image of
+    its share, the same folds each call; a bad K/N is refused by name."""
+    from hlsnn.deploy import datasets
+    from hlsnn.train.data import cross_validation_fold, parse_fold
+    ds = datasets.load("digits")
+    pooled = np.concatenate([ds.x_train, ds.x_test]).reshape(len(ds.x_train) + len(ds.x_test), -1)
+    labels = np.concatenate([ds.y_train, ds.y_test])
+    seen = []                            # compared as multisets of the images' bytes (a few digits repeat)
+    for k in range(5):
+        xtr, ytr, xte, yte = cross_validation_fold(ds.x_train, ds.y_train, ds.x_test, ds.y_test, k, 5)
+        assert len(xtr) + len(xte) == len(pooled) and 359 <= len(xte) <= 360
+        counts, total = np.bincount(yte, minlength=10), np.bincount(labels, minlength=10)
+        assert np.all(np.abs(counts - total / 5) <= 1)
+        both = np.concatenate([xtr, xte]).reshape(len(pooled), -1)
+        assert sorted(map(bytes, both)) == sorted(map(bytes, pooled))      # a partition of the same images
+        seen.extend(map(bytes, xte.reshape(len(xte), -1)))
+        again = cross_validation_fold(ds.x_train, ds.y_train, ds.x_test, ds.y_test, k, 5)
+        assert all(np.array_equal(u, v) for u, v in zip(again, (xtr, ytr, xte, yte)))
+    assert sorted(seen) == sorted(map(bytes, pooled))                       # every image tested once
+    assert parse_fold("3/5") == (3, 5)
+    for bad in ("5/5", "x", "1/1", "-1/5", "1/5/2"):
+        with pytest.raises(ValueError, match="fold"):
+            parse_fold(bad)

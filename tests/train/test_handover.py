@@ -70,3 +70,28 @@ def test_a_validation_seed_holds_out_other_images_and_the_saved_config_follows(m
     with pytest.raises(SystemExit):
         run_train_qat(monkeypatch, "train_qat_valseed2", ["--val-seed", "5"])
     assert "--val-seed 5: with --val N" in capsys.readouterr().err
+
+
+def test_a_fold_trains_and_tests_on_its_images_and_the_saved_data_follows(monkeypatch, capsys, tmp_path):
+    """--fold 2/5: the saved .npz holds fold 2's test images and the rest as training images
+    (``cross_validation_fold`` of digits32), the JSON names the fold, the deployment of the saved
+    files alone gives the script's accuracy on those test images; a fold out of range is refused."""
+    from hlsnn.deploy import datasets
+    from hlsnn.deploy.evaluate import open_deployment
+    from hlsnn.train.data import cross_validation_fold
+    save = str(tmp_path / "q.pt")
+    run_train_qat(monkeypatch, "train_qat_fold", ["--fold", "2/5", "--calibration-samples", "64", "--save", save])
+    res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert res["fold"] == "2/5"
+    full = datasets.load("digits32")
+    xtr, ytr, xte, yte = cross_validation_fold(full.x_train, full.y_train, full.x_test, full.y_test, 2, 5)
+    saved = np.load(save + ".npz")
+    for name, want in (("x_train", xtr), ("y_train", ytr), ("x_test", xte), ("y_test", yte)):
+        np.testing.assert_array_equal(saved[name], want)
+    with open_deployment(save + ".yaml") as dep:
+        dep.calibrate(xtr[:64].astype(np.float64))
+        y = dep.run(xte.astype(np.float64))
+    assert float(np.mean(np.argmax(y, 1) == yte)) == res["deployed_acc"]
+    with pytest.raises(SystemExit):
+        run_train_qat(monkeypatch, "train_qat_fold2", ["--fold", "5/5"])
+    assert "--fold: fold '5/5'" in capsys.readouterr().err

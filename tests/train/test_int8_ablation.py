@@ -19,9 +19,9 @@ def _ablation(monkeypatch, argv):
     mod.main(argv)
 
 
-@pytest.mark.parametrize("val_seed", [[], ["--val-seed", "7"]], ids=["val seed 0", "val seed 7"])
+@pytest.mark.parametrize("val_seed", [[], ["--val-seed", "7"], ["--fold", "1/5"]], ids=["val seed 0", "val seed 7", "fold 1/5"])
 def test_ablation_matches_the_int8_step(monkeypatch, capsys, tmp_path, val_seed):
-    """(With --val-seed, the ablation holds out the checkpoint's images: the same accuracies.)"""
+    """(With --val-seed or --fold, the ablation holds out the checkpoint's images: the same accuracies.)"""
     ck = str(tmp_path / "p.pt")
     run_train_qat(monkeypatch, "train_qat_ablation", ["--val", "60", "--weight-scale", "channel", "--save-pruned", ck]
                   + val_seed)

@@ -2,6 +2,9 @@
 
 * :func:`validation_split`: a deterministic hold-out of the training images, to choose training
   settings on images that are neither trained on nor the test set.
+* :func:`cross_validation_fold`: fold ``k`` of ``n`` stratified folds of every image (training
+  and test images together), so that a recipe can be measured with each image a test image once
+  instead of on one fixed test set whose luck every seed shares.
 * :func:`random_shift`: every image moved by its own random whole-pixel offset, at most
   ``max_shift`` each way, the uncovered border zero (the digits' background) — a cheap and strong
   augmentation for small centred images.
@@ -20,6 +23,30 @@ def validation_split(n, n_val, seed=0):
         raise ValueError(f"n_val = {n_val}: between 1 and {n - 1} of the {n} training images")
     perm = np.random.default_rng(seed).permutation(n)
     return np.sort(perm[:n - n_val]), np.sort(perm[n - n_val:])
+
+
+def parse_fold(text):
+    """``"K/N"`` -> ``(K, N)``: fold K (0-based) of N, ``2 <= N <= 20``; a clear ValueError otherwise."""
+    try:
+        k, n = (int(v) for v in str(text).split("/"))
+    except ValueError:
+        raise ValueError(f"fold {text!r}: K/N, fold K (from 0) of N folds, e.g. 0/5") from None
+    if not 2 <= n <= 20 or not 0 <= k < n:
+        raise ValueError(f"fold {text!r}: N between 2 and 20 and K between 0 and N - 1")
+    return k, n
+
+
+def cross_validation_fold(x_train, y_train, x_test, y_test, k, n, seed=0):
+    """``(x_train, y_train, x_test, y_test)`` of fold ``k`` of ``n``: the images of both sets pooled
+    (training images first, then test images, in their order), split by scikit-learn's
+    ``StratifiedKFold(n, shuffle=True, random_state=seed)``; fold ``k``'s images are the test set,
+    the others the training set, each in pooled order. Over ``k = 0 .. n - 1`` every image is a
+    test image exactly once, and each fold holds every class in proportion."""
+    from sklearn.model_selection import StratifiedKFold
+    x = np.concatenate([np.asarray(x_train), np.asarray(x_test)])
+    y = np.concatenate([np.asarray(y_train), np.asarray(y_test)])
+    tr, te = list(StratifiedKFold(int(n), shuffle=True, random_state=seed).split(np.zeros(len(y)), y))[int(k)]
+    return x[tr], y[tr], x[te], y[te]
 
 
 def random_shift(x, max_shift, generator=None):
