@@ -336,7 +336,7 @@ def _value(vals, name):
 
 
 # A built model is trained when the check runs, and its float weights follow the CPU's arithmetic:
-# on one machine, torch's AVX2 kernels (ATEN_CPU_CAPABILITY=avx2, MKL_CBWR=AVX2) instead of its
+# on one machine, torch's AVX2 kernels (ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2 ONEDNN_MAX_CPU_ISA=AVX2) instead of its
 # AVX-512 ones moved variant_sixth's k_unet_freq weights by up to 0.069 after its few epochs. The
 # bfp and shift engines' cycles do not read weight values; the sparse engine's do (the zeros it
 # skips), so k_ae_lin's fixed8 layer-by-layer end to end is 6,056.6 us here and 6,056.8 on the
