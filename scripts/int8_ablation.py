@@ -48,7 +48,7 @@ def main(argv=None):
     from hlsnn.deploy import datasets
     from hlsnn.train import (calibrate, fold_batchnorm, fold_constant_channels, hold_zeros, prepare,
                              quantized_layers)
-    from hlsnn.train.data import validation_split
+    from hlsnn.train.data import split_images
 
     try:       # weights_only: tensors and plain containers, no code from the file runs
         ck = torch.load(a.checkpoint, weights_only=True)
@@ -64,18 +64,13 @@ def main(argv=None):
                  "(a --format sparse checkpoint)")
     torch.set_num_threads(1)
     ds = datasets.load("digits32")
-    x_train, y_train = ds.x_train, ds.y_train
-    if args.get("fold") is not None:          # the checkpoint's training images: its fold's (train_qat --fold)
-        from hlsnn.train.data import cross_validation_fold, parse_fold
-        x_train, y_train, _, _ = cross_validation_fold(ds.x_train, ds.y_train, ds.x_test, ds.y_test,
-                                                       *parse_fold(args["fold"]))
+    # the checkpoint's training and held-out images, as its train_qat.py run split them
+    x_train, y_train, x_val, y_val, _, _ = split_images(ds, fold=args.get("fold"), val=int(args.get("val") or 0),
+                                                        val_seed=int(args.get("val_seed") or 0))
     xtr = torch.tensor(x_train, dtype=torch.float32)
     ytr = np.asarray(y_train)
-    n_val = int(args.get("val") or 0)
-    if n_val:
-        tr, va = validation_split(len(xtr), n_val, seed=int(args.get("val_seed") or 0))
-        xva, yva = xtr[va].double(), ytr[va]
-        xtr, ytr = xtr[tr], ytr[tr]
+    if x_val is not None:
+        xva, yva = torch.tensor(x_val, dtype=torch.float32).double(), np.asarray(y_val)
     else:
         xva, yva = xtr[:0].double(), ytr[:0]
     if not 0 < a.calibration_samples <= len(xtr):

@@ -259,19 +259,12 @@ def main(argv=None):
     torch.set_num_threads(1)
     torch.manual_seed(a.seed)
     ds = datasets.load("digits32")
-    x_train, y_train, x_test, y_test = ds.x_train, ds.y_train, ds.x_test, ds.y_test
-    if a.fold is not None:
-        from hlsnn.train.data import cross_validation_fold, parse_fold
-        x_train, y_train, x_test, y_test = cross_validation_fold(x_train, y_train, x_test, y_test,
-                                                                 *parse_fold(a.fold))
+    from hlsnn.train.data import split_images
+    x_train, y_train, xva, yva, x_test, y_test = split_images(ds, fold=a.fold, val=a.val, val_seed=a.val_seed)
     xtr, ytr = torch.tensor(x_train, dtype=torch.float32), torch.tensor(y_train)
     xte, yte = x_test.astype(np.float64), np.asarray(y_test)
-    xva = yva = None
     if a.val:
-        from hlsnn.train.data import validation_split
-        tr, va = validation_split(len(xtr), a.val, seed=a.val_seed)
-        xva, yva = xtr[va].double().numpy(), ytr[va].numpy()
-        xtr, ytr = xtr[tr], ytr[tr]
+        xva, yva = xva.astype(np.float64), np.asarray(yva)
     model = _tiny_models(nn)[a.model][0]
     t0 = time.time()
 

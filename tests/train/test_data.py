@@ -66,3 +66,20 @@ def test_cross_validation_folds_test_every_image_once_stratified():
     for bad in ("5/5", "x", "1/1", "-1/5", "1/5/2"):
         with pytest.raises(ValueError, match="fold"):
             parse_fold(bad)
+
+
+def test_split_images_is_the_fold_then_the_held_out_images():
+    """split_images(ds, fold, val, val_seed) == cross_validation_fold, then validation_split of its
+    training images (what train_qat.py and int8_ablation.py both hold out); without either, ds's own."""
+    from hlsnn.deploy import datasets
+    from hlsnn.train.data import cross_validation_fold, split_images
+    ds = datasets.load("digits")
+    xtr, ytr, xte, yte = cross_validation_fold(ds.x_train, ds.y_train, ds.x_test, ds.y_test, 3, 5)
+    tr, va = validation_split(len(xtr), 100, seed=4)
+    got = split_images(ds, fold="3/5", val=100, val_seed=4)
+    for g, want in zip(got, (xtr[tr], ytr[tr], xtr[va], ytr[va], xte, yte)):
+        np.testing.assert_array_equal(g, want)
+    plain = split_images(ds)
+    assert plain[2] is None and plain[3] is None
+    for g, want in zip(plain[:2] + plain[4:], (ds.x_train, ds.y_train, ds.x_test, ds.y_test)):
+        np.testing.assert_array_equal(g, want)

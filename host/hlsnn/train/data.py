@@ -5,6 +5,9 @@
 * :func:`cross_validation_fold`: fold ``k`` of ``n`` stratified folds of every image (training
   and test images together), so that a recipe can be measured with each image a test image once
   instead of on one fixed test set whose luck every seed shares.
+* :func:`split_images`: the training, held-out and test images of a ``scripts/train_qat.py`` run
+  (its ``--fold`` and ``--val``/``--val-seed``), which ``scripts/int8_ablation.py`` must hold out
+  the same way.
 * :func:`random_shift`: every image moved by its own random whole-pixel offset, at most
   ``max_shift`` each way, the uncovered border zero (the digits' background) — a cheap and strong
   augmentation for small centred images.
@@ -47,6 +50,23 @@ def cross_validation_fold(x_train, y_train, x_test, y_test, k, n, seed=0):
     y = np.concatenate([np.asarray(y_train), np.asarray(y_test)])
     tr, te = list(StratifiedKFold(int(n), shuffle=True, random_state=seed).split(np.zeros(len(y)), y))[int(k)]
     return x[tr], y[tr], x[te], y[te]
+
+
+def split_images(ds, *, fold=None, val=0, val_seed=0):
+    """``(x_train, y_train, x_val, y_val, x_test, y_test)`` (numpy) of data set ``ds``: its own
+    split, or with ``fold`` (``"K/N"``) :func:`cross_validation_fold`'s; then, with ``val`` > 0, the
+    :func:`validation_split` (seed ``val_seed``) of those training images held out as ``x_val``,
+    ``y_val`` (both None without ``val``)."""
+    x_train, y_train, x_test, y_test = ds.x_train, ds.y_train, ds.x_test, ds.y_test
+    if fold is not None:
+        x_train, y_train, x_test, y_test = cross_validation_fold(x_train, y_train, x_test, y_test,
+                                                                 *parse_fold(fold))
+    x_val = y_val = None
+    if val:
+        tr, va = validation_split(len(x_train), val, seed=val_seed)
+        x_val, y_val = x_train[va], y_train[va]
+        x_train, y_train = x_train[tr], y_train[tr]
+    return x_train, y_train, x_val, y_val, x_test, y_test
 
 
 def random_shift(x, max_shift, generator=None):
