@@ -260,7 +260,10 @@ def main(argv=None):
     torch.manual_seed(a.seed)
     ds = datasets.load("digits32")
     from hlsnn.train.data import split_images
-    x_train, y_train, xva, yva, x_test, y_test = split_images(ds, fold=a.fold, val=a.val, val_seed=a.val_seed)
+    try:
+        x_train, y_train, xva, yva, x_test, y_test = split_images(ds, fold=a.fold, val=a.val, val_seed=a.val_seed)
+    except ValueError as exc:                  # --val out of range for the training images
+        ap.error(f"--val {a.val}: {exc}")
     xtr, ytr = torch.tensor(x_train, dtype=torch.float32), torch.tensor(y_train)
     xte, yte = x_test.astype(np.float64), np.asarray(y_test)
     if a.val:

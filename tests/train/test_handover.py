@@ -95,3 +95,9 @@ def test_a_fold_trains_and_tests_on_its_images_and_the_saved_data_follows(monkey
     with pytest.raises(SystemExit):
         run_train_qat(monkeypatch, "train_qat_fold2", ["--fold", "5/5"])
     assert "--fold: fold '5/5'" in capsys.readouterr().err
+    for bad in ("5000", "-3"):           # more held-out images than the fold's training images, or fewer than one
+        with pytest.raises(SystemExit):
+            run_train_qat(monkeypatch, "train_qat_fold3", ["--fold", "2/5", "--val", bad])
+        err = capsys.readouterr().err
+        assert f"--val {bad}: n_val = {bad}: between 1 and {len(xtr) - 1} of the {len(xtr)} training images" in err, err
+        assert "Traceback" not in err
