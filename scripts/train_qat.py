@@ -25,7 +25,8 @@ momentum M instead of Adam; --weight-scale channel gives every output channel it
 --val N holds N training images out (hlsnn.train.data.validation_split, seed --val-seed, 0 by default) and reports
 every accuracy on them too (choose settings there, not on the test images); --augment K shifts
 each training image by up to K pixels in pruning and fine-tuning (hlsnn.train.data.random_shift;
-the float model is trained as without, unless --augment-float); --prune-end ends the pruning schedule earlier, and
+the float model is trained as without, unless --augment-float; --augment-affine DEG,SCALE rotates and
+scales them too, hlsnn.train.data.random_affine); --prune-end ends the pruning schedule earlier, and
 --recover-epochs adds float epochs at the full sparsity on a fresh cosine from --recover-lr
 (--recover-masks frozen: the masks fixed, hlsnn.train.rewind.FrozenMasks; at the pruning rate,
 learning-rate rewinding). --average-from F averages the weights over the last (1-F) of the recovery epochs (stochastic weight
@@ -133,7 +134,11 @@ def main(argv=None):
                     help="the validation split's seed (a fresh hold-out for a new round; with --val)")
     ap.add_argument("--augment", type=int, default=0,
                     help="random shifts of up to this many pixels in pruning and fine-tuning")
-    ap.add_argument("--augment-float", action="store_true", help="the shifts in the float training too")
+    ap.add_argument("--augment-float", action="store_true", help="the shifts (and --augment-affine) in the float training too")
+    ap.add_argument("--augment-affine", metavar="DEG,SCALE", default=None,
+                    help="with --augment's shifts (in the same phases), each image also rotated by up to DEG "
+                         "degrees and scaled by 1 +- SCALE about its centre (hlsnn.train.data.random_affine), "
+                         "before its shift; e.g. 10,0.1")
     ap.add_argument("--prune-end", type=float, default=2 / 3,
                     help="sparse: the schedule reaches the target after this fraction of --prune-epochs")
     ap.add_argument("--recover-epochs", type=int, default=0,
@@ -242,6 +247,15 @@ def main(argv=None):
             parse_fold(a.fold)
         except ValueError as exc:
             ap.error(f"--fold: {exc}")
+    a.affine = None
+    if a.augment_affine is not None:
+        from hlsnn.train.data import parse_affine
+        try:
+            a.affine = parse_affine(a.augment_affine)
+        except ValueError as exc:
+            ap.error(f"--augment-affine: {exc}")
+        if a.affine == (0.0, 0.0):
+            a.affine = None
     if a.val_seed and not a.val:
         ap.error(f"--val-seed {a.val_seed}: with --val N (the seed of the N images held out)")
     if a.prune_seed is not None and a.format != "sparse":
@@ -276,11 +290,13 @@ def main(argv=None):
     teacher = None
     kd_seen = [0, 0]                 # training images the teacher saw, of them right (its targets' quality)
 
-    from hlsnn.train.data import random_shift
+    from hlsnn.train.data import random_affine, random_shift
     aug = {"on": False, "phase": None}           # phase: prune, recover, finetune (None: the float model)
 
     def loss_of(m, idx, gen):
         x = x0 = xtr[idx]
+        if aug["on"] and a.affine:
+            x = random_affine(x, *a.affine, generator=gen)
         if aug["on"] and a.augment:
             x = random_shift(x, a.augment, gen)
         out = m(x)
@@ -525,6 +541,7 @@ def main(argv=None):
            "bit_exact": bool(np.array_equal(torch_out, dep_out)),
            "weight_scale": a.weight_scale, "float_epochs": a.float_epochs, "qat_epochs": a.qat_epochs,
            "qat_lr": a.qat_lr, "distill": a.distill, "distill_t": a.distill_t, "augment": a.augment, "augment_float": a.augment_float,
+           **({"augment_affine": list(a.affine)} if a.affine else {}),
            "seconds_float": round(t_float, 1),
            "seconds_total": round(time.time() - t0, 1)}
     if a.distill:

@@ -83,3 +83,58 @@ def test_split_images_is_the_fold_then_the_held_out_images():
     assert plain[2] is None and plain[3] is None
     for g, want in zip(plain[:2] + plain[4:], (ds.x_train, ds.y_train, ds.x_test, ds.y_test)):
         np.testing.assert_array_equal(g, want)
+
+
+def _affine_reference(img, theta, s):
+    """affine_images' rule in numpy, pixel by pixel: output pixel (r, c) at centred coordinates
+    u = (2c + 1) / W - 1, v = (2r + 1) / H - 1 samples the input at (R(theta) (u, v)) / s, bilinearly
+    between pixel centres, zero outside."""
+    ch, h, w = img.shape
+    out = np.zeros_like(img, dtype=np.float64)
+    padded = np.zeros((ch, h + 2, w + 2))
+    padded[:, 1:-1, 1:-1] = img
+    for r in range(h):
+        for c in range(w):
+            u, v = (2 * c + 1) / w - 1, (2 * r + 1) / h - 1
+            su = (np.cos(theta) * u - np.sin(theta) * v) / s
+            sv = (np.sin(theta) * u + np.cos(theta) * v) / s
+            x, y = ((su + 1) * w - 1) / 2, ((sv + 1) * h - 1) / 2        # source pixel coordinates
+            x0, y0 = int(np.floor(x)), int(np.floor(y))
+            fx, fy = x - x0, y - y0
+            for dy, wy in ((0, 1 - fy), (1, fy)):
+                for dx, wx in ((0, 1 - fx), (1, fx)):
+                    yy, xx = y0 + dy, x0 + dx
+                    if -1 <= yy <= h and -1 <= xx <= w:
+                        out[:, r, c] += wy * wx * padded[:, yy + 1, xx + 1]
+    return out
+
+
+def test_affine_images_follows_its_rule():
+    from hlsnn.train.data import affine_images
+    x = torch.rand(3, 2, 7, 9, dtype=torch.float64)
+    theta, s = [0.0, np.pi / 2, -0.3], [1.0, 1.0, 0.8]
+    y = affine_images(x, theta, s).numpy()
+    assert np.allclose(y[0], x[0].numpy(), atol=1e-12)               # identity
+    sq = torch.rand(1, 2, 8, 8, dtype=torch.float64)                  # a quarter turn of a square image
+    turned = affine_images(sq, [np.pi / 2], [1.0]).numpy()[0]
+    # out[r, c] samples (u, v) -> (-v, u): the input at row c, column W - 1 - r, which is numpy's rot90
+    assert np.allclose(turned, np.rot90(sq[0].numpy(), k=1, axes=(1, 2)), atol=1e-12)
+    for i in range(3):
+        assert np.allclose(y[i], _affine_reference(x[i].numpy(), theta[i], s[i]), atol=1e-9), i
+
+
+def test_random_affine_draws_within_its_bounds():
+    from hlsnn.train.data import affine_images, parse_affine, random_affine
+    x = torch.rand(20, 3, 16, 16)
+    y = random_affine(x, 10, 0.1, torch.Generator().manual_seed(5))
+    g = torch.Generator().manual_seed(5)                              # the same draws, by hand
+    theta = (torch.rand(20, generator=g, dtype=torch.float64) * 2 - 1) * (10 * np.pi / 180)
+    s = 1 + (torch.rand(20, generator=g, dtype=torch.float64) * 2 - 1) * 0.1
+    assert theta.abs().max() <= 10 * np.pi / 180 and ((s - 1).abs() <= 0.1).all()
+    assert len(set(theta.tolist())) == 20
+    assert torch.equal(y, affine_images(x, theta, s))
+    assert random_affine(x, 0, 0) is x
+    assert parse_affine("10,0.1") == (10.0, 0.1)
+    for bad in ("10", "a,b", "50,0.1", "10,0.6", "-1,0"):
+        with pytest.raises(ValueError, match="affine"):
+            parse_affine(bad)

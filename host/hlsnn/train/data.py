@@ -11,6 +11,9 @@
 * :func:`random_shift`: every image moved by its own random whole-pixel offset, at most
   ``max_shift`` each way, the uncovered border zero (the digits' background) — a cheap and strong
   augmentation for small centred images.
+* :func:`random_affine`: every image rotated and scaled about its centre by its own random angle
+  and factor (bilinear, the uncovered border zero): the classic augmentation for handwritten
+  digits, on top of the shifts.
 """
 from __future__ import annotations
 
@@ -87,3 +90,45 @@ def random_shift(x, max_shift, generator=None):
     idx_n = torch.arange(n)[:, None, None, None]
     idx_c = torch.arange(x.shape[1])[None, :, None, None]
     return xp[idx_n, idx_c, rows[:, None, :, None], cols[:, None, None, :]]
+
+
+def parse_affine(text):
+    """``"DEG,SCALE"`` -> ``(deg, scale)``: rotations up to ``DEG`` degrees each way (0-45) and
+    scale factors in ``[1 - SCALE, 1 + SCALE]`` (0-0.5); a clear ValueError otherwise."""
+    try:
+        deg, scale = (float(v) for v in str(text).split(","))
+    except ValueError:
+        raise ValueError(f"affine {text!r}: DEG,SCALE, e.g. 10,0.1 (up to 10 degrees, scale 0.9-1.1)") from None
+    if not (0 <= deg <= 45 and 0 <= scale <= 0.5):
+        raise ValueError(f"affine {text!r}: DEG between 0 and 45, SCALE between 0 and 0.5")
+    return deg, scale
+
+
+def affine_images(x, theta, s):
+    """``x`` (N, C, H, W) with image ``i`` rotated by ``theta[i]`` radians and scaled by ``s[i]``
+    about its centre: ``out[i, :, p] = x[i, :, R(theta_i) p / s_i]``, ``R`` the rotation
+    ``[[cos, -sin], [sin, cos]]`` on ``(column, row)`` coordinates that run from -1 to 1 across the
+    image (pixel ``j`` of ``W`` at ``(2j + 1) / W - 1``), sampled bilinearly between pixel centres
+    (``torch.nn.functional.grid_sample``, ``align_corners=False``), zero outside the image. Every
+    channel of an image moves the same way."""
+    theta = torch.as_tensor(theta, dtype=torch.float64)
+    s = torch.as_tensor(s, dtype=torch.float64)
+    c, si = torch.cos(theta) / s, torch.sin(theta) / s
+    zero = torch.zeros_like(c)
+    mat = torch.stack([torch.stack([c, -si, zero], 1), torch.stack([si, c, zero], 1)], 1)
+    grid = torch.nn.functional.affine_grid(mat.to(x.dtype), list(x.shape), align_corners=False)
+    return torch.nn.functional.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+
+
+def random_affine(x, degrees, scale, generator=None):
+    """:func:`affine_images` of ``x`` (N, C, H, W), image ``i`` rotated by an angle uniform in
+    ``[-degrees, degrees]`` degrees and scaled by a factor uniform in ``[1 - scale, 1 + scale]``,
+    both drawn from ``generator``; ``degrees = scale = 0`` returns ``x`` itself."""
+    if degrees < 0 or not 0 <= scale < 1:
+        raise ValueError(f"degrees = {degrees}, scale = {scale}: degrees >= 0 and 0 <= scale < 1")
+    if degrees == 0 and scale == 0:
+        return x
+    n = x.shape[0]
+    theta = (torch.rand(n, generator=generator, dtype=torch.float64) * 2 - 1) * (degrees * np.pi / 180)
+    s = 1 + (torch.rand(n, generator=generator, dtype=torch.float64) * 2 - 1) * scale
+    return affine_images(x, theta, s)

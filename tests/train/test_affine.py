@@ -1,0 +1,36 @@
+"""scripts/train_qat.py --augment-affine DEG,SCALE: every training batch of the pruning, recovery
+and fine-tuning (the phases --augment shifts; the float model only with --augment-float) goes
+through hlsnn.train.data.random_affine with those bounds before its shift, the JSON records them,
+the run stays bit-exact, and a malformed value is refused in one line."""
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from .test_smoothing import run_train_qat  # noqa: E402
+
+
+def test_affine_augmentation_in_the_shifted_phases(monkeypatch, capsys):
+    import hlsnn.train.data as data
+    calls, real = [], data.random_affine
+
+    def spy(x, degrees, scale, generator=None):
+        out = real(x, degrees, scale, generator=generator)
+        calls.append((degrees, scale, tuple(x.shape), bool(torch.equal(out, x))))
+        return out
+
+    monkeypatch.setattr(data, "random_affine", spy)
+    run_train_qat(monkeypatch, "train_qat_affine", ["--val", "40", "--augment", "1", "--augment-affine", "10,0.1"])
+    res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert res["augment_affine"] == [10.0, 0.1]
+    assert res["bit_exact"] and res["val"]["bit_exact"]
+    # one epoch each of pruning, recovery and fine-tuning: every batch of 64 of the 1397 images
+    batches = -(-(1437 - 40) // 64)
+    assert len(calls) == 3 * batches
+    assert {c[:2] for c in calls} == {(10.0, 0.1)}
+    assert not any(c[3] for c in calls)                 # every batch moved
+    with pytest.raises(SystemExit):
+        run_train_qat(monkeypatch, "train_qat_affine2", ["--augment-affine", "60,0.1"])
+    err = capsys.readouterr().err
+    assert "--augment-affine: affine '60,0.1': DEG between 0 and 45" in err and "Traceback" not in err
