@@ -135,6 +135,9 @@ def main(argv=None):
     ap.add_argument("--augment", type=int, default=0,
                     help="random shifts of up to this many pixels in pruning and fine-tuning")
     ap.add_argument("--augment-float", action="store_true", help="the shifts (and --augment-affine) in the float training too")
+    ap.add_argument("--weight-decay", type=float, default=0.0,
+                    help="sparse: decoupled weight decay in pruning and recovery (AdamW; with --sgd-momentum, "
+                         "SGD's weight_decay); 0: none, as in every other phase")
     ap.add_argument("--augment-affine", metavar="DEG,SCALE", default=None,
                     help="with --augment's shifts (in the same phases), each image also rotated by up to DEG "
                          "degrees and scaled by 1 +- SCALE about its centre (hlsnn.train.data.random_affine), "
@@ -247,6 +250,8 @@ def main(argv=None):
             parse_fold(a.fold)
         except ValueError as exc:
             ap.error(f"--fold: {exc}")
+    if a.weight_decay and (a.weight_decay < 0 or a.format != "sparse"):
+        ap.error(f"--weight-decay {a.weight_decay}: a decay >= 0, with --format sparse (pruning and recovery)")
     a.affine = None
     if a.augment_affine is not None:
         from hlsnn.train.data import parse_affine
@@ -311,7 +316,9 @@ def main(argv=None):
 
     def fit(m, epochs, lr, step=None, epoch_end=None, seed=None):
         if a.sgd_momentum and aug["phase"] in ("prune", "recover"):
-            opt = torch.optim.SGD(m.parameters(), lr=lr, momentum=a.sgd_momentum)
+            opt = torch.optim.SGD(m.parameters(), lr=lr, momentum=a.sgd_momentum, weight_decay=a.weight_decay)
+        elif a.weight_decay and aug["phase"] in ("prune", "recover"):
+            opt = torch.optim.AdamW(m.parameters(), lr=lr, weight_decay=a.weight_decay)
         else:
             opt = torch.optim.Adam(m.parameters(), lr=lr)
         sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, max(1, epochs * steps_per_epoch))
@@ -542,6 +549,7 @@ def main(argv=None):
            "weight_scale": a.weight_scale, "float_epochs": a.float_epochs, "qat_epochs": a.qat_epochs,
            "qat_lr": a.qat_lr, "distill": a.distill, "distill_t": a.distill_t, "augment": a.augment, "augment_float": a.augment_float,
            **({"augment_affine": list(a.affine)} if a.affine else {}),
+           **({"weight_decay": a.weight_decay} if a.weight_decay else {}),
            "seconds_float": round(t_float, 1),
            "seconds_total": round(time.time() - t0, 1)}
     if a.distill:

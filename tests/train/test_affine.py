@@ -1,7 +1,8 @@
 """scripts/train_qat.py --augment-affine DEG,SCALE: every training batch of the pruning, recovery
 and fine-tuning (the phases --augment shifts; the float model only with --augment-float) goes
 through hlsnn.train.data.random_affine with those bounds before its shift, the JSON records them,
-the run stays bit-exact, and a malformed value is refused in one line."""
+the run stays bit-exact, and a malformed value is refused in one line. --weight-decay likewise
+for the pruning and recovery optimizer."""
 import json
 
 import pytest
@@ -34,3 +35,23 @@ def test_affine_augmentation_in_the_shifted_phases(monkeypatch, capsys):
         run_train_qat(monkeypatch, "train_qat_affine2", ["--augment-affine", "60,0.1"])
     err = capsys.readouterr().err
     assert "--augment-affine: affine '60,0.1': DEG between 0 and 45" in err and "Traceback" not in err
+
+
+def test_weight_decay_in_pruning_and_recovery_only(monkeypatch, capsys):
+    """--weight-decay WD: the pruning's and the recovery's optimizer is AdamW with that decay (the
+    float training and the fine-tuning keep Adam without); refused for a dense format."""
+    made = []
+
+    class Spy(torch.optim.AdamW):
+        def __init__(self, params, **kw):
+            made.append(kw)
+            super().__init__(params, **kw)
+
+    monkeypatch.setattr(torch.optim, "AdamW", Spy)
+    run_train_qat(monkeypatch, "train_qat_wd", ["--weight-decay", "5e-4"])
+    res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert res["weight_decay"] == 5e-4 and res["bit_exact"]
+    assert [m["weight_decay"] for m in made] == [5e-4, 5e-4]
+    with pytest.raises(SystemExit):
+        run_train_qat(monkeypatch, "train_qat_wd2", ["--weight-decay", "-1"])
+    assert "--weight-decay -1.0: a decay >= 0" in capsys.readouterr().err
