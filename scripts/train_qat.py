@@ -250,8 +250,8 @@ def main(argv=None):
             parse_fold(a.fold)
         except ValueError as exc:
             ap.error(f"--fold: {exc}")
-    if a.weight_decay != 0 and (not a.weight_decay >= 0 or a.format != "sparse"):      # NaN too
-        ap.error(f"--weight-decay {a.weight_decay}: a decay >= 0, with --format sparse (pruning and recovery)")
+    if a.weight_decay != 0 and not (0 <= a.weight_decay < float("inf") and a.format == "sparse"):
+        ap.error(f"--weight-decay {a.weight_decay}: a decay >= 0 (finite), with --format sparse (pruning and recovery)")
     a.affine = None
     if a.augment_affine is not None:
         from hlsnn.train.data import parse_affine

@@ -39,7 +39,8 @@ def test_affine_augmentation_in_the_shifted_phases(monkeypatch, capsys):
 
 def test_weight_decay_in_pruning_and_recovery_only(monkeypatch, capsys):
     """--weight-decay WD: the pruning's and the recovery's optimizer is AdamW with that decay (the
-    float training and the fine-tuning keep Adam without); refused for a dense format."""
+    float training and the fine-tuning keep Adam without); refused for a dense format and for a
+    negative, NaN or infinite decay, in one line."""
     made = []
 
     class Spy(torch.optim.AdamW):
@@ -55,3 +56,7 @@ def test_weight_decay_in_pruning_and_recovery_only(monkeypatch, capsys):
     with pytest.raises(SystemExit):
         run_train_qat(monkeypatch, "train_qat_wd2", ["--weight-decay", "-1"])
     assert "--weight-decay -1.0: a decay >= 0" in capsys.readouterr().err
+    for bad in ("nan", "inf"):
+        with pytest.raises(SystemExit):
+            run_train_qat(monkeypatch, "train_qat_wd3", ["--weight-decay", bad])
+        assert f"--weight-decay {bad}: a decay >= 0 (finite)" in capsys.readouterr().err
