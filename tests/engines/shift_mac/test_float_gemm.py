@@ -142,3 +142,21 @@ def test_float_gemm_refuses_non_finite_operands_as_the_general_path(bad):
         fast.gemm(x, w)
     with pytest.raises(hlsnn.errors.InputError, match="^w: has 1 non-finite"):
         shift.quantize_twohot(w, 4, axis=0)
+
+
+@pytest.mark.parametrize("setting", ["1", "0"])
+def test_a_bias_beyond_the_field_at_the_calls_scale_is_refused_not_cast(setting, monkeypatch):
+    """Tiny activations get a huge scale (2^f with f near 1000), so a bias of 1 is 2^1000 accumulator units:
+    far beyond the 32-bit bias field. Both paths (float GEMM helper on or off) refuse it by name, and no
+    inf is cast to int64 on the way (RuntimeWarnings are errors here)."""
+    monkeypatch.setenv("HLSNN_NATIVE", setting)
+    acc = hlsnn.Accelerator(hlsnn.load_config(accel_config("shift8_pynq-z2")), "emu")
+    rng = np.random.default_rng(3)
+    x, w = rng.normal(size=(4, 32)) * 1e-300, rng.normal(size=(8, 32))
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with pytest.raises(hlsnn.errors.InputError, match="bias values must fit 32 signed bits"):
+            acc.gemm(x, w, bias=np.ones(8), mode="twohot")
+        y = acc.gemm(x, w, bias=np.zeros(8), mode="twohot")      # a zero bias fits at any scale
+    assert np.isfinite(y).all()

@@ -429,7 +429,13 @@ class Kernel:
         b = np.zeros(n) if bias is None else as_float_input(bias, "bias").reshape(-1)
         if b.shape != (n,):
             raise InputError(f"bias must have {n} values, got {b.shape}")
-        b_int = np.rint(np.ldexp(b, fx + fw)).astype(np.int64)
+        b_scaled = np.rint(np.ldexp(b, fx + fw))
+        blim = min(31, self.p["acc_bits"] - 1)        # protocol.check_fields' bias field
+        if not (np.abs(b_scaled) < (1 << blim)).all():  # also inf: never a cast of an inf to int64
+            raise InputError(f"bias values must fit {blim + 1} signed bits in accumulator units: at this "
+                             f"call's scale 2^{-int(np.max(fx + fw))} (activations 2^{-int(fx)}) the largest "
+                             f"bias {float(np.abs(b).max()):g} is {float(np.abs(b_scaled).max()):g} units")
+        b_int = b_scaled.astype(np.int64)
         yref = np.ldexp(rows_of(xi).astype(np.float64), -fx) @ deq.reshape(n, -1).T + np.ldexp(b_int, -(fx + fw))
         if relu:
             yref = np.maximum(yref, 0)
