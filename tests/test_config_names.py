@@ -51,10 +51,36 @@ def test_paths_still_win_and_unknown_names_say_where_they_looked(monkeypatch, tm
 def test_an_unknown_name_lists_the_known_ones(monkeypatch, tmp_path, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("HLSNN_CONFIG_PATH", raising=False)
-    assert main(["csim", "bfp16_pynq_z2"]) == 2          # the config's name: field, not its file's
+    assert main(["csim", "bfp16_pynq"]) == 2
     err = capsys.readouterr().err
     known = sorted(f.stem for f in SHIPPED.glob("*.yaml"))
     assert err.count("\n") == 1 and err.rstrip().endswith("known names: " + ", ".join(known)), err
+    assert "did you mean bfp16_pynq-z2" in err, err                       # the closest names first
+
+
+def test_a_name_spelt_with_underscores_is_the_config_spelt_with_dashes(monkeypatch, tmp_path, capsys):
+    """build/ and overlays/ name bfp16_pynq-z2's folders bfp16_pynq_z2: that name finds the config; a path
+    spelt so is not taken silently, it names the file that exists."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HLSNN_CONFIG_PATH", raising=False)
+    assert load_config("bfp16_pynq_z2").path == load_config("bfp16_pynq-z2").path
+    (tmp_path / "accel").mkdir()
+    (tmp_path / "accel" / "my-conf.yaml").write_text((SHIPPED / "bfp16_pynq-z2.yaml").read_text())
+    with pytest.raises(ConfigError, match=r"no such config file; did you mean accel/my-conf.yaml\?"):
+        load_config("accel/my_conf.yaml")
+
+
+def test_a_model_or_deployment_config_given_for_an_accelerator_says_to_compile_first(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    np.save("x.npy", np.zeros((2, 64), np.float32))
+    models = SHIPPED.parent / "models"
+    for args in (["run", str(models / "digits_cnn.yaml"), "--input", "x.npy"],
+                 ["perf", str(models / "digits_cnn.yaml"), "--gemm", "1,2,3"],
+                 ["run", str(models / "digits_cnn.onnx"), "--input", "x.npy"],
+                 ["info", str(models / "digits_cnn.onnx")]):
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "not an accelerator config" in err and "hlsnn compile" in err, (args, err)
 
 
 def test_cli_takes_names(capsys):

@@ -207,13 +207,32 @@ def find_config(name_or_path) -> Path:
         if found is not None and p.suffix == ".yaml":   # a checkout's configs/accel/X.yaml, from an installed wheel
             raise ConfigError(p, None, None, f"no such config file; a config of that name is installed ({found}): "
                               f"give its name alone, {stem}")
+        other = _other_spelling(p)
+        if other is not None:
+            raise ConfigError(p, None, None, f"no such config file; did you mean {other}? (build/ and overlays/ "
+                              f"name a config's folders with '_' where its name may have '-')")
         return p
     if found is not None:
         return found
     names = sorted({f.stem for d in config_search_path() if d.is_dir() for f in d.glob("*.yaml")})
+    alike = [n for n in names if n.replace("-", "_") == stem.replace("-", "_")]
+    if len(alike) == 1:                  # bfp16_pynq_z2 (an overlay's or build folder's name) is bfp16_pynq-z2
+        return find_config(alike[0])
+    import difflib
+    close = difflib.get_close_matches(stem, names, n=3, cutoff=0.6)
     raise ConfigError(p, None, None, "no such config file, and no config of that name in "
                       + ", ".join(str(d) for d in config_search_path()) + " (HLSNN_CONFIG_PATH, then the shipped "
-                      "ones); known names: " + ", ".join(names))
+                      "ones); " + (f"did you mean {' or '.join(close)}? " if close else "")
+                      + "known names: " + ", ".join(names))
+
+
+def _other_spelling(p: Path):
+    """The existing file whose name is ``p``'s with '-' and '_' taken as one (None: none, or several)."""
+    if not p.parent.is_dir():
+        return None
+    key = p.name.replace("-", "_")
+    alike = [f for f in p.parent.iterdir() if f.name.replace("-", "_") == key and f.is_file()]
+    return alike[0] if len(alike) == 1 else None
 
 
 def _strict_loader():
@@ -430,7 +449,17 @@ def load_config(path_or_dict, *, source=None, check_fit=True) -> Config:
     else:
         path = find_config(path_or_dict)       # a path, or the name of a user or shipped config
         source = source or str(path)
+        if path.suffix.lower() == ".onnx" and path.is_file():
+            raise ConfigError(path, None, None, "is an ONNX model, not an accelerator config: give it to hlsnn through "
+                              "a deployment config (configs/models/*.yaml), then `hlsnn deploy MODEL.yaml`, or "
+                              "`hlsnn compile MODEL.yaml --assignment A -o build/NAME.hlsnn` and run or perf "
+                              "build/NAME.hlsnn")
         raw = read_yaml(path)
+        if isinstance(raw, Mapping) and "engine" not in raw and "model" in raw:
+            raise ConfigError(path, None, None, "is a deployment config (a model and its formats), not an accelerator "
+                              "config: `hlsnn deploy` takes it as it is; to run or time it in one kernel start, "
+                              f"compile it first: hlsnn compile {path} --assignment A -o build/NAME.hlsnn, then "
+                              "hlsnn run / hlsnn perf build/NAME.hlsnn")
     return _config_from_raw(raw, source, path, check_fit)
 
 
