@@ -815,3 +815,32 @@ def test_config_imports_no_engine_and_the_registry_has_them_all():
     for name, eng in ENGINES.items():
         assert specs[name].schema is eng.SCHEMA and specs[name].validate is eng.validate
         assert specs[name].estimate is eng.estimate
+
+
+def test_an_unknown_key_names_the_closest_allowed_ones_and_not_its_whole_value(tmp_path):
+    """A misspelt key gets "did you mean" with the allowed key it is closest to; the value of a
+    misspelt section is named by its size, not dumped and truncated (the key is what is wrong)."""
+    raw = yaml.safe_load((ROOT / "configs" / "accel" / "bfp8_zcu104.yaml").read_text())
+    raw["bfp_systolic"]["rowz"] = raw["bfp_systolic"].pop("rows")
+    with pytest.raises(ConfigError, match=r"bfp_systolic.rowz = 48: unknown key; did you mean 'rows'\? allowed keys: "):
+        load_config(raw)
+    raw = yaml.safe_load((ROOT / "configs" / "accel" / "bfp8_zcu104.yaml").read_text())
+    raw["bfp_sistolic"] = raw.pop("bfp_systolic")
+    with pytest.raises(ConfigError, match=r"bfp_sistolic = <a mapping of \d+ keys>: unknown key; did you mean "
+                                          r"'bfp_systolic'\?"):
+        load_config(raw)
+    raw["zzz"] = 1
+    del raw["bfp_sistolic"]
+    with pytest.raises(ConfigError, match=r"zzz = 1: unknown key; allowed keys: "):  # nothing close: no guess
+        load_config(raw)
+
+
+def test_a_deployment_config_with_assignment_for_assignments_says_so(tmp_path):
+    from hlsnn.deploy.config import load_deploy_config
+    raw = yaml.safe_load((ROOT / "configs" / "models" / "digits_cnn.yaml").read_text())
+    raw["assignment"] = raw.pop("assignments")
+    p = tmp_path / "dep.yaml"
+    p.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=r"assignment = <a mapping of \d+ keys?>: unknown key; did you mean "
+                                          r"'assignments'\?"):
+        load_deploy_config(p)

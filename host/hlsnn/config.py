@@ -93,6 +93,28 @@ class Field:
         return "a string"
 
 
+def unknown_key(source, path: str, value: Any, allowed) -> ConfigError:
+    """The error of an unknown key at ``path``: the closest allowed keys first ("did you mean"), then
+    all of them; a mapping or list value is named by its size, not dumped (it is the key that is wrong)."""
+    import difflib
+    key = path.rsplit(".", 1)[-1]
+    allowed = [str(a) for a in allowed]
+    close = difflib.get_close_matches(key, allowed, n=2, cutoff=0.6)
+    if isinstance(value, Mapping):
+        value = _Shown(f"<a mapping of {len(value)} key{'s' * (len(value) != 1)}>")
+    elif isinstance(value, (list, tuple)):
+        value = _Shown(f"<a list of {len(value)} item{'s' * (len(value) != 1)}>")
+    hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+    return ConfigError(source, path, value, f"unknown key; {hint}allowed keys: " + ", ".join(allowed))
+
+
+class _Shown(str):
+    """A value shown as it is written (not quoted) in an error message."""
+
+    def __repr__(self):
+        return str(self)
+
+
 def check_section(source, prefix: str, data: Any, fields: Mapping[str, Field]) -> dict:
     """Validate ``data`` against ``fields``; return a new dict with defaults filled in."""
     if data is None:
@@ -101,8 +123,7 @@ def check_section(source, prefix: str, data: Any, fields: Mapping[str, Field]) -
         raise ConfigError(source, prefix or "(top level)", data, "must be a mapping of keys to values")
     unknown = [k for k in data if k not in fields]
     if unknown:
-        raise ConfigError(source, _join(prefix, str(unknown[0])), data[unknown[0]],
-                          "unknown key; allowed keys: " + ", ".join(fields))
+        raise unknown_key(source, _join(prefix, str(unknown[0])), data[unknown[0]], fields)
     out = {}
     for key, f in fields.items():
         path = _join(prefix, key)

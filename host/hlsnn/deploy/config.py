@@ -42,7 +42,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import Field, check_section, is_config_name, load_config, read_yaml
+from ..config import Field, check_section, is_config_name, load_config, read_yaml, unknown_key
 from ..errors import ConfigError, InputError, printable
 from ..paths import CONFIGS_DIR
 from ..primitives import ROUNDING_CODES
@@ -415,8 +415,7 @@ def _check(path, raw):
     rest = {k: v for k, v in raw.items() if k not in free}
     unknown = [k for k in rest if k not in FIELDS]
     if unknown:
-        raise ConfigError(path, str(unknown[0]), raw[unknown[0]],
-                          "unknown key; allowed keys: " + ", ".join(list(FIELDS) + list(SECTIONS)))
+        raise unknown_key(path, str(unknown[0]), raw[unknown[0]], list(FIELDS) + list(SECTIONS))
     out = check_section(path, "", rest, FIELDS)
     if out["calibration"] is None:
         out["calibration"] = check_section(path, "calibration", {}, FIELDS["calibration"].fields)
