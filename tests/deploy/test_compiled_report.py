@@ -101,3 +101,21 @@ def test_report_of_a_compiled_model_checks_the_out_path_before_modelling(compile
     with pytest.raises(InputError, match="does not exist; create it first"):
         write_report(path, out=tmp_path / "missing" / "r.html")
     assert not (tmp_path / "missing").exists()
+
+
+def test_the_layer_table_says_where_each_layer_runs_as_the_latency_table_does(compiled, tmp_path, capsys):
+    """On the network path the pooling and the Flatten run in the network kernel, as the latency table
+    and `hlsnn compile` say, and only what follows the logits (the Softmax) on the host."""
+    path = compiled("digits_cnn", "twohot")
+    out = tmp_path / "r.html"
+    assert main(["report", str(path), "--out", str(out)]) == 0
+    capsys.readouterr()
+    page = _Tables()
+    page.feed(out.read_text())
+    layers = next(t for t in page.tables.values() if t and t[0][:4] == ["layer", "kind", "format", "runs on"])
+    runs = {r[0]: r[3] for r in layers[1:]}
+    assert runs["pool1"].startswith("network kernel") and runs["pool2"].startswith("network kernel"), runs
+    assert runs["flatten"].startswith("network kernel") and runs["conv1"].startswith("network kernel"), runs
+    assert runs["softmax"] == "host", runs
+    timed = {r[0] for r in page.tables["latency"][1:]}
+    assert {n for n, w in runs.items() if w.startswith("network kernel") and "data move" not in w} <= timed

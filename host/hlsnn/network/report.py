@@ -36,10 +36,35 @@ def _path_name(res):
             else "layer by layer, one kernel call per layer chunk")
 
 
-def _summary(prog, arrays, path):
+def _runs_on(prog, res):
+    """Where each layer of the program runs on the latency model's path ``res``: on the network path a
+    layer the kernel holds (pooling, Flatten, ... included) runs in the network kernel, whatever its kind
+    in the layer program; on the layer path a host layer runs on the host, an engine layer in its
+    accelerator's calls."""
+    network = res["path"] == "network"
+    timed = {r["name"] for r in res["layers"] if not r["kind"].startswith("host")}
+    names = [j["name"] for j in prog["layers"]]
+    last = prog["output"]["engine_layer"]
+    inside = set(names[:names.index(last) + 1]) if network and last in names else set()   # up to the logits
+    kernel = next(iter(prog["accels"]), "") if len(prog["accels"]) == 1 else ""
+    out = {}
+    for j in prog["layers"]:
+        if j["name"] in inside:
+            acc = j.get("accel", kernel)
+            out[j["name"]] = (f"network kernel ({acc})" if acc else "network kernel") + \
+                ("" if j["name"] in timed else ", a data move")
+        elif j["kind"] == "host":
+            out[j["name"]] = "host"
+        else:
+            out[j["name"]] = f"{j['accel']} (one call per layer)"
+    return out
+
+
+def _summary(prog, arrays, path, res):
     from ..deploy.report import _table
-    engine = [j for j in prog["layers"] if j["kind"] != "host"]
-    host = [j for j in prog["layers"] if j["kind"] == "host"]
+    runs = _runs_on(prog, res)
+    engine = [j for j in prog["layers"] if runs[j["name"]] != "host"]
+    host = [j for j in prog["layers"] if runs[j["name"]] == "host"]
     checks = arrays.get("check/x")
     items = [("model", prog["name"]), ("deployment", prog.get("model", "")), ("assignment", prog["assignment"]),
              ("file", f"{Path(path).name}, {Path(path).stat().st_size:,} bytes"),
@@ -51,12 +76,13 @@ def _summary(prog, arrays, path):
     dl = "".join(f"<dt>{escape(k)}</dt><dd>{escape(str(v))}</dd>" for k, v in items)
     accels = _table(["accelerator", "engine", "config hash"],
                     [[k, a["engine"], a["sha"][:12]] for k, a in prog["accels"].items()])
-    layers = _table(["layer", "kind", "format", "accelerator", "inputs", "output"],
-                    [[j["name"], j["kind"] if j["kind"] != "host" else "host " + j["op"],
-                      j.get("format_name", ""), j.get("accel", "on the host"), ", ".join(j["inputs"]), j["output"]]
+    layers = _table(["layer", "kind", "format", "runs on", "inputs", "output"],
+                    [[j["name"], j["kind"] if j["kind"] != "host" else j["op"],
+                      j.get("format_name", ""), runs[j["name"]], ", ".join(j["inputs"]), j["output"]]
                      for j in prog["layers"]])
     return (f"<h2>The model</h2><dl>{dl}</dl>{accels}"
-            f"<p>{len(engine)} engine layer(s), {len(host)} host layer(s).</p>{layers}")
+            f"<p>On {escape(_path_name(res))}: {len(engine)} layer(s) on the fabric, {len(host)} on the host.</p>"
+            f"{layers}")
 
 
 def _chart(res):
@@ -145,5 +171,5 @@ def write_report(path, *, out=None, board=None, batch=1) -> Path:
     body = (f"<h1>hlsnn report: {escape(prog['name'])} ({escape(prog['assignment'])})</h1>"
             f"<p class=\"note\">Every time on this page is modelled, not measured on a board. "
             f"Made by <code>{escape(' '.join(shlex.quote(c) for c in cmd))}</code>.</p>"
-            + _summary(prog, arrays, path) + _latency(res, other))
+            + _summary(prog, arrays, path, res) + _latency(res, other))
     return write_page(out, f"hlsnn report: {prog['name']}", body)
