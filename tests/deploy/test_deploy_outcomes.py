@@ -38,7 +38,7 @@ def test_a_failing_assignment_keeps_the_others(tmp_path, capsys):
     assert good["modelled_us_per_image"] > 0 and set(good["modelled_us_by_layer"]) == {"fc1", "fc2"}
     assert good["modelled_us_per_image"] == pytest.approx(sum(good["modelled_us_by_layer"].values()), abs=0.01)
     text = format_result(res)
-    assert "unsigned       FAILED: " in text and "model us" in text
+    assert "unsigned       FAILED: " in text and "layers us" in text
     # the title is the config's name (two configs of one ONNX file told apart), the graph's beside it
     assert res["config"] == "outcomes" and res["model"] != "outcomes"
     assert text.startswith(f"outcomes (graph {res['model']}) on emu: 30 test images"), text.splitlines()[0]

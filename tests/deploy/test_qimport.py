@@ -242,6 +242,9 @@ def test_deploy_table_names_the_mapping(tmp_path):
                                                       "prune: 0.5}\n"))
     text = format_result(res)
     assert "the file's quantization: 2 of 2 layer(s) exact" in text
+    # the reference is the file's own quantized graph, not a float model, and the table says so
+    assert "the file's own accuracy" in text.splitlines()[0] and "float accuracy" not in text.splitlines()[0]
+    assert "vs ref" in text.splitlines()[1] and "board" in text.splitlines()[1]
     assert "prunes 0.5 of the weights" in text
     assert json.loads(json.dumps(res))["assignments"]["fixed8"]["imported_quantization"]["/1/Gemm"]["f_w"] == 7
     res = deploy(_config(tmp_path, "mlp_pot", rounding="nearest_away"))

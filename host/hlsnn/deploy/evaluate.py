@@ -324,12 +324,15 @@ def format_result(res) -> str:
     if regression:
         lines = [head + f"regression against {res['reference']}: float MSE {res['float_mse']:.4g}, MAE "
                  f"{res['float_mae']:.4g} (onnx ReferenceEvaluator)",
-                 f"  {'assignment':<14} {'MSE':>10} {'MAE':>10} {'rel. err':>9} {'images/s':>10} {'model us':>9}"
-                 f" {'e2e us':>9}  layers"]
+                 f"  {'assignment':<14} {'MSE':>10} {'MAE':>10} {'rel. err':>9} {'images/s':>10} {'layers us':>9}"
+                 f" {'e2e us':>9} {'board':<9}  layers"]
     else:
-        lines = [head + f"float accuracy {100 * res['float_accuracy']:.2f}% (onnx ReferenceEvaluator)",
-                 f"  {'assignment':<14} {'accuracy':>9} {'vs float':>9} {'images/s':>10} {'model us':>9} "
-                 f"{'e2e us':>9}  layers"]
+        imported = any(e.get("imported_quantization") for e in res["assignments"].values())
+        ref = ("the file's own accuracy (its quantizers simulated in float, onnx ReferenceEvaluator)" if imported
+               else "float accuracy (onnx ReferenceEvaluator)")
+        lines = [head + f"{ref.split(' (')[0]} {100 * res['float_accuracy']:.2f}% ({ref.split(' (', 1)[1]}",
+                 f"  {'assignment':<14} {'accuracy':>9} {'vs ref' if imported else 'vs float':>9} {'images/s':>10} "
+                 f"{'layers us':>9} {'e2e us':>9} {'board':<9}  layers"]
     for name, e in res["assignments"].items():
         layers = ", ".join(f"{k}={v}" for k, v in e["layers"].items())
         if "error" in e:
@@ -339,6 +342,7 @@ def format_result(res) -> str:
         us = f"{us:>9.1f}" if us is not None else f"{'n/a':>9}"
         e2e = (e.get("end_to_end") or {}).get("end_to_end_us")
         us += f" {e2e:>9.1f}" if e2e is not None else f" {'n/a':>9}"
+        us += f" {(e.get('end_to_end') or {}).get('board') or 'n/a':<9}"
         if regression:
             lines.append(f"  {name:<14} {e['mse']:>10.4g} {e['mae']:>10.4g} {100 * e['relative_error']:>8.2f}% "
                          f"{e['images_per_s'] or 0:>10.1f} {us}  {layers}")
@@ -364,11 +368,12 @@ def format_result(res) -> str:
                 f"{k} {v['gemms']} GEMMs in {v['kernel_calls']} {v['on']} call(s)" for k, v in on_engine.items()))
         lines += format_imported(e)
     boards = sorted({(e["end_to_end"]["board"]) for e in res["assignments"].values() if e.get("end_to_end")})
-    lines.append(f"  e2e us: modelled end to end per image, host included (batch 1, `hlsnn perf NAME.hlsnn` of the "
-                 f"compiled model on {', '.join(boards) or 'its board'}; the network kernel where it runs the "
-                 f"model, else one call per layer): a model, not a measurement")
-    lines.append("  model us: modelled engine time per image (batch 1, the cycle model of `hlsnn perf`; host work "
-                 "not included): a model, not a measurement")
+    lines.append(f"  e2e us: modelled end to end per image on the row's board, host included (batch 1, `hlsnn perf "
+                 f"NAME.hlsnn` of the compiled model on {', '.join(boards) or 'its board'}; the network kernel, one "
+                 f"start, where it runs the model, else one call per layer): a model, not a measurement")
+    lines.append("  layers us: modelled engine time per image with one kernel call per layer (batch 1, the cycle "
+                 "model of `hlsnn perf`; host work not included), so it can exceed e2e us where the network kernel "
+                 "runs the whole model in one start: a model, not a measurement")
     lines += format_update(res)
     hosts = res.get("host_layers") or []
     lines += format_host_layers(res)
