@@ -94,7 +94,7 @@ from ..errors import InputError, MissingDependency, ModelError, UnsupportedModel
 from . import import_rules as rules
 from . import sklfold
 from . import biascorr, bnforward, chomp, constchan, maxleaky, constmm, gatherup2d, noopslice, ecafold, shufflefold, iffold, meanfold, qimport, repeatup, samplewise, shapefold, splitconv, subneg, torchdecomp, unshuffle, pixelshuffle
-from . import graphindex
+from . import graphindex, onnx_attrs
 from .graph import Layer, Network
 from .onnx_nodes import (_check_layer_names, _conv1d_unsupported, _conv_transpose, _conv_unsupported, _dims,
                          _explicit_pads, _host_unsupported, _matmul_rows, _one_d_as_2d, _rows_as_maps, _shapes,
@@ -393,6 +393,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
         name = layer_name(node)
         op = node.op_type
         a = _attrs(node)
+        onnx_attrs.check(node, a, shapes, consts, opset)     # the spec's bounds: refused whatever --host-fallback says
         if op == "Constant":
             if "value" not in a:
                 reject(node, "only tensor-valued Constant nodes are supported")
