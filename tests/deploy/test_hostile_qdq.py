@@ -31,7 +31,8 @@ def _qdq_mlp(act_scale=0.05, act_zp=("azp", 0, np.int8), w_zp=None, q_attrs=None
     DequantizeLinear of int8 weights (4, 3) -> y; each parameter replaceable."""
     w_zp = w_zp if w_zp is not None else _a("wzp", 0, np.int8)
     w = w if w is not None else _a("wq", np.arange(12).reshape(4, 3) - 6, np.int8)
-    inits = [_a("as", act_scale, getattr(act_scale, "dtype", np.float32)), _a(*act_zp), _a("ws", 0.1, np.float32), w_zp, w]
+    inits = [_a("as", act_scale, getattr(act_scale, "dtype", np.float32)), _a(*act_zp), _a("ws", 0.1, np.float32),
+             w_zp, w]
     nodes = [helper.make_node("QuantizeLinear", ["x", "as", "azp"], ["xq"], name="q", **(q_attrs or {})),
              helper.make_node("DequantizeLinear", ["xq", "as", "azp"], ["xd"], name="dq", **(dq_attrs or {})),
              helper.make_node("DequantizeLinear", ["wq", "ws", "wzp"], ["wf"], name="wdq"),
@@ -47,7 +48,9 @@ def ort_refuses(model):
     ort.set_default_logger_severity(4)
     shape = [2] + [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim[1:]]
     try:
-        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        opts = ort.SessionOptions()           # the spec's semantics, not an optimizer's fused kernels
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
         sess.run(None, {"x": np.ones(shape, np.float32)})
     except Exception:                                   # noqa: BLE001 - any refusal of onnxruntime's
         return True
@@ -59,8 +62,8 @@ QDQ_CASES = {
     # finding 1: each was deployed (the axis wrapped to 9 % 2; a zero point of another type ignored)
     "activation pair per axis, axis 9 of rank 2": (
         dict(q_attrs={"axis": 9}, dq_attrs={"axis": 9}, **PER_AXIS),
-        r"node 'q' \(QuantizeLinear\): 4 scales along axis 9 of 'x', of shape \('\?', 4\): the axis must be one of its 2 "
-        r"\(-2..1\)"),
+        r"node 'q' \(QuantizeLinear\): 4 scales along axis 9 of 'x', of shape \('\?', 4\): the axis must be one of "
+        r"its 2 \(-2..1\)"),
     "int8 weight, int32 zero point 300": (
         dict(w_zp=_a("wzp", 300, np.int32)),
         r"node 'wdq' \(DequantizeLinear\): x_zero_point 'wzp' of type int32 with x 'wq' of type int8: "
@@ -70,8 +73,8 @@ QDQ_CASES = {
         r"node 'q' \(QuantizeLinear\): output_dtype uint8 with a zero point of type int8: they must agree"),
     "int32 activation pair": (
         dict(act_zp=("azp", 0, np.int32)),
-        r"node 'q' \(QuantizeLinear\): y_zero_point 'azp' of type int32: QuantizeLinear at opset 21 takes float8.*int16, "
-        r"int4, int8, uint16, uint4, uint8 \(outside"),
+        r"node 'q' \(QuantizeLinear\): y_zero_point 'azp' of type int32: QuantizeLinear at opset 21 takes "
+        r"float8.*int16, int4, int8, uint16, uint4, uint8 \(outside"),
     "int4 zero point on int8 weights": (
         dict(w_zp=helper.make_tensor("wzp", TensorProto.INT4, [], [0])),
         r"node 'wdq' \(DequantizeLinear\): x_zero_point 'wzp' of type int4 with x 'wq' of type int8"),
@@ -248,31 +251,45 @@ def _sparse(field, value, **more):
     return mutate
 
 
-SPARSE_CASES = {
-    "wq cut to (8, 1, 1, 1)": (_sparse("/wq", np.zeros((8, 1, 1, 1), np.int8)),
-                               r"its weights conv1/wq have shape \(8, 1, 1, 1\); its weight \[8, 1\] and geometry "
-                               r"make it \(8, 1, 3, 3\)"),
-    "wq of 2 channels": (_sparse("/wq", np.zeros((8, 2, 3, 3), np.int8)), r"conv1/wq have shape \(8, 2, 3, 3\)"),
-    "general flipped": (_sparse("general", True, pads1=[1, 1, 1, 1]), r"general: True, but its geometry makes it False"),
-    "pads1 on a simple conv": (_sparse("pads1", [0, 0, 0, 0]), r"pads1: \[0, 0, 0, 0\]: only a general convolution"),
-    "k_step set": (_sparse("k_step", 1), r"k_step: 1, but 1 input channels on max_in_channels \d+ make it None"),
-    "blocks set": (_sparse("blocks", [[0, 1, 0, 1]], _w_taps=np.zeros((8, 1, 3, 3), np.int8)),
-                   r"blocks: .* makes them None"),
-    "w_taps of another shape": (_sparse("/w_taps", np.zeros((8, 1, 2, 2), np.int8)),
-                                r"its taps conv1/w_taps have shape \(8, 1, 2, 2\)"),
+ENGINE_CASES = {
+    "sparse wq cut to (8, 1, 1, 1)": ("fixed8", _sparse("/wq", np.zeros((8, 1, 1, 1), np.int8)),
+                                      r"its weights conv1/wq have shape \(8, 1, 1, 1\); its weight \[8, 1\] and "
+                                      r"geometry make it \(8, 1, 3, 3\)"),
+    "sparse wq of 2 channels": ("fixed8", _sparse("/wq", np.zeros((8, 2, 3, 3), np.int8)),
+                                r"conv1/wq have shape \(8, 2, 3, 3\)"),
+    "sparse general flipped": ("fixed8", _sparse("general", True, pads1=[1, 1, 1, 1]),
+                               r"general: True, but its geometry makes it False"),
+    "sparse pads1 on a simple conv": ("fixed8", _sparse("pads1", [0, 0, 0, 0]),
+                                      r"pads1: \[0, 0, 0, 0\]: only a general convolution"),
+    "sparse k_step set": ("fixed8", _sparse("k_step", 1),
+                          r"k_step: 1, but 1 input channels on max_in_channels \d+ make it None"),
+    "sparse blocks set": ("fixed8", _sparse("blocks", [[0, 1, 0, 1]], _w_taps=np.zeros((8, 1, 3, 3), np.int8)),
+                          r"blocks: .* makes them None"),
+    "sparse w_taps of another shape": ("fixed8", _sparse("/w_taps", np.zeros((8, 1, 2, 2), np.int8)),
+                                       r"its taps conv1/w_taps have shape \(8, 1, 2, 2\)"),
+    # bfp_systolic: arrays of other shapes than their chunk's rows and the weight make (internal errors)
+    "bfp w0 exponents (3,)": ("bfp8", _sparse("/w0_exponents", np.zeros(3, np.int8)),
+                              r"its chunk 0's w \(conv1/w0_\*\): "),
+    "bfp b0 mantissas (3,)": ("bfp8", _sparse("/b0_mantissas", np.zeros(3, np.int8)),
+                              r"conv1/b0_mantissas has shape \(3,\); chunk \[0, 8\] of the weight \[8, 1, 3, 3\] "
+                              r"makes it \(8,\)"),
+    "bfp w0 mantissas (8, 1)": ("bfp8", _sparse("/w0_mantissas", np.zeros((8, 1), np.int8)),
+                                r"conv1/w0_mantissas has shape \(8, 1\)"),
+    "bfp groups 2": ("bfp8", _sparse("groups", 2), r"gp 1, groups 2, zg 8: 1 group\(s\) packed 1 per GEMM"),
 }
 
 
-@pytest.mark.parametrize("case", sorted(SPARSE_CASES))
-def test_a_sparse_layer_whose_arrays_do_not_fit_its_geometry_is_refused(good, tmp_path, case, capsys):
+@pytest.mark.parametrize("case", sorted(ENGINE_CASES))
+def test_an_engine_layer_whose_arrays_do_not_fit_its_geometry_is_refused(good, tmp_path, case, capsys):
     """A ``wq`` cut to (8, 1, 1, 1) passed the schema and ended in "internal error, a bug of hlsnn"
-    on emu and in ``perf --host c``: every field a sparse layer derives from its weight shape and
-    geometry is now compared with what they make."""
+    on emu and in ``perf --host c`` (so did a bfp8 layer's exponents or bias mantissas of another
+    shape): every field an engine layer derives from its weight shape and geometry is now
+    compared with what they make."""
     import hlsnn
     from hlsnn.cli import main
     from hlsnn.network import artifact
-    mutate, want = SPARSE_CASES[case]
-    bad = _rewrite(good["fixed8"], tmp_path, mutate)
+    which, mutate, want = ENGINE_CASES[case]
+    bad = _rewrite(good[which], tmp_path, mutate)
     with pytest.raises(InputError, match="damaged or hostile compiled model: layer conv1") as e:
         artifact.read(bad)
     assert __import__("re").search(want, str(e.value)), str(e.value)

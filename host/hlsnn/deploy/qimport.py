@@ -188,7 +188,7 @@ def _quant_params(node, consts, what, opset=21, shape=None):
                       "scale, of its shape")
     zp_elem = _elem(zp) if has_zp else None
     out = int(a.get("output_dtype", 0) or 0) if node.op_type == "QuantizeLinear" else 0
-    q_elem = out or zp_elem or 2                        # QuantizeLinear's output (no zero point, no output_dtype: uint8)
+    q_elem = out or zp_elem or 2             # QuantizeLinear's output (no zero point, no output_dtype: uint8)
     x_elem = 1 if node.op_type == "QuantizeLinear" else (_elem(what) if what is not None else q_elem)
     why = spec_types(node, opset, {0: x_elem, 1: _elem(raw_scale), 2: zp_elem})
     if why is None and out and has_zp and out != zp_elem:
@@ -210,8 +210,8 @@ def _quant_params(node, consts, what, opset=21, shape=None):
     rank = None if shape is None else len(shape)
     if axis is not None:
         if rank is None:
-            raise ModelError(f"{where}: {scale.size} scales along axis {axis} of {node.input[0]!r}, a tensor of unknown "
-                             "rank: hlsnn takes per-axis quantization of tensors of known shape")
+            raise ModelError(f"{where}: {scale.size} scales along axis {axis} of {node.input[0]!r}, a tensor of "
+                             "unknown rank: hlsnn takes per-axis quantization of tensors of known shape")
         what_is = (f"{scale.size} scales along axis {axis} of {node.input[0]!r}, of shape "
                    f"{tuple('?' if d is None else d for d in shape)}: the axis must be one of its {rank} "
                    f"(-{rank}..{rank - 1}) and the scales one per index of it")
@@ -219,8 +219,8 @@ def _quant_params(node, consts, what, opset=21, shape=None):
             raise invalid(what_is)
         if shape[axis % rank] is None:          # the batch's (of any size), or another of unknown size
             raise ModelError(f"{where}: {scale.size} scales along axis {axis} of {node.input[0]!r}, of shape "
-                             f"{tuple('?' if d is None else d for d in shape)}: an axis of unknown size (the batch's?); "
-                             "hlsnn takes per-axis quantization along an axis of fixed size (the channels)")
+                             f"{tuple('?' if d is None else d for d in shape)}: an axis of unknown size (the "
+                             "batch's?); hlsnn takes per-axis quantization along an axis of fixed size (the channels)")
         if scale.size != shape[axis % rank]:
             raise ModelError(f"{where}: {what_is}")
     return bits, signed, scale, zp, axis

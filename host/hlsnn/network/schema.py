@@ -14,7 +14,11 @@ network mode's C helpers (``native/netint.c``), the network kernels' C-simulatio
   ``n_out`` finite values, ``n_out`` is ``w_shape[0]``, a conv's ``geom`` kernel is its
   weight's, its groups divide its channels, its weight's input channels times its groups are
   the channels of the tensor it reads (where that tensor's shape is known), a dense layer's
-  ``K`` is the size of its input, and every output map is at least 1 x 1;
+  ``K`` is the size of its input, and every output map is at least 1 x 1; what an engine derives
+  from its weight shape and geometry is what they make (sparse_cluster's ``general``, ``pads1``,
+  ``wq``, ``w_taps``, ``k_step``, ``blocks``: :func:`_sparse_conv`; bfp_systolic's packs and
+  chunk arrays: :func:`_bfp_chunks`), and a host op's axes are axes of its input
+  (:func:`hlsnn.network.hostschema.dry_run` runs it, and the host ops never wrap an axis);
 * arrays are numbers: integers, or finite floats.
 
 Each failure is one :class:`~hlsnn.errors.InputError` naming the file, the place and what is
@@ -512,6 +516,8 @@ def _engine(w, j, shape, accels, arrays):
             _fail(f"{w}: geom", f"{excerpt(j['geom'], 60)}: a dense layer has none (null)")
         if eng == "sparse_cluster":
             _sparse_conv(w, j, n, ws + [1, 1], None, arrays, accels[acc]["config"].get(eng))
+        if eng == "bfp_systolic":
+            _bfp_chunks(w, j, n, ws, 1, arrays)
         if shape is not None and _size(shape) != ws[1]:
             _fail(w, f"a dense layer of {ws[1]} inputs reads a tensor of shape {shape} ({_size(shape)} values)")
         return (n,)
@@ -528,6 +534,8 @@ def _engine(w, j, shape, accels, arrays):
         _fail(f"{w}: geom.group", f"{grp} groups do not divide its {n} outputs")
     if eng == "sparse_cluster":
         _sparse_conv(w, j, n, ws, (kh, kw, sh, sw, pads, dl, grp), arrays, accels[acc]["config"].get(eng))
+    if eng == "bfp_systolic":
+        _bfp_chunks(w, j, n, ws, grp, arrays)
     if shape is None:
         return None
     if len(shape) != 3:
@@ -587,11 +595,42 @@ def _sparse_conv(w, j, n, ws, geom, arrays, cfg):
             blocks = None
         else:
             th, tw = (kmax - 1) // dl[0] + 1, (kmax - 1) // dl[1] + 1
-            blocks = [[i0, min(th, kh - i0), j0, min(tw, kw - j0)] for i0 in range(0, kh, th) for j0 in range(0, kw, tw)]
+            blocks = [[i0, min(th, kh - i0), j0, min(tw, kw - j0)]
+                      for i0 in range(0, kh, th) for j0 in range(0, kw, tw)]
         got = j.get("blocks")
         if (None if got is None else [list(b) for b in got]) != blocks:
             _fail(f"{w}: blocks", f"{excerpt(got, 60)}, but its kernel on max_ksize {kmax} makes them "
                                   f"{excerpt(blocks, 60)}")
+
+
+def _bfp_chunks(w, j, n, ws, group, arrays):
+    """A ``bfp_systolic`` layer's packs and chunks against its weight shape ``ws`` and ``group``
+    (as :class:`hlsnn.deploy.executors.BfpExec` makes them): ``gp`` groups per GEMM dividing the
+    groups, ``groups`` the packs, ``zg`` the outputs per pack; each chunk within one pack, its
+    weight mantissas one row per output of K = ``gp`` x the weight's values per output, its bias
+    mantissas one per output, its exponents of the shape its axis and block make (the format's own
+    check, :meth:`hlsnn.formats.bfp.BFPTensor.from_parts`)."""
+    from ..errors import HlsnnError
+    from ..formats import bfp as bfpfmt
+    gp, groups, zg = j.get("gp", 1), j.get("groups", 1), j.get("zg", n // max(1, j.get("groups", 1)))
+    if group % gp or groups != group // gp or zg * groups != n:
+        _fail(w, f"gp {gp}, groups {groups}, zg {zg}: {group} group(s) packed {gp} per GEMM make groups "
+                 f"{group // gp if not group % gp else '(gp must divide them)'} of {n // max(1, group // gp)} outputs")
+    k = gp * _size(ws[1:])
+    for i, c in enumerate(j["chunks"]):
+        lo, hi = c["rows"]
+        if lo // zg != (hi - 1) // zg:
+            _fail(f"{w}: chunks[{i}].rows", f"[{lo}, {hi}] crosses a pack of {zg} outputs")
+        for part, want in (("w", (hi - lo, k)), ("b", (hi - lo,))):
+            m, e = arrays[f"{j['name']}/{part}{i}_mantissas"], arrays[f"{j['name']}/{part}{i}_exponents"]
+            if tuple(m.shape) != want:
+                _fail(w, f"its array {j['name']}/{part}{i}_mantissas has shape {m.shape}; chunk [{lo}, {hi}] of "
+                         f"the weight {ws} makes it {want}")
+            try:
+                bfpfmt.BFPTensor.from_parts(m, e, j["mantissa_bits"], exponent_bits=j["exponent_bits"],
+                                            axis=c[f"{part}_axis"], block_size=c[f"{part}_block"])
+            except (HlsnnError, ValueError, TypeError) as exc:
+                _fail(w, f"its chunk {i}'s {part} ({j['name']}/{part}{i}_*): {' '.join(str(exc).split())[:160]}")
 
 
 #: :func:`validate` without its message: :class:`Bad` on the first fault (hlsnn compile checks what it writes)
