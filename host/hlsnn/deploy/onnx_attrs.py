@@ -10,8 +10,9 @@ allows, whatever ``--host-fallback`` says.
 :data:`AXES` those with a list of axes (an attribute, or before opset 13 / 18 the constant
 input 1: ``Reduce*`` and ``Squeeze`` of the input's rank, ``Unsqueeze`` of the output's), and
 :data:`CHOICES` the string attributes and their values (per opset where the op gained one).
-An axis of a tensor of unknown rank is left to the import rules. The Q/DQ nodes are checked
-by :mod:`hlsnn.deploy.qimport` (their axis, scale and zero-point types), which folds them first.
+An axis of a tensor of unknown rank is left to the import rules. :func:`check_model` checks
+every node of the file as it is written, before any rewrite of the importer; the Q/DQ nodes are
+checked by :mod:`hlsnn.deploy.qimport` (their axis, scale and zero-point types), which folds them.
 """
 from __future__ import annotations
 
@@ -103,3 +104,26 @@ def check(node, a, shapes, consts, opset):
             _in_range(node, "axes", int(v), r)
         if AXES[op] == "out" and len({int(v) % r for v in axes}) != len(axes):
             raise _bad(node, f"axes = {excerpt(list(axes), 40)}: an axis named twice")
+
+
+def check_model(model):
+    """:func:`check` of every node of ``model``'s graph as the file writes it (its shapes by
+    onnx's shape inference, else as declared; the constant ``axes`` inputs its initializers and
+    ``Constant`` nodes hold)."""
+    from onnx import helper, numpy_helper
+    from .graphindex import shapes as inferred
+    g = model.graph
+    opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=13)
+    wanted = {n.input[1] for n in g.node if n.op_type in AXES and len(n.input) > 1 and n.input[1]}
+    consts = {t.name: numpy_helper.to_array(t) for t in g.initializer if t.name in wanted}
+    for n in g.node:
+        if n.op_type == "Constant" and n.output and n.output[0] in wanted:
+            v = next((a.t for a in n.attribute if a.name == "value"), None)
+            if v is not None:
+                consts[n.output[0]] = numpy_helper.to_array(v)
+    shapes = None
+    for n in g.node:
+        if n.op_type in AXIS or n.op_type in AXES or n.op_type in CHOICES:
+            if shapes is None:
+                shapes = inferred(model, declared=True)
+            check(n, {a.name: helper.get_attribute_value(a) for a in n.attribute}, shapes, consts, opset)

@@ -286,6 +286,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
     except Exception as e:  # onnx raises several types for a broken file
         raise InputError(f"{printable(path)}: not a valid ONNX model "
                          f"({str(e).splitlines()[0] if str(e) else type(e).__name__}){qimport.checker_hint(e)}")
+    onnx_attrs.check_model(model)                 # issue 84: the spec's bounds on attributes, also for --host-fallback
     model = qimport.float_model(model, path)      # issue 50: QDQ pairs folded (a no-op without them)
     model = sklfold.rewrite(model)                # skl2onnx's Scaler, c - x: standard ops (Sub, Mul, Add)
     model = torchdecomp.rewrite(model)            # Einsum as MatMul, dynamo's 1-D upsampling as Resize
@@ -393,7 +394,6 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
         name = layer_name(node)
         op = node.op_type
         a = _attrs(node)
-        onnx_attrs.check(node, a, shapes, consts, opset)     # the spec's bounds: refused whatever --host-fallback says
         if op == "Constant":
             if "value" not in a:
                 reject(node, "only tensor-valued Constant nodes are supported")

@@ -15,12 +15,20 @@ A pre-pass of the importer (:func:`float_model`, called once by
 * Types: int8 and uint8 (per tensor or per axis), int32 for biases. Blocked quantization
   (``block_size``, opset 21), other integer types and a Q/DQ that is not one of these pairs are a
   :class:`~hlsnn.errors.ModelError` naming the node.
+* Every Q/DQ node is first held to the ONNX spec (issue 84; :func:`_quant_params`), as onnxruntime
+  holds it: its input, scale and zero-point types against the op's schema at the file's opset (a
+  zero point of another type than the integers it belongs to, an int32 QuantizeLinear, an
+  ``output_dtype`` the zero point's type is not), the scale one number or 1-D and the zero point
+  of its shape, a per-axis ``axis`` one of the tensor's (never taken modulo its rank; the pair's
+  DequantizeLinear along the same one). A node outside it is a ModelError naming it.
 
 * QONNX (domain ``qonnx.custom_op.general``): a ``Quant``/``IntQuant``/``BipolarQuant`` of a
   constant is folded into its quantized float values (:func:`qonnx_quant`, the op's definition);
   a ``Quant`` of an activation is removed (its readers read its input) and kept as an annotation
-  with its bit width (2..32), signedness, ``narrow`` and ``rounding_mode``. A ``BipolarQuant`` of an
-  activation and ``Trunc`` are left to the importer, which names them as unsupported.
+  with its bit width (2..32), signedness, ``narrow`` and ``rounding_mode``. Scales are finite and
+  > 0, zero points finite integers, the bit width one finite integer (else a ModelError). A
+  ``BipolarQuant`` of an activation and ``Trunc`` are left to the importer, which names them as
+  unsupported.
 
 What was removed is kept as annotations (:func:`annotations`: bits, signedness, scale, zero point,
 axis, per float tensor name), from which :func:`layer_mapping` says per engine layer whether the
@@ -153,17 +161,17 @@ def spec_types(node, opset, types):
     return None
 
 
-def _quant_params(node, consts, what, opset=21, shape=None):
+def _quant_params(node, consts, what, opset=21, shape=None, x_type=None):
     """(bits, signed, scale, zero point, axis) of a Q/DQ node, checked against the ONNX spec (a
     file outside it, which onnxruntime refuses to load or run, is a :class:`ModelError` naming the
     node): the input types against the op's schema at ``opset`` (:func:`spec_types`: the scale's
-    type, the zero point's a type the op takes, DequantizeLinear's the type of the constant
-    ``what`` it reads; an activation is float32), QuantizeLinear's ``output_dtype`` the zero
-    point's type when both are given; the scale one number or 1-D (per axis), the zero point of
-    its shape; a per-axis ``axis`` within ``-rank..rank-1`` of the tensor (``what``, or an
-    activation of ``shape``: a tuple, None where unknown). Then hlsnn's own limits: int8, uint8
-    (int32 for a DequantizeLinear: biases), no ``block_size``, the scales finite, > 0 and one per
-    index of the axis."""
+    type, the zero point's a type the op takes, DequantizeLinear's input the constant ``what``,
+    QuantizeLinear's of type ``x_type``, float32 when not given), QuantizeLinear's ``output_dtype``
+    the zero point's type when both are given; the scale one number or 1-D (per axis), the zero
+    point of its shape; a per-axis ``axis`` within ``-rank..rank-1`` of the tensor (``what``, or
+    one of ``shape``: a tuple, None where unknown). Then hlsnn's own limits: int8, uint8 (int32 for
+    a DequantizeLinear: biases), no ``block_size``, the scales finite, > 0 and one per index of a
+    per-axis axis of known size."""
     name = node.name or node.output[0]
     a = _attrs(node)
     where = f"node {name!r} ({node.op_type})"
@@ -189,7 +197,7 @@ def _quant_params(node, consts, what, opset=21, shape=None):
     zp_elem = _elem(zp) if has_zp else None
     out = int(a.get("output_dtype", 0) or 0) if node.op_type == "QuantizeLinear" else 0
     q_elem = out or zp_elem or 2             # QuantizeLinear's output (no zero point, no output_dtype: uint8)
-    x_elem = 1 if node.op_type == "QuantizeLinear" else (_elem(what) if what is not None else q_elem)
+    x_elem = (x_type or 1) if node.op_type == "QuantizeLinear" else (_elem(what) if what is not None else q_elem)
     why = spec_types(node, opset, {0: x_elem, 1: _elem(raw_scale), 2: zp_elem})
     if why is None and out and has_zp and out != zp_elem:
         why = f"output_dtype {_type_name(out)} with a zero point of type {zp.dtype}: they must agree"
@@ -382,8 +390,9 @@ def strip(model, path=None):
         if not outs or n.output[0] in graph_out or any(
                 u.op_type != "DequantizeLinear" or list(u.input[1:]) != list(n.input[1:]) for u in outs):
             continue
+        bits, signed, scale, zp, axis = _quant_params(n, consts, None, opset, np.shape(consts[n.input[0]]),
+                                                      _elem(consts[n.input[0]]))
         c = np.asarray(consts[n.input[0]], np.float32)
-        bits, signed, scale, zp, axis = _quant_params(n, consts, None, opset, c.shape)
         ax = None if axis is None else axis % max(c.ndim, 1)
         lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
         z, sc = _bcast(zp, ax, c.ndim).astype(np.float32), _bcast(scale, ax, c.ndim)
