@@ -41,11 +41,15 @@ def qparams(draw, n):
 @st.composite
 def attribute_node(draw):
     op = draw(st.sampled_from(["LayerNormalization", "Softmax", "Gelu", "Flatten", "Concat", "ReduceMean", "Pad",
-                               "LogSoftmax", "Unsqueeze", "none"]))
+                               "LogSoftmax", "Unsqueeze", "Gather", "ArgMax", "Hardmax", "Resize", "none"]))
     if op == "LayerNormalization":
         return op, {"axis": draw(axes)}
-    if op in ("Softmax", "LogSoftmax", "Flatten", "Concat"):
+    if op in ("Softmax", "LogSoftmax", "Flatten", "Concat", "Gather", "ArgMax", "Hardmax"):
         return op, {"axis": draw(axes)}
+    if op == "Resize":
+        return op, {"mode": draw(st.sampled_from(["nearest", "linear", "cubic", "bad"])),
+                    "coordinate_transformation_mode": draw(st.sampled_from(
+                        ["half_pixel", "asymmetric", "align_corners", "tf_half_pixel_for_nn", "bad"]))}
     if op == "Gelu":
         return op, {"approximate": draw(st.sampled_from(["none", "tanh", "bad", "Tanh"]))}
     if op == "ReduceMean":
@@ -120,6 +124,15 @@ def build(spec):
     elif op == "Pad":
         inits.append(numpy_helper.from_array(np.array([0, 1, 0, 1], np.int64), "pads"))
         nodes.append(helper.make_node(op, ["m", "pads"], ["y"], name="node", **attrs))
+    elif op == "Gather":
+        inits.append(numpy_helper.from_array(np.array([0, 1], np.int64), "idx"))
+        nodes.append(helper.make_node(op, ["m", "idx"], ["y"], name="node", **attrs))
+    elif op == "Resize":
+        inits.append(numpy_helper.from_array(np.array([1, 2], np.float32), "scales"))
+        nodes.append(helper.make_node(op, ["m", "", "scales"], ["y"], name="node", **attrs))
+    elif op == "ArgMax":
+        nodes += [helper.make_node(op, ["m"], ["am"], name="node", **attrs),
+                  helper.make_node("Cast", ["am"], ["y"], name="cast", to=TensorProto.FLOAT)]
     elif op in ("ReduceMean", "Unsqueeze") and opset >= (18 if op == "ReduceMean" else 13):
         a = dict(attrs)
         inits.append(numpy_helper.from_array(np.array(a.pop("axes"), np.int64), "axes"))
