@@ -238,14 +238,18 @@ def test_a_layernorm_axis_beyond_its_tensor_is_refused_at_load(good, tmp_path, l
     assert f"axis {axis} of a tensor of rank {rank}" in str(e.value) or "axis 0 is the batch" in str(e.value)
 
 
-def _sparse(field, value, **more):
-    """conv1's ``field`` (an array when it starts with "/") set to ``value``, and ``more`` fields
-    (what the schema's earlier checks ask for, so that the edit reaches the check of interest)."""
+def _sparse(field=None, value=None, **more):
+    """conv1's ``field`` (an array when it starts with "/" or "_"; None: removed) set to ``value``,
+    and ``more`` fields (what the schema's earlier checks ask for, so that the edit reaches the
+    check of interest)."""
     def mutate(p, a):
         from compiled_fixtures import layer_named
-        for k, v in {field: value, **more}.items():
+        for k, v in ({field: value, **more} if field else more).items():
             if k.startswith("/") or k.startswith("_"):
-                a["conv1/" + k[1:]] = v
+                if v is None:
+                    a.pop("conv1/" + k[1:], None)
+                else:
+                    a["conv1/" + k[1:]] = v
             else:
                 layer_named(p, "conv1")[k] = v
     return mutate
@@ -276,6 +280,17 @@ ENGINE_CASES = {
     "bfp w0 mantissas (8, 1)": ("bfp8", _sparse("/w0_mantissas", np.zeros((8, 1), np.int8)),
                                 r"conv1/w0_mantissas has shape \(8, 1\)"),
     "bfp groups 2": ("bfp8", _sparse("groups", 2), r"gp 1, groups 2, zg 8: 1 group\(s\) packed 1 per GEMM"),
+    # shift_mac: code fields of another shape than the weight makes (the kernel's errors, not the file's)
+    "shift fields (8, 1)": ("twohot", _sparse(**{f"/{f}": np.zeros((8, 1), np.int8)
+                                                for f in ("e1", "e2", "s1", "s2", "zero")}),
+                            r"its weight fields conv1/e1, ... have shape \(8, 1\); the weight \[8, 1, 3, 3\] in 1 "
+                            r"group\(s\) per GEMM with 1 term\(s\) makes them \(8, 9\)"),
+    "shift terms 2": ("twohot", _sparse("terms", 2), r"with 2 term\(s\) makes them \(8, 18\)"),
+    "shift scale exponents (3, 3)": ("twohot", _sparse("/scale_exponent", np.zeros((3, 3), np.int8)),
+                                     r"its weight fields \(conv1/e1, ...\): scale_exponent: has shape \(3, 3\)"),
+    "shift scale exponents missing": ("twohot", _sparse("/scale_exponent", None),
+                                      r"its scale exponents conv1/scale_exponent are missing"),
+    "shift groups 2": ("twohot", _sparse("groups", 2), r"gp 1, groups 2, zg 8"),
 }
 
 

@@ -17,8 +17,9 @@ network mode's C helpers (``native/netint.c``), the network kernels' C-simulatio
   ``K`` is the size of its input, and every output map is at least 1 x 1; what an engine derives
   from its weight shape and geometry is what they make (sparse_cluster's ``general``, ``pads1``,
   ``wq``, ``w_taps``, ``k_step``, ``blocks``: :func:`_sparse_conv`; bfp_systolic's packs and
-  chunk arrays: :func:`_bfp_chunks`), and a host op's axes are axes of its input
-  (:func:`hlsnn.network.hostschema.dry_run` runs it, and the host ops never wrap an axis);
+  chunk arrays: :func:`_bfp_chunks`; shift_mac's packs and code fields: :func:`_shift_fields`),
+  and a host op's axes are axes of its input (:func:`hlsnn.network.hostschema.dry_run` runs it,
+  and the host ops never wrap an axis);
 * arrays are numbers: integers, or finite floats.
 
 Each failure is one :class:`~hlsnn.errors.InputError` naming the file, the place and what is
@@ -518,6 +519,8 @@ def _engine(w, j, shape, accels, arrays):
             _sparse_conv(w, j, n, ws + [1, 1], None, arrays, accels[acc]["config"].get(eng))
         if eng == "bfp_systolic":
             _bfp_chunks(w, j, n, ws, 1, arrays)
+        if eng == "shift_mac":
+            _shift_fields(w, j, n, ws, 1, arrays)
         if shape is not None and _size(shape) != ws[1]:
             _fail(w, f"a dense layer of {ws[1]} inputs reads a tensor of shape {shape} ({_size(shape)} values)")
         return (n,)
@@ -536,6 +539,8 @@ def _engine(w, j, shape, accels, arrays):
         _sparse_conv(w, j, n, ws, (kh, kw, sh, sw, pads, dl, grp), arrays, accels[acc]["config"].get(eng))
     if eng == "bfp_systolic":
         _bfp_chunks(w, j, n, ws, grp, arrays)
+    if eng == "shift_mac":
+        _shift_fields(w, j, n, ws, grp, arrays)
     if shape is None:
         return None
     if len(shape) != 3:
@@ -603,6 +608,41 @@ def _sparse_conv(w, j, n, ws, geom, arrays, cfg):
                                   f"{excerpt(blocks, 60)}")
 
 
+def _packs(w, j, n, group):
+    """``(gp, groups, zg)`` of an engine layer that runs a grouped convolution as one GEMM per pack
+    of ``gp`` groups (:mod:`hlsnn.deploy.groups`): ``gp`` dividing the ``group`` groups, ``groups``
+    the packs, ``zg`` the outputs per pack (the loader's defaults where a field is absent)."""
+    gp, groups = j.get("gp", 1), j.get("groups", 1)
+    zg = j.get("zg", n // max(1, groups))
+    if group % gp or groups != group // gp or zg * groups != n:
+        _fail(w, f"gp {gp}, groups {groups}, zg {zg}: {group} group(s) packed {gp} per GEMM make groups "
+                 f"{group // gp if not group % gp else '(gp must divide them)'} of {n // max(1, group // gp)} outputs")
+    return gp, groups, zg
+
+
+def _shift_fields(w, j, n, ws, group, arrays):
+    """A ``shift_mac`` layer's packs (:func:`_packs`) and code fields against its weight shape
+    ``ws``: one row per output, ``terms`` x ``gp`` x the weight's values per output columns (as
+    :class:`hlsnn.deploy.executors.ShiftExec` quantizes the GEMM weight), the scale exponents of
+    the shape its ``axis`` makes, every field by the format's own check
+    (:meth:`hlsnn.formats.shift.ShiftTensor.from_codes`)."""
+    from ..errors import HlsnnError
+    from ..formats import shift as sfmt
+    gp, _, _ = _packs(w, j, n, group)
+    want = (n, j.get("terms", 1) * gp * _size(ws[1:]))
+    rows = arrays[f"{j['name']}/e1"].shape
+    if tuple(rows) != want:
+        _fail(w, f"its weight fields {j['name']}/e1, ... have shape {rows}; the weight {ws} in {gp} group(s) per "
+                 f"GEMM with {j.get('terms', 1)} term(s) makes them {want}")
+    fields = [arrays.get(f"{j['name']}/{f}") for f in ("e1", "e2", "s1", "s2", "zero", "scale_exponent")]
+    if fields[-1] is None:
+        _fail(w, f"its scale exponents {j['name']}/scale_exponent are missing")
+    try:
+        sfmt.ShiftTensor.from_codes(j["mode"], j["exp_bits"], *fields, delta=j["delta"], axis=j["axis"])
+    except (HlsnnError, ValueError, TypeError) as exc:
+        _fail(w, f"its weight fields ({j['name']}/e1, ...): {' '.join(str(exc).split())[:160]}")
+
+
 def _bfp_chunks(w, j, n, ws, group, arrays):
     """A ``bfp_systolic`` layer's packs and chunks against its weight shape ``ws`` and ``group``
     (as :class:`hlsnn.deploy.executors.BfpExec` makes them): ``gp`` groups per GEMM dividing the
@@ -612,10 +652,7 @@ def _bfp_chunks(w, j, n, ws, group, arrays):
     check, :meth:`hlsnn.formats.bfp.BFPTensor.from_parts`)."""
     from ..errors import HlsnnError
     from ..formats import bfp as bfpfmt
-    gp, groups, zg = j.get("gp", 1), j.get("groups", 1), j.get("zg", n // max(1, j.get("groups", 1)))
-    if group % gp or groups != group // gp or zg * groups != n:
-        _fail(w, f"gp {gp}, groups {groups}, zg {zg}: {group} group(s) packed {gp} per GEMM make groups "
-                 f"{group // gp if not group % gp else '(gp must divide them)'} of {n // max(1, group // gp)} outputs")
+    gp, groups, zg = _packs(w, j, n, group)
     k = gp * _size(ws[1:])
     for i, c in enumerate(j["chunks"]):
         lo, hi = c["rows"]
