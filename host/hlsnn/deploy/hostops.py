@@ -88,6 +88,18 @@ def bn_terms(layer, ndim):
     return t
 
 
+def axis_of(op, axis, ndim, batch=True):
+    """``axis`` of a tensor of rank ``ndim`` as an index ``0..ndim-1``: an :class:`InputError`
+    when it is none of its axes (``-ndim..ndim-1``, ONNX's range; never wrapped modulo the rank)
+    or, with ``batch=False``, when it is the batch axis 0 (an op of one sample's values)."""
+    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool) or not -ndim <= axis < ndim:
+        raise InputError(f"{op}: axis {axis!r} of a tensor of rank {ndim}: one of {-ndim}..{ndim - 1}")
+    axis = int(axis) % ndim
+    if axis == 0 and not batch:
+        raise InputError(f"{op}: axis 0 is the batch: only an axis after it (1..{ndim - 1} or -{ndim - 1}..-1)")
+    return axis
+
+
 def run(layer, inputs):
     """Evaluate host ``layer`` on its input arrays (float64)."""
     op, a, x = layer.op, layer.attrs, inputs[0]
@@ -166,7 +178,7 @@ def run(layer, inputs):
             return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
         return 0.5 * x * (1.0 + run(_Spec("Erf", {}), [x / np.sqrt(2.0)]))
     if op == "LayerNormalization":
-        axes = tuple(range(a["axis"] % x.ndim, x.ndim))
+        axes = tuple(range(axis_of(op, a["axis"], x.ndim, batch=False), x.ndim))
         mean = x.mean(axis=axes, keepdims=True)
         y = (x - mean) / np.sqrt(((x - mean) ** 2).mean(axis=axes, keepdims=True) + a["epsilon"])
         if a.get("scale") is not None:
@@ -181,7 +193,7 @@ def run(layer, inputs):
         y += beta
         return y
     if op == "Softmax":                 # over its axis (opset < 13: over that axis and all after it)
-        ax = int(a.get("axis", -1)) % x.ndim
+        ax = axis_of(op, a.get("axis", -1), x.ndim)
         axes = tuple(range(ax, x.ndim)) if a.get("coerce_2d") else (ax,)
         e = np.exp(x - x.max(axis=axes, keepdims=True))
         return e / e.sum(axis=axes, keepdims=True)

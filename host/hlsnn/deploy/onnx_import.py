@@ -94,7 +94,7 @@ from ..errors import InputError, MissingDependency, ModelError, UnsupportedModel
 from . import import_rules as rules
 from . import sklfold
 from . import biascorr, bnforward, chomp, constchan, maxleaky, constmm, gatherup2d, noopslice, ecafold, shufflefold, iffold, meanfold, qimport, repeatup, samplewise, shapefold, splitconv, subneg, torchdecomp, unshuffle, pixelshuffle
-from . import graphindex
+from . import graphindex, onnx_attrs
 from .graph import Layer, Network
 from .onnx_nodes import (_check_layer_names, _conv1d_unsupported, _conv_transpose, _conv_unsupported, _dims,
                          _explicit_pads, _host_unsupported, _matmul_rows, _one_d_as_2d, _rows_as_maps, _shapes,
@@ -286,6 +286,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
     except Exception as e:  # onnx raises several types for a broken file
         raise InputError(f"{printable(path)}: not a valid ONNX model "
                          f"({str(e).splitlines()[0] if str(e) else type(e).__name__}){qimport.checker_hint(e)}")
+    onnx_attrs.check_model(model)                 # issue 84: the spec's bounds on attributes, also for --host-fallback
     model = qimport.float_model(model, path)      # issue 50: QDQ pairs folded (a no-op without them)
     model = sklfold.rewrite(model)                # skl2onnx's Scaler, c - x: standard ops (Sub, Mul, Add)
     model = torchdecomp.rewrite(model)            # Einsum as MatMul, dynamo's 1-D upsampling as Resize

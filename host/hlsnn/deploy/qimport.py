@@ -15,12 +15,20 @@ A pre-pass of the importer (:func:`float_model`, called once by
 * Types: int8 and uint8 (per tensor or per axis), int32 for biases. Blocked quantization
   (``block_size``, opset 21), other integer types and a Q/DQ that is not one of these pairs are a
   :class:`~hlsnn.errors.ModelError` naming the node.
+* Every Q/DQ node is first held to the ONNX spec (issue 84; :func:`_quant_params`), as onnxruntime
+  holds it: its input, scale and zero-point types against the op's schema at the file's opset (a
+  zero point of another type than the integers it belongs to, an int32 QuantizeLinear, an
+  ``output_dtype`` the zero point's type is not), the scale one number or 1-D and the zero point
+  of its shape, a per-axis ``axis`` one of the tensor's (never taken modulo its rank; the pair's
+  DequantizeLinear along the same one). A node outside it is a ModelError naming it.
 
 * QONNX (domain ``qonnx.custom_op.general``): a ``Quant``/``IntQuant``/``BipolarQuant`` of a
   constant is folded into its quantized float values (:func:`qonnx_quant`, the op's definition);
   a ``Quant`` of an activation is removed (its readers read its input) and kept as an annotation
-  with its bit width (2..32), signedness, ``narrow`` and ``rounding_mode``. A ``BipolarQuant`` of an
-  activation and ``Trunc`` are left to the importer, which names them as unsupported.
+  with its bit width (2..32), signedness, ``narrow`` and ``rounding_mode``. Scales are finite and
+  > 0, zero points finite integers, the bit width one finite integer (else a ModelError). A
+  ``BipolarQuant`` of an activation and ``Trunc`` are left to the importer, which names them as
+  unsupported.
 
 What was removed is kept as annotations (:func:`annotations`: bits, signedness, scale, zero point,
 axis, per float tensor name), from which :func:`layer_mapping` says per engine layer whether the
@@ -109,38 +117,120 @@ def _attrs(node):
     return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
 
-def _quant_params(node, consts, what):
-    """(bits, signed, scale, zero point, axis) of a Q/DQ node; ModelError when unsupported."""
+def _type_name(elem):
+    from onnx import TensorProto
+    try:
+        return TensorProto.DataType.Name(int(elem)).lower()
+    except ValueError:
+        return f"element type {elem}"
+
+
+def _elem(arr):
+    """The onnx element type of a numpy array (None for one onnx has no type for)."""
+    from onnx import helper
+    try:
+        return helper.np_dtype_to_tensor_dtype(np.asarray(arr).dtype)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def spec_types(node, opset, types):
+    """The reason ``node``'s input types ``types`` (``{input index: onnx element type}``) break
+    the type constraints of its op's schema at ``opset`` (onnx's own: a type its type parameter
+    does not allow, two inputs of one parameter of two types), else None."""
+    from onnx import defs
+    try:
+        schema = defs.get_schema(node.op_type, opset, "")
+    except Exception:                           # noqa: BLE001 - no schema: nothing to check against
+        return None
+    allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
+    bound = {}
+    for i, formal in enumerate(schema.inputs):
+        if types.get(i) is None or i >= len(node.input) or not node.input[i]:
+            continue
+        ts = f"tensor({_type_name(types[i])})"
+        want = allowed.get(formal.type_str, {formal.type_str})
+        if ts not in want:
+            return (f"{formal.name} {node.input[i]!r} of type {_type_name(types[i])}: {node.op_type} at opset {opset} "
+                    f"takes {', '.join(sorted(t[7:-1] for t in want))}")
+        if formal.type_str in bound and bound[formal.type_str][1] != ts:
+            other = bound[formal.type_str]
+            return (f"{formal.name} {node.input[i]!r} of type {_type_name(types[i])} with {other[0]} of type "
+                    f"{other[1][7:-1]}: {node.op_type} at opset {opset} binds both to one type ({formal.type_str})")
+        bound[formal.type_str] = (f"{formal.name} {node.input[i]!r}", ts)
+    return None
+
+
+def _quant_params(node, consts, what, opset=21, shape=None, x_type=None):
+    """(bits, signed, scale, zero point, axis) of a Q/DQ node, checked against the ONNX spec (a
+    file outside it, which onnxruntime refuses to load or run, is a :class:`ModelError` naming the
+    node): the input types against the op's schema at ``opset`` (:func:`spec_types`: the scale's
+    type, the zero point's a type the op takes, DequantizeLinear's input the constant ``what``,
+    QuantizeLinear's of type ``x_type``, float32 when not given), QuantizeLinear's ``output_dtype``
+    the zero point's type when both are given; the scale one number or 1-D (per axis), the zero
+    point of its shape; a per-axis ``axis`` within ``-rank..rank-1`` of the tensor (``what``, or
+    one of ``shape``: a tuple, None where unknown). Then hlsnn's own limits: int8, uint8 (int32 for
+    a DequantizeLinear: biases), no ``block_size``, the scales finite, > 0 and one per index of a
+    per-axis axis of known size."""
     name = node.name or node.output[0]
     a = _attrs(node)
+    where = f"node {name!r} ({node.op_type})"
+
+    def invalid(msg):
+        return ModelError(f"{where}: {msg} (outside the ONNX spec)")
+
     if a.get("block_size", 0):
-        raise ModelError(f"node {name!r} ({node.op_type}): blocked quantization (block_size {a['block_size']}) is "
+        raise ModelError(f"{where}: blocked quantization (block_size {a['block_size']}) is "
                          "not supported; hlsnn takes per-tensor and per-axis int8/uint8 QDQ")
     if node.input[1] not in consts or (len(node.input) > 2 and node.input[2] and node.input[2] not in consts):
-        raise ModelError(f"node {name!r} ({node.op_type}): its scale and zero point must be constants")
-    scale = np.asarray(consts[node.input[1]], np.float32)
-    zp = np.asarray(consts[node.input[2]]) if len(node.input) > 2 and node.input[2] else np.zeros((), np.uint8)
-    elem = {np.dtype(np.int8): 3, np.dtype(np.uint8): 2, np.dtype(np.int32): 6}.get(zp.dtype)
-    if node.op_type == "QuantizeLinear" and "output_dtype" in a and a["output_dtype"]:
-        elem = int(a["output_dtype"])
-    if what is not None:
-        elem = {np.dtype(np.int8): 3, np.dtype(np.uint8): 2, np.dtype(np.int32): 6}.get(what.dtype)
-    if elem not in _TYPES:
-        raise ModelError(f"node {name!r} ({node.op_type}): quantized type {zp.dtype if what is None else what.dtype} "
-                         "is not supported; hlsnn takes int8, uint8 (and int32 biases)")
+        raise ModelError(f"{where}: its scale and zero point must be constants")
+    raw_scale = np.asarray(consts[node.input[1]])
+    scale = np.asarray(raw_scale, np.float32)
+    has_zp = len(node.input) > 2 and bool(node.input[2])
+    zp = np.asarray(consts[node.input[2]]) if has_zp else np.zeros((), np.uint8)
+    if scale.ndim > 1:
+        raise invalid(f"scale {node.input[1]!r} of shape {scale.shape}: one number (per tensor) or a 1-D array "
+                      "(one per index of axis)")
+    if has_zp and (zp.shape != scale.shape if scale.size > 1 else zp.size != 1):
+        raise invalid(f"zero point of shape {zp.shape} for a scale of shape {scale.shape}: give one zero point per "
+                      "scale, of its shape")
+    zp_elem = _elem(zp) if has_zp else None
+    out = int(a.get("output_dtype", 0) or 0) if node.op_type == "QuantizeLinear" else 0
+    q_elem = out or zp_elem or 2             # QuantizeLinear's output (no zero point, no output_dtype: uint8)
+    x_elem = (x_type or 1) if node.op_type == "QuantizeLinear" else (_elem(what) if what is not None else q_elem)
+    why = spec_types(node, opset, {0: x_elem, 1: _elem(raw_scale), 2: zp_elem})
+    if why is None and out and has_zp and out != zp_elem:
+        why = f"output_dtype {_type_name(out)} with a zero point of type {zp.dtype}: they must agree"
+    if why is None and out:
+        why = spec_types(node, opset, {2: out})
+    if why is not None:
+        raise invalid(why)
+    elem = q_elem if node.op_type == "QuantizeLinear" else x_elem
+    if elem not in _TYPES or (node.op_type == "QuantizeLinear" and elem == 6):
+        raise ModelError(f"{where}: quantized type {_type_name(elem)} is not supported; hlsnn takes int8, uint8 (and "
+                         "int32 biases)")
     if scale.size == 0 or not np.all(np.isfinite(scale)) or not np.all(scale > 0):
-        raise ModelError(f"node {name!r} ({node.op_type}): scale {node.input[1]!r} must be finite and > 0"
+        raise ModelError(f"{where}: scale {node.input[1]!r} must be finite and > 0"
                          + (" (it has no value)" if scale.size == 0 else ""))
-    if zp.size not in (1, scale.size) or (zp.size > 1 and zp.shape != scale.shape):
-        raise ModelError(f"node {name!r} ({node.op_type}): zero point of shape {zp.shape} for a scale of shape "
-                         f"{scale.shape}: give one zero point per scale (or one for all)")
     bits, signed = _TYPES[elem]
     axis = int(a.get("axis", 1)) if scale.size > 1 else None
-    if what is not None and axis is not None and (not -what.ndim <= axis < what.ndim
-                                                  or scale.size != what.shape[axis % what.ndim]):
-        raise ModelError(f"node {name!r} ({node.op_type}): {scale.size} scales along axis {axis} of "
-                         f"{node.input[0]!r}, of shape {tuple(what.shape)}: the axis must be one of its "
-                         f"{what.ndim} and the scales one per index of it")
+    shape = tuple(what.shape) if what is not None else shape
+    rank = None if shape is None else len(shape)
+    if axis is not None:
+        if rank is None:
+            raise ModelError(f"{where}: {scale.size} scales along axis {axis} of {node.input[0]!r}, a tensor of "
+                             "unknown rank: hlsnn takes per-axis quantization of tensors of known shape")
+        what_is = (f"{scale.size} scales along axis {axis} of {node.input[0]!r}, of shape "
+                   f"{tuple('?' if d is None else d for d in shape)}: the axis must be one of its {rank} "
+                   f"(-{rank}..{rank - 1}) and the scales one per index of it")
+        if not -rank <= axis < rank:
+            raise invalid(what_is)
+        if shape[axis % rank] is None:          # the batch's (of any size), or another of unknown size
+            raise ModelError(f"{where}: {scale.size} scales along axis {axis} of {node.input[0]!r}, of shape "
+                             f"{tuple('?' if d is None else d for d in shape)}: an axis of unknown size (the "
+                             "batch's?); hlsnn takes per-axis quantization along an axis of fixed size (the channels)")
+        if scale.size != shape[axis % rank]:
+            raise ModelError(f"{where}: {what_is}")
     return bits, signed, scale, zp, axis
 
 
@@ -246,12 +336,22 @@ def strip(model, path=None):
     from .graphindex import node_names
     notes, drop, new_inits, alias, relus = {}, set(), [], {}, []
     nonneg = _nonneg_of(g, consts)
+    opset = max((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), default=21)
+    inferred = []
+
+    def shape_of(t):
+        """An activation's shape by onnx's shape inference (None: unknown), for a per-axis pair."""
+        if not inferred:
+            from .graphindex import shapes
+            inferred.append(shapes(model, declared=True))
+        s = inferred[0].get(t)
+        return None if s is None else tuple(s)
     node_name = node_names(g)                  # the Relus' names: none a node of the file has
     for n in g.node:
         if n.op_type != "DequantizeLinear" or n.input[0] not in consts:
             continue
         q = np.asarray(consts[n.input[0]])
-        bits, signed, scale, zp, axis = _quant_params(n, consts, q)
+        bits, signed, scale, zp, axis = _quant_params(n, consts, q, opset)
         ax = None if axis is None else axis % max(q.ndim, 1)
         w = (q.astype(np.float32) - _bcast(zp, ax, q.ndim).astype(np.float32)) * _bcast(scale, ax, q.ndim)
         new_inits.append(numpy_helper.from_array(np.asarray(w, np.float32), n.output[0]))
@@ -290,8 +390,9 @@ def strip(model, path=None):
         if not outs or n.output[0] in graph_out or any(
                 u.op_type != "DequantizeLinear" or list(u.input[1:]) != list(n.input[1:]) for u in outs):
             continue
+        bits, signed, scale, zp, axis = _quant_params(n, consts, None, opset, np.shape(consts[n.input[0]]),
+                                                      _elem(consts[n.input[0]]))
         c = np.asarray(consts[n.input[0]], np.float32)
-        bits, signed, scale, zp, axis = _quant_params(n, consts, None)
         ax = None if axis is None else axis % max(c.ndim, 1)
         lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
         z, sc = _bcast(zp, ax, c.ndim).astype(np.float32), _bcast(scale, ax, c.ndim)
@@ -307,7 +408,13 @@ def strip(model, path=None):
         if not outs or n.output[0] in graph_out or any(
                 u.op_type != "DequantizeLinear" or list(u.input[1:]) != list(n.input[1:]) for u in outs):
             continue            # not a fake-quantization pair: left to the importer, which names it
-        bits, signed, scale, zp, axis = _quant_params(n, consts, None)
+        bits, signed, scale, zp, axis = _quant_params(n, consts, None, opset, shape_of(n.input[0]))
+        for u in outs:                             # each DequantizeLinear of the pair, by the same rules
+            u_axis = _quant_params(u, consts, None, opset, shape_of(n.input[0]))[4]
+            rank = len(shape_of(n.input[0]) or ()) or 1
+            if (u_axis is None) != (axis is None) or (axis is not None and u_axis % rank != axis % rank):
+                raise ModelError(f"node {u.name or u.output[0]!r} (DequantizeLinear): axis {u_axis}, its "
+                                 f"QuantizeLinear {n.name or n.output[0]!r}'s {axis}: a pair quantizes along one axis")
         notes[n.input[0]] = TensorQuant(n.input[0], "activation", bits, signed, scale, np.asarray(zp), axis)
         drop.add(id(n))
         lowest = (-(1 << (bits - 1)) if signed else 0) - np.asarray(zp, np.int64)
@@ -390,14 +497,23 @@ def _qonnx_params(node, consts):
     if any(i not in consts for i in need if i):
         raise ModelError(f"node {name!r} ({node.op_type}): its scale, zero point and bit width must be constants")
     scale = np.asarray(consts[node.input[1]], np.float32)
+    if scale.size == 0 or not np.all(np.isfinite(scale)) or not np.all(scale > 0):
+        raise ModelError(f"node {name!r} ({node.op_type}): scale {node.input[1]!r} must be finite and > 0"
+                         + (" (it has no value)" if scale.size == 0 else ""))
     if node.op_type == "BipolarQuant":
         return TensorQuant("", "", 1, True, scale, np.zeros((), np.float32), None, rounding="BIPOLAR")
     zp, bw = np.asarray(consts[node.input[2]], np.float32), np.asarray(consts[node.input[3]], np.float64)
-    if bw.size != 1 or float(bw) != int(bw) or not 2 <= int(bw) <= 32:
+    if bw.size != 1 or not np.isfinite(bw).all() or float(bw) != int(bw) or not 2 <= int(bw) <= 32:
         raise ModelError(f"node {name!r} ({node.op_type}): bit width {bw.reshape(-1)[:4].tolist()}; hlsnn takes one "
                          "integer 2..32 per tensor (2..8 map onto the engines' int8, wider ones only for biases)")
-    if not np.all(np.isfinite(scale)) or not np.all(scale > 0):
-        raise ModelError(f"node {name!r} ({node.op_type}): scale {node.input[1]!r} must be finite and > 0")
+    if zp.size == 0 or not np.all(np.isfinite(zp)) or not np.array_equal(zp, np.rint(zp)):
+        raise ModelError(f"node {name!r} ({node.op_type}): zero point {node.input[2]!r} "
+                         f"{np.asarray(zp).reshape(-1)[:4].tolist()}: QONNX zero points are finite integers")
+    try:
+        np.broadcast_shapes(scale.shape, zp.shape)
+    except ValueError:
+        raise ModelError(f"node {name!r} ({node.op_type}): scale {tuple(scale.shape)} and zero point "
+                         f"{tuple(zp.shape)} do not broadcast (numpy's rules, as QONNX's op definition)") from None
     mode = a.get("rounding_mode", b"ROUND")
     mode = mode.decode() if isinstance(mode, bytes) else str(mode)
     if mode.upper() not in ("HALF_EVEN",) + tuple(ROUNDINGS):

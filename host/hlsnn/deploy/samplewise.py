@@ -212,6 +212,7 @@ def run(layer, inputs, matmul=None, host_run=None):
     float64); ``host_run(spec, inputs)`` evaluates a per-sample function such as
     ``LayerNormalization`` (:func:`hlsnn.deploy.hostops.run`, which calls this one)."""
     from types import SimpleNamespace
+    from .hostops import axis_of               # an axis of one sample's tensor: checked, never wrapped
     a = layer.attrs
     xs = [lift(np.asarray(x), s) for x, s in zip(inputs, a["in_shapes"])]
     n = xs[0].shape[0]
@@ -225,7 +226,7 @@ def run(layer, inputs, matmul=None, host_run=None):
         if fn == "Transpose":
             y = x.transpose([0] + [p + 1 for p in a["perm"]])
         elif fn == "Gather":
-            y = np.take(x, a["indices"], axis=a["axis"] + 1)
+            y = np.take(x, a["indices"], axis=axis_of(fn, a["axis"], x.ndim - 1) + 1)   # of one sample's axes
         elif fn in ("Slice", "Split"):
             y = swslice.run_take(x, a["takes"])
         else:
@@ -243,7 +244,7 @@ def run(layer, inputs, matmul=None, host_run=None):
             red = np.mean if fn == "ReduceMean" else np.max
             y = red(xs[0], axis=tuple(ax + 1 for ax in a["axes"]), keepdims=bool(a["keepdims"]))
         elif fn == "Softmax":
-            y = _softmax(xs[0], a["axis"])
+            y = _softmax(xs[0], axis_of(fn, a["axis"], xs[0].ndim - 1) + 1)
         elif fn == "LayerNormalization":
             y = host_run(SimpleNamespace(op=fn, attrs=a), [xs[0]])
         else:

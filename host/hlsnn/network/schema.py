@@ -14,7 +14,12 @@ network mode's C helpers (``native/netint.c``), the network kernels' C-simulatio
   ``n_out`` finite values, ``n_out`` is ``w_shape[0]``, a conv's ``geom`` kernel is its
   weight's, its groups divide its channels, its weight's input channels times its groups are
   the channels of the tensor it reads (where that tensor's shape is known), a dense layer's
-  ``K`` is the size of its input, and every output map is at least 1 x 1;
+  ``K`` is the size of its input, and every output map is at least 1 x 1; what an engine derives
+  from its weight shape and geometry is what they make (sparse_cluster's ``general``, ``pads1``,
+  ``wq``, ``w_taps``, ``k_step``, ``blocks``: :func:`_sparse_conv`; bfp_systolic's packs and
+  chunk arrays: :func:`_bfp_chunks`; shift_mac's packs and code fields: :func:`_shift_fields`),
+  and a host op's axes are axes of its input (:func:`hlsnn.network.hostschema.dry_run` runs it,
+  and the host ops never wrap an axis);
 * arrays are numbers: integers, or finite floats.
 
 Each failure is one :class:`~hlsnn.errors.InputError` naming the file, the place and what is
@@ -477,6 +482,11 @@ def _engine(w, j, shape, accels, arrays):
         v = arrays.get(f"{j['name']}/wq")
         if v is None or v.dtype != np.int8 or v.ndim != 4 or v.shape[0] != n:
             _fail(w, f"its weights {j['name']}/wq are missing or not int8 of shape ({n}, C, kh, kw)")
+        for k in ("w_taps",):
+            t = arrays.get(f"{j['name']}/{k}")
+            if t is not None and (t.ndim != 4 or list(t.shape) != (ws + [1, 1] if kind == "dense" else ws)):
+                _fail(w, f"its taps {j['name']}/{k} have shape {t.shape}; the weight {ws} has "
+                         f"{tuple(ws + [1, 1] if kind == 'dense' else ws)}")
         if j.get("in_terms") is not None:            # input_terms: 2 (hlsnn.deploy.twoin)
             t = arrays.get(f"{j['name']}/w_taps")
             if j["in_terms"] != 1 and (t is None or t.dtype.kind not in "iu"):
@@ -505,6 +515,12 @@ def _engine(w, j, shape, accels, arrays):
     if kind == "dense":
         if j["geom"] is not None:
             _fail(f"{w}: geom", f"{excerpt(j['geom'], 60)}: a dense layer has none (null)")
+        if eng == "sparse_cluster":
+            _sparse_conv(w, j, n, ws + [1, 1], None, arrays, accels[acc]["config"].get(eng))
+        if eng == "bfp_systolic":
+            _bfp_chunks(w, j, n, ws, 1, arrays)
+        if eng == "shift_mac":
+            _shift_fields(w, j, n, ws, 1, arrays)
         if shape is not None and _size(shape) != ws[1]:
             _fail(w, f"a dense layer of {ws[1]} inputs reads a tensor of shape {shape} ({_size(shape)} values)")
         return (n,)
@@ -519,6 +535,12 @@ def _engine(w, j, shape, accels, arrays):
     grp = _int(f"{w}: geom.group", _key(g, "group", w), 1, MAX_DIM)
     if n % grp:
         _fail(f"{w}: geom.group", f"{grp} groups do not divide its {n} outputs")
+    if eng == "sparse_cluster":
+        _sparse_conv(w, j, n, ws, (kh, kw, sh, sw, pads, dl, grp), arrays, accels[acc]["config"].get(eng))
+    if eng == "bfp_systolic":
+        _bfp_chunks(w, j, n, ws, grp, arrays)
+    if eng == "shift_mac":
+        _shift_fields(w, j, n, ws, grp, arrays)
     if shape is None:
         return None
     if len(shape) != 3:
@@ -533,6 +555,119 @@ def _engine(w, j, shape, accels, arrays):
     if n * oh * ow > MAX_ELEMS:
         _fail(w, f"an output of {n}x{oh}x{ow} values")
     return (n, oh, ow)
+
+
+def _sparse_conv(w, j, n, ws, geom, arrays, cfg):
+    """A ``sparse_cluster`` layer's fields that follow from its weight shape ``ws`` (a dense
+    layer's as (n, K, 1, 1)) and geometry ``geom`` ``(kh, kw, sh, sw, pads, dilations, group)``
+    (None: dense), as :class:`hlsnn.deploy.executors.SparseExec` derives them: ``general`` (any
+    convolution but a stride-1, undilated, ungrouped square one of "same" or "valid" pads), the
+    ``wq`` array's shape (the weights, or a general convolution's stride-1 square kernel of its
+    dilated extent with the groups as zero taps) and ``pads1``, and, from the accelerator's
+    ``max_in_channels`` and ``max_ksize``, ``k_step`` and ``blocks``. Anything else reaches an
+    index or a shape the kernels never meet."""
+    name = j["name"]
+    if geom is None:
+        general, want, pads1 = False, tuple(ws), None
+    else:
+        kh, kw, sh, sw, pads, dl, grp = geom
+        p = pads[0]
+        general = not (kh == kw and (sh, sw, dl[0], dl[1], grp) == (1, 1, 1, 1, 1) and len(set(pads)) == 1
+                       and p in (0, (kh - 1) // 2) and not (p and kh % 2 == 0))
+        eh, ew = dl[0] * (kh - 1) + 1, dl[1] * (kw - 1) + 1
+        k1 = max(eh, ew)
+        want = (n, ws[1] * grp, k1, k1) if general else tuple(ws)
+        t, le, bo, r = pads
+        pads1 = [t, le, bo + k1 - eh, r + k1 - ew] if general else None
+    if j["general"] != general:
+        _fail(f"{w}: general", f"{j['general']}, but its geometry makes it {general}")
+    v = arrays[f"{name}/wq"]
+    if tuple(v.shape) != want:
+        _fail(w, f"its weights {name}/wq have shape {v.shape}; its weight {ws[:2]} and geometry make it {want}")
+    if general and list(j["pads1"]) != pads1:
+        _fail(f"{w}: pads1", f"{j['pads1']}, but its geometry makes the stride-1 pads {pads1}")
+    if not general and j.get("pads1") is not None:
+        _fail(f"{w}: pads1", f"{excerpt(j['pads1'], 40)}: only a general convolution has them (null)")
+    cfg = cfg if isinstance(cfg, dict) else {}
+    cmax, kmax = cfg.get("max_in_channels"), cfg.get("max_ksize")
+    if _isint(cmax) and cmax > 0:
+        step = cmax if want[1] > cmax else None
+        if j["k_step"] != step:
+            _fail(f"{w}: k_step", f"{j['k_step']}, but {want[1]} input channels on max_in_channels {cmax} make it "
+                                  f"{step}")
+    if _isint(kmax) and kmax > 0:
+        if geom is None or want[2] <= kmax:
+            blocks = None
+        else:
+            th, tw = (kmax - 1) // dl[0] + 1, (kmax - 1) // dl[1] + 1
+            blocks = [[i0, min(th, kh - i0), j0, min(tw, kw - j0)]
+                      for i0 in range(0, kh, th) for j0 in range(0, kw, tw)]
+        got = j.get("blocks")
+        if (None if got is None else [list(b) for b in got]) != blocks:
+            _fail(f"{w}: blocks", f"{excerpt(got, 60)}, but its kernel on max_ksize {kmax} makes them "
+                                  f"{excerpt(blocks, 60)}")
+
+
+def _packs(w, j, n, group):
+    """``(gp, groups, zg)`` of an engine layer that runs a grouped convolution as one GEMM per pack
+    of ``gp`` groups (:mod:`hlsnn.deploy.groups`): ``gp`` dividing the ``group`` groups, ``groups``
+    the packs, ``zg`` the outputs per pack (the loader's defaults where a field is absent)."""
+    gp, groups = j.get("gp", 1), j.get("groups", 1)
+    zg = j.get("zg", n // max(1, groups))
+    if group % gp or groups != group // gp or zg * groups != n:
+        _fail(w, f"gp {gp}, groups {groups}, zg {zg}: {group} group(s) packed {gp} per GEMM make groups "
+                 f"{group // gp if not group % gp else '(gp must divide them)'} of {n // max(1, group // gp)} outputs")
+    return gp, groups, zg
+
+
+def _shift_fields(w, j, n, ws, group, arrays):
+    """A ``shift_mac`` layer's packs (:func:`_packs`) and code fields against its weight shape
+    ``ws``: one row per output, ``terms`` x ``gp`` x the weight's values per output columns (as
+    :class:`hlsnn.deploy.executors.ShiftExec` quantizes the GEMM weight), the scale exponents of
+    the shape its ``axis`` makes, every field by the format's own check
+    (:meth:`hlsnn.formats.shift.ShiftTensor.from_codes`)."""
+    from ..errors import HlsnnError
+    from ..formats import shift as sfmt
+    gp, _, _ = _packs(w, j, n, group)
+    want = (n, j.get("terms", 1) * gp * _size(ws[1:]))
+    rows = arrays[f"{j['name']}/e1"].shape
+    if tuple(rows) != want:
+        _fail(w, f"its weight fields {j['name']}/e1, ... have shape {rows}; the weight {ws} in {gp} group(s) per "
+                 f"GEMM with {j.get('terms', 1)} term(s) makes them {want}")
+    fields = [arrays.get(f"{j['name']}/{f}") for f in ("e1", "e2", "s1", "s2", "zero", "scale_exponent")]
+    if fields[-1] is None:
+        _fail(w, f"its scale exponents {j['name']}/scale_exponent are missing")
+    try:
+        sfmt.ShiftTensor.from_codes(j["mode"], j["exp_bits"], *fields, delta=j["delta"], axis=j["axis"])
+    except (HlsnnError, ValueError, TypeError) as exc:
+        _fail(w, f"its weight fields ({j['name']}/e1, ...): {' '.join(str(exc).split())[:160]}")
+
+
+def _bfp_chunks(w, j, n, ws, group, arrays):
+    """A ``bfp_systolic`` layer's packs and chunks against its weight shape ``ws`` and ``group``
+    (as :class:`hlsnn.deploy.executors.BfpExec` makes them): ``gp`` groups per GEMM dividing the
+    groups, ``groups`` the packs, ``zg`` the outputs per pack; each chunk within one pack, its
+    weight mantissas one row per output of K = ``gp`` x the weight's values per output, its bias
+    mantissas one per output, its exponents of the shape its axis and block make (the format's own
+    check, :meth:`hlsnn.formats.bfp.BFPTensor.from_parts`)."""
+    from ..errors import HlsnnError
+    from ..formats import bfp as bfpfmt
+    gp, groups, zg = _packs(w, j, n, group)
+    k = gp * _size(ws[1:])
+    for i, c in enumerate(j["chunks"]):
+        lo, hi = c["rows"]
+        if lo // zg != (hi - 1) // zg:
+            _fail(f"{w}: chunks[{i}].rows", f"[{lo}, {hi}] crosses a pack of {zg} outputs")
+        for part, want in (("w", (hi - lo, k)), ("b", (hi - lo,))):
+            m, e = arrays[f"{j['name']}/{part}{i}_mantissas"], arrays[f"{j['name']}/{part}{i}_exponents"]
+            if tuple(m.shape) != want:
+                _fail(w, f"its array {j['name']}/{part}{i}_mantissas has shape {m.shape}; chunk [{lo}, {hi}] of "
+                         f"the weight {ws} makes it {want}")
+            try:
+                bfpfmt.BFPTensor.from_parts(m, e, j["mantissa_bits"], exponent_bits=j["exponent_bits"],
+                                            axis=c[f"{part}_axis"], block_size=c[f"{part}_block"])
+            except (HlsnnError, ValueError, TypeError) as exc:
+                _fail(w, f"its chunk {i}'s {part} ({j['name']}/{part}{i}_*): {' '.join(str(exc).split())[:160]}")
 
 
 #: :func:`validate` without its message: :class:`Bad` on the first fault (hlsnn compile checks what it writes)
