@@ -250,8 +250,8 @@ def build_parser():
                       help="only inputs whose non-zeros cluster in blobs (default: random and structured rows)")
     kind.add_argument("--random", action="store_true", help="only uniformly random inputs")
     p.add_argument("--seed", type=NONNEG, default=0, help="seed of the synthetic layers (default 0)")
-    p.add_argument("--out", help="output file (default <config stem>_report.png, or <config stem>_report.html for "
-                                 "a deployment config, in the current folder)")
+    p.add_argument("--out", help="output file (default build/<config stem>_report.png, or build/<config stem>_report.html for "
+                                 "a deployment config or a NAME.hlsnn; build/ is $HLSNN_BUILD when set)")
     p.add_argument("--no-plot", action="store_true", help="print the table (or JSON) only")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_report)
@@ -270,7 +270,7 @@ def build_parser():
     p.add_argument("--no-csim", action="store_true", help="estimates only; compile nothing")
     p.add_argument("--cases", type=NONNEG, default=2, help="random cases per variant besides the edge cases (default 2)")
     p.add_argument("--seed", type=NONNEG, default=0, help="seed of the cases (default 0)")
-    p.add_argument("--out", help="image file (default <config stem>_sweep.png in the current folder)")
+    p.add_argument("--out", help="image file (default build/<config stem>_sweep.png; build/ is $HLSNN_BUILD when set)")
     p.add_argument("--no-plot", action="store_true", help="print the table (or JSON) only")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar (it is off anyway when stderr is not a terminal)")

@@ -6,6 +6,7 @@ import json
 import sys
 
 from .kernels import _load
+from ..paths import build_root
 
 _BUILD_OUTCOME = {0: "ok", 1: "FAILED", 3: "tools missing"}
 
@@ -96,7 +97,7 @@ def cmd_sweep(args):
                          "--cluster: the scheduler's workers)")
     out = None
     if not args.no_plot:
-        out = sweep.check_out(args.out or Path(f"{Path(args.config).stem}_sweep.png"))
+        out = sweep.check_out(args.out or build_root() / f"{Path(args.config).stem}_sweep.png")
         missing = sweep.matplotlib_missing()
         if missing and args.out:
             raise MissingDependency(missing)
