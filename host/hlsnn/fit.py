@@ -57,9 +57,10 @@ def _boards_that_hold(resources_on, exclude):
     return out
 
 
-def _board_fix(names, what):
+def _board_fix(names, what, how):
     if names:
-        return f"{what} fits {' or '.join(names[:3])} (hlsnn build --board NAME / a config on that board)"
+        some = names[:3]
+        return f"{what} fits {', '.join(some[:-1]) + ' or ' if len(some) > 1 else ''}{some[-1]} ({how})"
     return f"no shipped board holds {what}: make it smaller"
 
 
@@ -108,7 +109,7 @@ def config_fix(cfg) -> str:
         except ConfigError:
             return None
         return c.estimates["resources"]
-    return _board_fix(_boards_that_hold(on, cfg.board.name), "the config")
+    return _board_fix(_boards_that_hold(on, cfg.board.name), "the config", "hlsnn build --board NAME")
 
 
 def check_config(cfg, *, allow_overfit=False) -> list:
@@ -201,7 +202,8 @@ def network_fix(net, cfg) -> str:
                     break
         if best:
             return f"net_lanes: {best[0]}, net_banks: {best[1]} fits (the largest lanes x banks that does)"
-    return _board_fix(_boards_that_hold(lambda b: network_resources(net, b.ps), board.name), "the network kernel")
+    return _board_fix(_boards_that_hold(lambda b: network_resources(net, b.ps), board.name), "the network kernel",
+                      f"the model compiled with an accel config of {net.engine} on that board")
 
 
 def check_network(program, arrays, *, allow_overfit=False, source="", what=None):
