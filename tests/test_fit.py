@@ -70,8 +70,8 @@ def test_the_override_goes_on_and_info_still_says_so(tmp_path, capsys, monkeypat
 def test_info_shows_ff_with_its_margin(capsys):
     assert main(["info", "sparse8_pynq-z2"]) == 0
     out = capsys.readouterr().out
-    line = next(ln for ln in out.splitlines() if ln.strip().startswith("FF "))
-    assert "of  106,400" in line and "margin" in line and "to the budget" in line, line
+    line = next(ln for ln in out.splitlines() if ln.strip().startswith("ff "))
+    assert "of   106400" in line and "margin" in line and "to the budget" in line, line
     assert main(["info", "sparse8_pynq-z2", "--json"]) == 0
     js = json.loads(capsys.readouterr().out)
     ff = js["estimates"]["resources"]["ff"]

@@ -158,7 +158,7 @@ def cmd_info(args):
         margin = (f"  margin {MARGINS[r] * avail - used:,.0f} to the budget" if used <= MARGINS[r] * avail
                   else f"  OVER the budget ({MARGINS[r] * avail:,.0f}) by {used - MARGINS[r] * avail:,.0f}") \
             if r in MARGINS and avail else ""
-        print(f"    {RESOURCE_NAMES.get(r, r):<7}{used:>8,} of {avail:>8,}  ({100 * est['utilization'][r]:.0f}%){margin}")
+        print(f"    {r:<7}{used:>8} of {avail:>8}  ({100 * est['utilization'][r]:.0f}%){margin}")
     for r, used, limit, _ in over:
         print(f"  note: {RESOURCE_NAMES.get(r, r)} {used:,} is above the budget ({limit:,.0f}, {100 * FIT_SHARE:.0f}%): "
               f"kept with --allow-overfit; hlsnn render and build refuse it without")

@@ -88,7 +88,7 @@ U2_LANE_LUT, U2_LANE_FF = 120, 40
 def storage_plan(p, board) -> dict:
     """Where the two largest per-unit buffers live: ``acc`` (the accumulation RAM, a bank per
     multiplier) and ``res_q`` (the output FIFO). Where the board has UltraRAM, they go to URAM, ``acc`` first,
-    as long as all units together stay within 85% of the board's URAM; the rest is block RAM.
+    as long as all units together stay within 90% of the board's URAM (``MARGINS``); the rest is block RAM.
     Returns the template booleans ``acc_uram`` and ``res_q_uram``."""
     from ...resources import MARGINS, uram_for
     budget = MARGINS["uram"] * board.resources.get("uram", 0)
