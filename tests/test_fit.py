@@ -145,3 +145,28 @@ def test_a_network_kernel_that_fits_compiles_as_before(mlp_cfg, tmp_path):
     compile_model(mlp_cfg, "twohot", out, check_samples=0)
     r = fit.check_network(*artifact.read(out))
     assert r["over"] == [] and r["board"] == "pynq-z2" and r["resources"]["lut"] <= BUDGET["lut"]
+
+
+def test_the_shift_mac_shape_named_fits_and_one_more_bank_would_not(mlp_cfg, tmp_path):
+    """On a board too small for digits_mlp's two-hot kernel (the PYNQ-Z2 with 80% of its LUTs
+    made the budget's 90%), the refusal names net_lanes / net_banks whose kernel is within the
+    budget, and the next larger bank count of those lanes is not (the largest, as it says)."""
+    import re
+    from dataclasses import replace
+    from hlsnn import fit
+    from hlsnn.network import artifact
+    from hlsnn.network.build import compile_model
+    from hlsnn.resources import over_budget
+    out = tmp_path / "t.hlsnn"
+    compile_model(mlp_cfg, "twohot", out, check_samples=0)
+    net, cfg = fit.network_kernel(*artifact.read(out))
+    lut = fit.network_resources(net, cfg.board.ps)["lut"]
+    small = replace(cfg.board, resources={**cfg.board.resources, "lut": int(lut / 0.9 * 0.8)})
+    fix = fit.network_fix(net, replace(cfg, board=small))
+    m = re.fullmatch(r"net_lanes: (\d+), net_banks: (\d+) fits \(the largest lanes x banks that does\)", fix)
+    assert m, fix
+    pz, pc = int(m[1]), int(m[2])
+    assert pz * pc < 8 * 16
+    assert not over_budget(fit.network_resources(net, small.ps, (pz, pc)), small.resources)
+    bigger = fit.network_resources(net, small.ps, (pz, pc + pz))
+    assert bigger is None or over_budget(bigger, small.resources)
