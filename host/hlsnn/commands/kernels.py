@@ -160,7 +160,8 @@ def cmd_info(args):
             if r in MARGINS and avail else ""
         print(f"    {r:<7}{used:>8} of {avail:>8}  ({100 * est['utilization'][r]:.0f}%){margin}")
     for r, used, limit, _ in over:
-        print(f"  note: {RESOURCE_NAMES.get(r, r)} {used:,} is above the budget ({limit:,.0f}, {100 * FIT_SHARE:.0f}%): "
+        print(f"  note: {RESOURCE_NAMES.get(r, r)} {used:,} is above the budget ({limit:,.0f}, "
+              f"{100 * FIT_SHARE:.0f}%): "
               f"kept with --allow-overfit; hlsnn render and build refuse it without")
     print("  buffers the kernel declares (copies = banks x stream entries x instances; see hlsnn/resources.py):")
     for line in format_buffers(est):

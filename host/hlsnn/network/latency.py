@@ -142,8 +142,8 @@ def energy(board_name, end_to_end_us, batch):
     uj = board.power_w * end_to_end_us
     return {"board_power_w": board.power_w, "uj_per_batch": uj, "uj_per_image": uj / batch,
             "basis": f"estimate: {board.name}'s typical whole-board power ({board.power_w:g} W, power_w of its "
-                     f"board file {Path(board.path).name}: its source in the file's comment) x the modelled end-to-end time, as MLPerf "
-                     f"Tiny measures energy; no term for the kernel's own activity"}
+                     f"board file {Path(board.path).name}: its source in the file's comment) x the modelled "
+                     f"end-to-end time, as MLPerf Tiny measures energy; no term for the kernel's own activity"}
 
 
 def _with_energy(res):
