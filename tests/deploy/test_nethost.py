@@ -92,7 +92,7 @@ def test_non_finite_values_are_refused_by_name():
         _c(x, 7, 8, "nearest_away")
 
 
-@pytest.mark.parametrize("cc_flag", ["-ffast-math", "-Ofast"])
+@pytest.mark.parametrize("cc_flag", ["-ffast-math", "-Ofast", "-ffinite-math-only"])
 def test_a_cc_with_fast_math_keeps_rule_1_and_the_count_of_non_finite_values(cc_flag, tmp_path, monkeypatch):
     """``CC`` may carry flags; with ``-ffast-math`` (or ``-Ofast``) netin.c's ``v - v == 0`` was
     folded to true, so NaN and inf images ran on the C host path (issue 84), and rule 1 gave
