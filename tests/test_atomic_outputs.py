@@ -165,4 +165,5 @@ def test_deploy_on_a_full_disk_names_the_disk_not_an_internal_error(tmp_path):
                  cwd=tmp_path)
     line = next(x for x in res.stdout.splitlines() if x.lstrip().startswith("fixed8"))
     assert "FAILED: cannot write or read " in line and "file too large (EFBIG)" in line, res.stdout[-2000:]
+    assert "hlsnn-sched-" in line and "(TMPDIR)" in line, line         # its scratch folder: TMPDIR moves it
     assert "internal error" not in res.stdout and "Traceback" not in res.stderr, res.stderr[-2000:]
