@@ -178,6 +178,15 @@ def test_a_timeout_that_is_not_finite_positive_and_at_most_600_s_is_refused(monk
     assert cl.connect_timeout() == 600.0 == cl.MAX_CONNECT_TIMEOUT_S
 
 
+def test_tls_without_dask_tls_settings_is_one_line(monkeypatch):
+    """distributed raised a TypeError (a traceback) for tls:// without an SSL context."""
+    for k in [k for k in os.environ if k.startswith("DASK_DISTRIBUTED__COMM__TLS")]:
+        monkeypatch.delenv(k)
+    with pytest.raises(InputError, match=r"^--cluster tls://127\.0\.0\.1:1: a tls:// scheduler needs dask's TLS "
+                                         r"settings .*; they are not set$"):
+        cl.connect("tls://127.0.0.1:1", timeout=1)
+
+
 def test_the_allowed_address_forms():
     for a in ("tcp://10.0.0.5:8786", "tls://login1.cluster:8786", "ws://h:1", "wss://[::1]:65535",
               " tcp://127.0.0.1:8786 "):

@@ -139,6 +139,12 @@ def connect(address: str, *, timeout: Optional[float] = None):
         from distributed import Client
     except ImportError:
         raise MissingDependency(f"--cluster needs dask distributed: {_INSTALL}") from None
+    if address.split("://", 1)[0].lower() == "tls":
+        from distributed.security import Security
+        if Security().get_connection_args("client").get("ssl_context") is None:     # distributed: a TypeError
+            raise InputError(f"--cluster {address}: a tls:// scheduler needs dask's TLS settings (the config keys "
+                             "distributed.comm.tls.ca-file and distributed.comm.tls.client.cert, with .client.key "
+                             "unless the cert holds it); they are not set")
     try:
         _probe(address, timeout)
         return Client(address, timeout=timeout, set_as_default=False)
