@@ -178,6 +178,34 @@ def test_a_timeout_that_is_not_finite_positive_and_at_most_600_s_is_refused(monk
     assert cl.connect_timeout() == 600.0 == cl.MAX_CONNECT_TIMEOUT_S
 
 
+@pytest.mark.parametrize("payload", [b"\xff" * 4096, bytes(range(256)) * 16], ids=["ff", "counting"])
+def test_a_port_that_answers_with_other_bytes_is_not_a_scheduler(payload):
+    """A server that sends bytes which are no Dask handshake: distributed read a frame length of
+    petabytes from them (a MemoryError: the CLI's 'out of memory' line), or a ValueError (then
+    'not a scheduler address ...; write SCHEME://HOST:PORT', blaming a well-formed address)."""
+    import threading
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+
+    def serve():
+        while True:
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                return
+            with c:
+                c.sendall(payload)
+    threading.Thread(target=serve, daemon=True).start()
+    addr = f"tcp://127.0.0.1:{srv.getsockname()[1]}"
+    try:
+        with pytest.raises(InputError, match=rf"^--cluster {re.escape(addr)}: what answered there is not a Dask "
+                                             rf"scheduler \(its first message: .*\); check the address and port$"):
+            cl.connect(addr, timeout=2)
+    finally:
+        srv.close()
+
+
 def test_tls_without_dask_tls_settings_is_one_line(monkeypatch):
     """distributed raised a TypeError (a traceback) for tls:// without an SSL context."""
     for k in [k for k in os.environ if k.startswith("DASK_DISTRIBUTED__COMM__TLS")]:

@@ -124,6 +124,12 @@ def _probe(address: str, timeout: float):
     err = out.get("error")
     if t.is_alive() or isinstance(err, asyncio.TimeoutError):
         raise TimeoutError(f"nothing answered the connection within {timeout:g} s")
+    if isinstance(err, (OSError, TimeoutError)):
+        raise err
+    if isinstance(err, Exception):   # bytes that are no handshake: a frame length of petabytes (MemoryError), ...
+        why = " ".join(str(err).split())[:120]
+        raise InputError(f"--cluster {address}: what answered there is not a Dask scheduler (its first message: "
+                         f"{type(err).__name__}{': ' + why if why else ''}); check the address and port")
     if err is not None:
         raise err
 
@@ -152,6 +158,8 @@ def connect(address: str, *, timeout: Optional[float] = None):
         why = " ".join(str(exc).split())[:200] or type(exc).__name__
         raise InputError(f"--cluster {address}: no Dask scheduler answered within {timeout:g} s ({why}); start "
                          f"one (dask scheduler) or check the address") from None
+    except InputError:
+        raise
     except ValueError as exc:       # an address dask still refuses (a host name it cannot parse)
         raise InputError(f"--cluster {address}: not a scheduler address ({' '.join(str(exc).split())[:160]}); "
                          f"{_FORM}") from None
