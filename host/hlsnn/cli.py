@@ -96,8 +96,9 @@ def build_parser():
     p.add_argument("--jobs", type=POSITIVE, default=None, help="parallel Vivado jobs (default: CPU count)")
     p.add_argument("--out", default="overlays", help="overlay folder (default overlays/)")
     p.add_argument("--cluster", metavar="ADDRESS",
-                   help="build each config as a task on the Dask scheduler at ADDRESS (tcp://host:8786); the "
-                        "overlays come back here; needs hlsnn[cluster] (docs/tutorials/cluster.md)")
+                   help="build each config as a task on the Dask scheduler at ADDRESS (SCHEME://HOST:PORT, "
+                        "SCHEME tcp, tls, ws or wss: tcp://host:8786); the overlays come back here; needs "
+                        "hlsnn[cluster] (docs/tutorials/cluster.md)")
     p.add_argument("--dry-run", action="store_true", help="render, then print every command without running it")
     p.add_argument("--check", action="store_true",
                    help="only Vitis HLS csim_design + csynth_design (no export, no Vivado); print each loop's II and "
@@ -277,8 +278,9 @@ def build_parser():
                         "its values (YAML scalars); repeat for more keys: the variants are the Cartesian product")
     p.add_argument("--jobs", type=POSITIVE, default=None, help="C-simulation worker processes (default: CPU count)")
     p.add_argument("--cluster", metavar="ADDRESS",
-                   help="run every variant as a task on the Dask scheduler at ADDRESS (tcp://host:8786) instead of "
-                        "local processes; needs hlsnn[cluster] (docs/tutorials/cluster.md)")
+                   help="run every variant as a task on the Dask scheduler at ADDRESS (SCHEME://HOST:PORT, "
+                        "SCHEME tcp, tls, ws or wss: tcp://host:8786) instead of local processes; needs "
+                        "hlsnn[cluster] (docs/tutorials/cluster.md)")
     p.add_argument("--no-csim", action="store_true", help="estimates only; compile nothing")
     p.add_argument("--cases", type=NONNEG, default=2, help="random cases per variant besides the edge cases (default 2)")
     p.add_argument("--seed", type=NONNEG, default=0, help="seed of the cases (default 0)")
