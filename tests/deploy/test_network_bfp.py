@@ -418,10 +418,41 @@ def test_the_datapath_model_counts_the_kernels_operators():
     from hlsnn.engines.bfp_systolic.network import perf as bfpperf
     assert bfpperf.srs_luts(54, 16, 63, 16) == 171 + 162 + 161 + 36 + 72 + 16
     net = SimpleNamespace(params=dict(mantissa_bits=16, acc_bits=48))
-    d = bfpperf.datapath(net, dict(pz=8, pc=16, sum_bits=41, pool_bits=62))
+    rows = [dict(vals=[1]), dict(vals=[2])]            # a max pool's and an Add's descriptors (op codes 1, 2)
+    d = bfpperf.datapath(net, dict(pz=8, pc=16, sum_bits=41, pool_bits=62, rows=rows))
     assert d["maxpool"][0] == 16 * (2 * (54 + 54 + 12 + 3 * 54) + 27 + 18 + 6 + 8 + 64)
     # the exponent pass: 32 elements (|m|, leading one, source select, exponent add, zero test)
     # and the balanced max tree's 31 compare-selects plus the one with the carried value
     elem = 32 + 54 + 54 + 12 + 9 + 6 + 2 * 4          # and the bank window's two 8-bit compares [c0, c)
     assert d["conv_exp"][0] == 32 * elem + 32 * (6 + 6) + 12 + 2 * 6 + 2 * (32 + 4 * 8)
     assert set(d) == {"conv_exp", "conv_mac_banks", "conv_mac_lanes", "maxpool", "add", "axi", "control"}
+
+
+@pytest.mark.parametrize("model,families", [("resnet8_digits32", {"Add"}), ("digits_cnn", {"MaxPool"})])
+def test_the_kernel_renders_and_counts_only_the_op_families_the_model_has(compiled, tmp_path, model, families):
+    """Issue 83: a family's function, loop and dispatch are rendered only for a program that has
+    such an op, and the resource model counts a family's datapath exactly where the rendered
+    C++ has it. ResNet-8 is convs and residual Adds (its global pool is its last Add's), no max
+    pool; digits_cnn convs and max pools, no Add (the models' own op lists, asserted above)."""
+    from hlsnn.engines.bfp_systolic.network import kernel as bfpkernel, perf as bfpperf
+    net = netmode.lower(*artifact.read(compiled(model, "bfp16")))
+    _, _, t = bfpkernel.render(net, tmp_path)
+    cpp = (tmp_path / "network.cpp").read_text()
+    loops = {"MaxPool": "MaxPoolTaps:", "Move": "MovePixels:", "Transpose": "TransposeDiagonals:",
+             "Concat": "ConcatPixels:", "Add": "AddPixels:"}
+    assert {f for f in loops if f"void {f}(" in cpp} == families
+    assert {f for f, label in loops.items() if label in cpp} == families
+    logic = bfpperf.datapath(net, t)
+    assert ("maxpool" in logic) == ("MaxPool" in families) and ("add" in logic) == ("Add" in families)
+
+
+@pytest.mark.parametrize("assignment", ["bfp8_z2", "bfp16"])
+def test_resnet8_bfp_kernel_fits_the_pynq_z2(compiled, capsys, assignment):
+    """Issue 83: ResNet-8's bfp network kernel on the PYNQ-Z2 (XC7Z020: 53,200 LUTs, 106,400
+    FFs, 220 DSP48E1, 140 BRAM36) within 90 % of each resource by the resource model."""
+    import json
+    from hlsnn.cli import main
+    assert main(["perf", str(compiled("resnet8_digits32", assignment)), "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)["kernel_resources"]
+    for k, have in (("lut", 53200), ("ff", 106400), ("dsp", 220), ("bram36", 140)):
+        assert r[k] <= 0.9 * have, (k, r[k])

@@ -68,6 +68,22 @@ FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", 
           "odd")                                # a channel mean (netbfp rule 4o, .reduce), a gate's product (10r,
 #                                                 .gatero) rounded to odd
 
+#: the kernel's op families with a loop of their own, by descriptor op code (network_data.h.j2's
+#: ``kOp*``), and the template's boolean of each: a family's function, its loop and its
+#: dispatch are rendered only for a program that has such an op (issue 83: build only the ops
+#: the model has), and the resource model (:func:`hlsnn.engines.bfp_systolic.network.perf.datapath`)
+#: counts a family's datapath only where it is rendered (a table's and a gate's loops have
+#: ``has_lut``, ``has_gate`` of their own)
+FAMILIES = {1: "has_pool", 2: "has_add", 3: "has_move", 4: "has_concat", 5: "has_transpose"}
+
+
+def families(t):
+    """``{template boolean: rendered}`` of :data:`FAMILIES` from the descriptor rows of
+    :func:`tables` ``t`` (the compiled program as the kernel walks it)."""
+    codes = {r["vals"][FIELDS.index("op")] for r in t["rows"]}
+    return {name: code in codes for code, name in FAMILIES.items()}
+
+
 def shape(p):
     """``(P lanes, Q banks)`` of a bfp_systolic config (module docstring)."""
     return LANES, BANKS
@@ -383,6 +399,7 @@ def render(net, out_dir):
                **cat_fields(net),                                        # rule 6c (.anymean)
                sc_add=sc_add(net, t["place"]), gate_sc=gate_sc(net, t["place"]),
                act_distance=max(bfpperf.EXP_DEPTH, bfpperf.MAC_DEPTH, bfpperf.ADD_DEPTH, netperf.POOL_DEPTH),
+               **families(t),                                            # issue 83: only the op families it has
                **netkernel.unfold_fields(t["unfold"], pc))
     return netkernel.render_templates("bfp_systolic", ctx, out_dir) + (t,)
 

@@ -227,7 +227,11 @@ def srs_luts(wi, wo, right_max, left_max):
 def datapath(net, tables):
     """``{part: (LUT, FF)}`` outside the memories and DSPs, counted from what the kernel
     instantiates (``P`` lanes, ``Q`` banks, ``M`` mantissa bits, ``A`` acc_bits, ``sb`` a patch
-    sum's bits, ``E`` = 54-bit wide mantissas, ``X`` = 12-bit exponents; the LUT rules above):
+    sum's bits, ``E`` = 54-bit wide mantissas, ``X`` = 12-bit exponents; the LUT rules above).
+    An op family's part is counted only where the kernel renders its loop (issue 83:
+    :func:`hlsnn.engines.bfp_systolic.network.kernel.families` of the descriptor rows, the
+    template's booleans): ``maxpool`` (and ``wpool``, ``oddpool``: its loop's) with a max or
+    average pool, ``add`` with a residual Add or a global pool. The parts:
 
     * ``conv_exp`` (``ConvExp``, ``2Q`` elements a cycle): per element the source select (act
       or pool buffer, ``E + 10`` bits), ``|m|`` (``E``), its leading one (``E``), the exponent
@@ -288,9 +292,12 @@ def datapath(net, tables):
     align = E + E + x + _cmp(x) + _stages(E + 1, 53)
     add = (2 * align + 3 * (_cmp(x) + _sel(x)) + 2 * (E + 1) + (E + 2) + (E + 2) + -(-(E + 2) // 2) + 2 * pool
            + _sel(E + 10), 2 * (E + 2) + 2 * pool + 2 * x)
+    from .kernel import families
+    has = families(tables)                    # the op families the kernel renders (issue 83)
     parts = {"conv_exp": conv_exp, "conv_mac_banks": (pc * mac_bank[0], pc * mac_bank[1]),
              "conv_mac_lanes": (pz * mac_lane[0], pz * mac_lane[1]),
-             "maxpool": (pc * maxpool[0], pc * maxpool[1]), "add": (pc * add[0], pc * add[1]),
+             **({"maxpool": (pc * maxpool[0], pc * maxpool[1])} if has["has_pool"] else {}),
+             **({"add": (pc * add[0], pc * add[1])} if has["has_add"] else {}),
              "axi": (2 * AXI_MASTER[0] + AXI_LITE[0], 2 * AXI_MASTER[1] + AXI_LITE[1]), "control": CONTROL}
     if any(op.kind == "avgpool" for op in getattr(net, "ops", ())):     # the pool loop's exact sum (netlinpool rule 11)
         wpool = 4 * align + 2 * (E + 1) + _cmp(x) + 2 * _sel(x) + _cmp(E) + _sel(64)
