@@ -465,6 +465,7 @@ def test_resnet8_bfp_kernel_fits_the_pynq_z2(compiled, capsys, assignment):
     r = json.loads(capsys.readouterr().out)["kernel_resources"]
     for k, have in (("lut", 53200), ("ff", 106400), ("dsp", 220), ("bram36", 140)):
         assert r[k] <= 0.9 * have, (k, r[k])
+    assert r["fits"]                                  # and within hlsnn.resources.MARGINS (85 % of the LUTs)
 
 
 @pytest.mark.csim
