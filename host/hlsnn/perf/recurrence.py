@@ -29,7 +29,8 @@ LUT level. A read of an array that is a memory (not registers) at an index compu
 is a cycle of latency on the chain: a block RAM registers the address and gives the word a cycle
 later, so ``s = tbl[s]`` cannot start an iteration every cycle. An assignment under a condition adds
 the select to the new value, and a later read sees every value written on a path to it (both
-branches of an ``if``/``else``, and the value before an ``if`` whose branch may not run); the
+branches of an ``if``/``else``, or of ``if (c)`` and ``if (!c)`` with the same condition text, and
+the value before an ``if`` whose branch may not run); the
 condition's own operators are not followed (a select's ``c ? a : b`` is). A floating-point value's every add, subtract, compare or multiply is a float
 add's combinational path (alignment shift, add, leading-zero count, normalising shift, rounding
 add).
@@ -140,11 +141,14 @@ class Flow:
         _k, target, rhs, op, cond, typ, carried = e
         live = []
         for cc, pol in cond:
+            cc = _strip(cc)
+            while pol is not None and _kind(cc) == "UNARY_OPERATOR" and _op(cc) == "!" and _children(cc):
+                cc, pol = _strip(_children(cc)[0]), not pol     # if (!c): c false
             v = self._value(cc, env) if pol is not None else None
             if v is not None and bool(v) != pol:
                 return                             # this copy's branch is never taken
             if v is None:                          # the condition of this copy (its counters' values)
-                live.append(((cc, tuple(env.get(n) for n in self._names_of(cc))), pol))
+                live.append(((_text(cc), tuple(env.get(n) for n in self._names_of(cc))), pol))
         live = tuple(live)
         key = self._key(target, env)
         bits, mant = typ
