@@ -90,7 +90,9 @@ def type_mantissa(t):
 
 class Flow:
     """One pipelined loop's iteration, followed copy by copy (module docstring). ``kernel``
-    answers which arrays are memories (:meth:`hlsnn.perf.schedule.Kernel._registers`)."""
+    answers which arrays are memories (:meth:`hlsnn.perf.schedule.Kernel.memory`); an unrolled
+    copy's counter takes the values ``0 ... T - 1``, as :meth:`~hlsnn.perf.schedule.Kernel._banks`
+    takes them."""
 
     def __init__(self, kernel, consts):
         self.kernel, self.consts = kernel, consts
