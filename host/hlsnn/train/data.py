@@ -53,6 +53,10 @@ def cross_validation_fold(x_train, y_train, x_test, y_test, k, n, seed=0):
     the others the training set, each in pooled order. Over ``k = 0 .. n - 1`` every image is a
     test image exactly once, and each fold holds every class in proportion."""
     from sklearn.model_selection import StratifiedKFold
+    from .checks import COUNT, Range
+    n = Range(2, 20, integer=True).check("n", n)
+    k = Range(0, n - 1, integer=True).check("k", k)
+    COUNT.check("seed", seed)
     x = np.concatenate([np.asarray(x_train), np.asarray(x_test)])
     y = np.concatenate([np.asarray(y_train), np.asarray(y_test)])
     tr, te = list(StratifiedKFold(int(n), shuffle=True, random_state=seed).split(np.zeros(len(y)), y))[int(k)]
@@ -64,6 +68,8 @@ def split_images(ds, *, fold=None, val=0, val_seed=0):
     split, or with ``fold`` (``"K/N"``) :func:`cross_validation_fold`'s; then, with ``val`` > 0, the
     :func:`validation_split` (seed ``val_seed``) of those training images held out as ``x_val``,
     ``y_val`` (both None without ``val``)."""
+    from .checks import COUNT
+    val, val_seed = COUNT.check("val", val), COUNT.check("val_seed", val_seed)
     x_train, y_train, x_test, y_test = ds.x_train, ds.y_train, ds.x_test, ds.y_test
     if fold is not None:
         x_train, y_train, x_test, y_test = cross_validation_fold(x_train, y_train, x_test, y_test,
