@@ -76,6 +76,7 @@ from .cparse import (_MEMO, _Consts, _Loop, _children, _id, _instantiation_file,
                      _strip, _text, _tokens, _trip, affine_index, cindex, declared_dims, names_read, parse_args,
                      plain_data, template_args)
 from .hlsrules import block_bank, port_ii, raw_pragma
+from .schedule_rows import format_table, ii_of, layer_depths, lookup  # noqa: F401  (the module's API)
 
 #: the recurrence of a carried memory dependence where no depth constant names the loop: a BRAM
 #: read (one cycle of latency) and the store of the value computed from it in the next cycle
@@ -655,7 +656,6 @@ class Kernel:
         return "temp" if s <= o <= e else "carried"
 
 
-# ------------------------------------------------------------------------------- entry points
 def source_schedule(path, *, name=None, depths=None, clock_mhz=100.0, ps="zynq7", include_dirs=(), cache=True):
     """The schedule rows (module docstring) of every pipelined loop of the rendered C++ file
     ``path`` (its folder holds the rendered headers)."""
@@ -679,16 +679,6 @@ def _cached(key, path, name, depths, clock_mhz, ps, include_dirs, cache):
     return load_or_derive(cache_dir() / f"{key}.json", derive)
 
 
-def layer_depths(cfg):
-    """``{loop: pipeline depth}`` of the config's engine page (the recurrence of a carried dependence)."""
-    from .pages import PAGES
-    page = PAGES[cfg.engine]
-    try:
-        return {lp.name: lp.depth for lp in page.loops(cfg.params) if lp.ii}
-    except Exception:                          # noqa: BLE001 - a page whose loops need more than params
-        return {}
-
-
 def config_schedule(cfg) -> list:
     """The schedule of the layer kernel of config ``cfg`` (a :class:`~hlsnn.config.Config`)."""
     return [dict(r) for r in _config_schedule_cfg(cfg)]
@@ -708,31 +698,3 @@ def _config_schedule_cfg(cfg):
             _CFG_MEMO[key] = tuple(source_schedule(src, name=cfg.engine, depths=layer_depths(cfg),
                                                    clock_mhz=cfg.clock_mhz, ps=cfg.board.ps))
     return _CFG_MEMO[key]
-
-
-def ii_of(rows) -> dict:
-    """``{loop counter: II}`` of the rows whose derived II is above 1 (the name the cycle
-    models count the loop by: its ``HLSNN_ITER`` counter, else its label)."""
-    out = {}
-    for r in rows:
-        if r["ii"] > 1:
-            for k in r.get("counters") or [r.get("counter") or r["loop"]]:
-                out[k] = max(out.get(k, 1), r["ii"])
-    return out
-
-
-def lookup(iis, label):
-    """The II of counter ``label`` (``Loop`` or ``Loop.idx`` of ``HLSNN_ITER_AT``); 1 if none."""
-    return iis.get(label, iis.get(label.split(".")[0], 1))
-
-
-def format_table(rows, all_loops=False) -> str:
-    rows = [r for r in rows if all_loops or r["ii"] > 1]
-    if not rows:
-        return "no pipelined loop above II 1"
-    t = [("kernel", "loop", "II", "bound", "why")]
-    for r in rows:
-        notes = sorted(r["notes"], key=lambda n: "checked by" in n)    # what raises the II first
-        t.append((r["kernel"], r["loop"], str(r["ii"]), r["bound"], "; ".join(notes)[:160]))
-    w = [max(len(x[i]) for x in t) for i in range(4)]
-    return "\n".join("  ".join(c.ljust(w[i]) if i < 4 else c for i, c in enumerate(x)).rstrip() for x in t)
