@@ -293,7 +293,7 @@ class Context:
         self._compiled, self._values = {}, {}
 
     def compiled(self, model, assignment, fmt=None, regression=False):
-        # --allow-overfit: the docs model over-budget kernels too (bfp16 on the PYNQ-Z2, issue 83)
+        # --allow-overfit: the pages also model kernels of nets built for them, not all within a board's budget
         key = (model, assignment, fmt, regression)
         if key not in self._compiled:
             from hlsnn.cli import main
