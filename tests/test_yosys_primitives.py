@@ -1,0 +1,77 @@
+"""The resource model's per-primitive LUT constants against yosys and FINN (issue 83).
+
+``benchmarks/yosys_primitives.py`` writes a Verilog module per primitive the model counts and
+synthesizes it with yosys; these tests run it when yosys is on PATH (CI installs it) and check
+properties, never a copy of the figures: the model's LUT figure lies within the margin
+``docs/models.md`` states (``within_margin``: at least 0.85 of FINN's Vivado-fitted estimate,
+at least half of yosys's best mapping, at most twice the largest reference), the packed DSP
+pair maps to a DSP48 and the LUT product to none.
+"""
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.skipif(shutil.which("yosys") is None,
+                                reason="yosys is not on PATH (apt-get install yosys; .ci/run installs it)")
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("yosys_primitives", ROOT / "benchmarks" / "yosys_primitives.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod          # its dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def yp():
+    return _script()
+
+
+def _prim(yp, top):
+    return next(p for p in yp.primitives() if p.top == top)
+
+
+def test_dsp_pair_uses_one_dsp_and_the_lut_product_none(yp):
+    """The packed pair's Verilog maps to one DSP48E1 (what the model's one DSP a pair assumes;
+    the slow test below checks the DSP48E2 of xcup), and the LUT-built product (``-nodsp``) to
+    none, with LUTs instead. Two syntheses, about 8 CPU-seconds."""
+    y = yp.synth(_prim(yp, "dsp_pair"), "xc7")
+    assert y["cells"].get("DSP48E1") == 1 and y["dsp"] == 1, y["cells"]
+    y = yp.synth(_prim(yp, "mul_lut"), "xc7")
+    assert y["dsp"] == 0 and y["lut"] > 0, y["cells"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("top", ["mul_lut", "dsp_pair", "lane_tree", "twohot", "pot", "bfp_align"])
+def test_model_constant_within_the_stated_margin(yp, top):
+    """Each primitive synthesized in every run of the table (xc7, xc7 -abc9, xcup): the model's
+    LUT figure is within ``within_margin`` of the references; its flip-flops, where the model
+    counts them, are what the registered Verilog has, and its DSPs what yosys maps."""
+    from hlsnn.resources import MARGINS
+    p = _prim(yp, top)
+    runs = [yp.synth(p, fam, extra) for _, fam, extra in yp.RUNS]
+    assert yp.within_margin(p.model["lut"], runs, p.finn.get("lut"), MARGINS["lut"]), \
+        (top, p.model, p.finn, [(y["lut"], yp.carry_bits(y)) for y in runs])
+    for (_, fam, _), y in zip(yp.RUNS, runs):
+        assert y["dsp"] == p.model["dsp"], (top, y["cells"])
+        if p.model["dsp"]:
+            assert y["cells"].get({"xc7": "DSP48E1", "xcup": "DSP48E2"}[fam]) == p.model["dsp"], (top, fam, y["cells"])
+        if p.model["ff"] is not None and top != "lane_tree":
+            assert y["ff"] == p.model["ff"], (top, y["cells"])
+
+
+def test_margin_rule_can_fail(yp):
+    """The rule rejects a figure below 0.85 of FINN's, below half of yosys's best or above twice
+    the largest reference (carry bits included), and accepts one inside."""
+    run = {"lut": 100, "cells": {"CARRY4": 5}}
+    assert yp.within_margin(80, [run], 80, 0.85)
+    assert not yp.within_margin(67, [run], 80, 0.85)         # < 0.85 x FINN
+    assert not yp.within_margin(49, [run], None, 0.85)       # < half of yosys
+    assert yp.within_margin(240, [run], None, 0.85)          # 2 x (100 + 20 carry bits)
+    assert not yp.within_margin(241, [run], None, 0.85)
