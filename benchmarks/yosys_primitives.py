@@ -307,6 +307,41 @@ def synth(prim: Primitive, family: str, extra: str = "") -> dict:
             "cells": {k: v for k, v in sorted(cells.items()) if k not in ("IBUF", "OBUF", "BUFG")}}
 
 
+def simulate(prim: Primitive, vectors, cycles: int, outputs):
+    """The module's outputs after ``cycles`` clock edges with each of ``vectors`` (input name ->
+    int, held every cycle) applied, registers starting at 0: yosys's ``sat -seq`` as a simulator
+    (every input set, so each call is an evaluation). A list of {output: int, two's complement
+    read as signed}, one per vector; to check that the Verilog computes what the kernel does."""
+    cmds = []
+    for v in vectors:
+        sets = " ".join(f"-set {k} {_const(val, prim, k)}" for k, val in v.items())
+        cmds.append(f"sat -seq {cycles + 1} -set-init-zero {sets} -show {','.join(outputs)} {prim.top}")
+    with tempfile.TemporaryDirectory(prefix="hlsnn-yosys-") as tmp:
+        (Path(tmp) / f"{prim.top}.v").write_text(prim.verilog)
+        r = subprocess.run(["yosys", "-p", f"read_verilog {prim.top}.v; proc; flatten; opt_clean; " + "; ".join(cmds)],
+                           cwd=tmp, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"yosys sat failed on {prim.top}:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
+    rows = re.findall(rf"^\s+{cycles + 1} \\(\w+)\s+\S+\s+\S+\s+([01]+)$", r.stdout, flags=re.M)
+    out = []
+    for i in range(0, len(rows), len(outputs)):
+        got = {}
+        for name, bits in rows[i:i + len(outputs)]:
+            u = int(bits, 2)
+            got[name] = u - (1 << len(bits)) if bits[0] == "1" else u
+        out.append(got)
+    if len(out) != len(vectors):
+        raise RuntimeError(f"yosys sat on {prim.top}: {len(out)} results for {len(vectors)} vectors")
+    return out
+
+
+def _const(val, prim, name):
+    """``val`` as a Verilog constant as wide as input ``name`` of ``prim`` (two's complement)."""
+    m = re.search(rf"input\s+(?:signed\s+)?(?:\[(\d+):0\]\s+)?{name}\b", prim.verilog)
+    width = int(m.group(1)) + 1 if m and m.group(1) else 1
+    return f"{width}'h{val & ((1 << width) - 1):x}"
+
+
 def carry_bits(y):
     """A yosys run's carry-chain bits: 4 a CARRY4, 8 a CARRY8 (``y["cells"]``)."""
     return 4 * y["cells"].get("CARRY4", 0) + 8 * y["cells"].get("CARRY8", 0)

@@ -6,9 +6,13 @@ properties, never a copy of the figures: the model's LUT figure lies within the 
 ``docs/models.md`` states (``within_margin``: at least 0.85 of the lower of FINN's Vivado-fitted
 estimate and yosys's figure, at least half of yosys's best mapping, at most twice the largest
 reference), the packed DSP
-pair maps to a DSP48 and the LUT product to none.
+pair maps to a DSP48 and the LUT product to none, and each module computes what the kernel's
+C++ computes (simulated by yosys's ``sat``, against Python integers), so the figures are those
+of the right logic.
 """
 import importlib.util
+import itertools
+import random
 import shutil
 import sys
 from pathlib import Path
@@ -79,3 +83,63 @@ def test_margin_rule_can_fail(yp):
     assert not yp.within_margin(49, [run], None, 0.85)       # < half of yosys
     assert yp.within_margin(240, [run], None, 0.85)          # 2 x (100 + 20 carry bits)
     assert not yp.within_margin(241, [run], None, 0.85)
+
+
+def test_dsp_pair_verilog_splits_exactly(yp):
+    """The packed pair's Verilog gives lo = w0 * x and hi = w1 * x (the split's sign correction)
+    at the int8 corners, about 3 CPU-seconds."""
+    vals = (-128, -1, 0, 127)
+    vecs = [{"w0": a, "w1": b, "x": x} for a, b in itertools.product(vals, vals) for x in (-128, 127)]
+    got = yp.simulate(_prim(yp, "dsp_pair"), vecs, 1, ["lo_q", "hi_q"])
+    assert [(g["lo_q"], g["hi_q"]) for g in got] == [(v["w0"] * v["x"], v["w1"] * v["x"]) for v in vecs]
+
+
+def _pack(vals, bits):
+    return sum((v & ((1 << bits) - 1)) << (i * bits) for i, v in enumerate(vals))
+
+
+def _unpack(u, bits, n):
+    out = []
+    for i in range(n):
+        f = (u >> (i * bits)) & ((1 << bits) - 1)
+        out.append(f - (1 << bits) if f >> (bits - 1) else f)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("top", ["mul_lut", "twohot", "pot", "lane_tree", "bfp_align"])
+def test_verilog_computes_what_the_kernel_does(yp, top):
+    """Each module against Python integers, at corners and seeded random operands: the LUT
+    product w * x; the two-hot lane (x << s1) +/- (x << e2); the PoT product +/-(x << e) or 0
+    into a cleared accumulator; the lane tree's sum of its 32 products after its 6 registered
+    stages; the BFP block's max exponent and each mantissa shifted right by min(max - e, 63)."""
+    rng = random.Random(83)
+    p = _prim(yp, top)
+    i8 = lambda: rng.choice((-128, 127, -1, 0, rng.randint(-128, 127)))   # noqa: E731
+    if top == "mul_lut":
+        vecs = [{"w": i8(), "x": i8()} for _ in range(16)]
+        want = [{"p": v["w"] * v["x"]} for v in vecs]
+        got = yp.simulate(p, vecs, 1, ["p"])
+    elif top == "twohot":
+        vecs = [{"x": i8(), "s1": rng.randint(0, 22), "e2": rng.randint(0, 15), "neg": rng.randint(0, 1)}
+                for _ in range(16)]
+        want = [{"b": (v["x"] << v["s1"]) + (-1) ** v["neg"] * (v["x"] << v["e2"])} for v in vecs]
+        got = yp.simulate(p, vecs, 1, ["b"])
+    elif top == "pot":
+        vecs = [{"clear": 1, "x": i8(), "e": rng.randint(0, 15), "z": int(rng.random() < 0.2), "neg": rng.randint(0, 1)}
+                for _ in range(16)]
+        want = [{"acc": 0 if v["z"] else (-1) ** v["neg"] * (v["x"] << v["e"])} for v in vecs]
+        got = yp.simulate(p, vecs, 1, ["acc"])
+    elif top == "lane_tree":
+        prods = [[rng.choice((-16384, 16384, rng.randint(-16384, 16384))) for _ in range(32)] for _ in range(6)]
+        vecs = [{"first": 1, "p": _pack(ps, 16)} for ps in prods]
+        want = [{"acc": sum(ps)} for ps in prods]
+        got = yp.simulate(p, vecs, 6, ["acc"])
+    else:
+        blocks = [([rng.randint(-2048, 2047) if rng.random() < 0.7 else rng.randint(-10, 10) for _ in range(4)],
+                   [rng.randint(-(1 << 53), (1 << 53) - 1) for _ in range(4)]) for _ in range(12)]
+        vecs = [{"ex": _pack(e, 12), "m": _pack(m, 54)} for e, m in blocks]
+        want = [{"emax": max(e), "y": [mi >> min(max(e) - ei, 63) for ei, mi in zip(e, m)]} for e, m in blocks]
+        got = [{"emax": g["emax"], "y": _unpack(g["y"] % (1 << 216), 54, 4)}
+               for g in yp.simulate(p, vecs, 1, ["emax", "y"])]
+    assert got == want
