@@ -394,7 +394,7 @@ def markdown(rows, version):
     cols = [c for c, _, _ in RUNS]
     out = [f"Synthesized with {version} (`synth_xilinx -family xc7` / `-family xcup`; the LUT product with "
            "`-nodsp`; `xc7 abc9` adds `-abc9`). yosys LUTs are LUT1-LUT6 cells (MUXF7/F8 not counted); "
-           "CARRY is CARRY4 (xc7) or CARRY8 (xcup). Ratios are the model's LUTs over the reference's. "
+           "CARRY counts carry cells (yosys 0.23 builds CARRY4 for xcup too). Ratios are the model's LUTs over the reference's. "
            f"Accepted (`within_margin`): model ≥ {MARGINS['lut']:.2f} × the lower of FINN's and yosys's figures "
            f"(where FINN has one), ≥ {YOSYS_FLOOR:g} × "
            f"yosys's smallest and ≤ {OVER:g} × the largest reference (yosys's: its LUTs plus its carry-chain bits).",
