@@ -150,8 +150,8 @@ def v_twohot(xb, s1b, eb, pb):
     return f"""\
 // A two-hot shift-add lane (shift_mac ShiftMacStep, two-hot mode): C = x << s1 (shifter 1, delta
 // folded into s1), A = x << e2 (shifter 2), B = s1 sign ? C - A : C + A (adder 34), B registered.
-// The add or subtract is one adder, C + (A ^ neg) + neg, as Vivado infers `neg ? C - A : C + A`
-// (yosys would build an adder, a subtractor and a select)
+// The add or subtract is one adder, C + (A ^ neg) + neg, the form the model counts; written as the
+// kernel's `neg ? C - A : C + A`, yosys builds an adder, a subtractor and a select
 module twohot (input clk, input signed [{xb - 1}:0] x, input [{s1b - 1}:0] s1, input [{eb - 1}:0] e2,
                input neg, output reg signed [{pb - 1}:0] b);
   wire signed [{pb - 1}:0] c = $signed(x) <<< s1;
@@ -165,7 +165,7 @@ def v_pot(xb, eb, pb, ab):
     return f"""\
 // A power-of-two product into its accumulator (shift_mac ShiftMacStep, PoT mode): x << e (one
 // run-time shift), zero flag, and the sign as the accumulator's add or subtract, one adder:
-// base + (t ^ neg) + neg, as Vivado infers `neg ? base - t : base + t`
+// base + (t ^ neg) + neg, the form the model counts (the kernel writes `neg ? base - t : base + t`)
 module pot (input clk, input clear, input signed [{xb - 1}:0] x, input [{eb - 1}:0] e, input z, input neg,
             output reg signed [{ab - 1}:0] acc);
   wire signed [{ab - 1}:0] t = z ? {ab}'sd0 : ($signed(x) <<< e);
