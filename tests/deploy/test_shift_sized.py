@@ -75,8 +75,9 @@ def test_four_bit_exponents_at_16_x_16_are_refused(tmp_path):
     import shutil
     from hlsnn.errors import InputError
     from hlsnn.network.build import compile_model
-    acc = CONFIG.read_text().replace("exp_bits: 3", "exp_bits: 4").replace("acc_bits: 34", "acc_bits: 42")
-    assert "exp_bits: 4" in acc and "acc_bits: 42" in acc
+    acc = (CONFIG.read_text().replace("exp_bits: 3", "exp_bits: 4").replace("acc_bits: 34", "acc_bits: 42")
+           .replace("\n  net_shape: board", "\n  net_lanes: 16\n  net_banks: 16"))      # the sizer would pick 8 x 16
+    assert "exp_bits: 4" in acc and "acc_bits: 42" in acc and "net_banks: 16" in acc
     (tmp_path / "wide.yaml").write_text(acc.replace("name: shift8net_pynq_z2", "name: shift8wide"))
     shutil.copy(ROOT / "configs" / "models" / "resnet8_digits32.onnx", tmp_path)
     text = MODEL.read_text().replace("accel: shift8net_pynq-z2", f"accel: {tmp_path / 'wide.yaml'}")
@@ -85,3 +86,28 @@ def test_four_bit_exponents_at_16_x_16_are_refused(tmp_path):
     with pytest.raises(InputError, match="does not fit pynq-z2: LUT") as e:
         compile_model(tmp_path / "r8.yaml", "twohot_z2", out, calibration_samples=16, check_samples=0)
     assert "\n" not in str(e.value) and not out.exists()
+
+
+def test_the_sizer_picks_16_x_16_at_3_bit_exponents_and_8_x_16_at_4():
+    """``net_shape: board`` (:mod:`hlsnn.engines.shift_mac.netsize`): the shipped config's
+    16 x 16 (ResNet-8's compiled kernel: 41,808 LUTs, the next size up, 512 units, models
+    ~72k); shift8_pynq-z2's 4-bit exponents (25-bit products, 42-bit sums) at 8 x 16 (16 x 16:
+    56.7k, above 47,880). The nominal kernel's units count by hand: 72 LUTs each at 3 bits (the
+    docstring of the compile test above), 2 x 34 + 2 x 25 = 118 at 4 bits (two shifters of 8 bits
+    by 0..15: 8 + 3 = 11 and 8 + 15 = 23 LUTs for their two 4:1 stages)."""
+    from hlsnn.engines.shift_mac import netsize
+    cfg = hlsnn.load_config(CONFIG)
+    assert cfg.params["net_shape"] == "board" and (cfg.params["net_lanes"], cfg.params["net_banks"]) == (16, 16)
+    old = dict(hlsnn.load_config(ROOT / "configs" / "accel" / "shift8_pynq-z2.yaml").params)
+    assert netsize.size(old, cfg.board) == {"net_lanes": 8, "net_banks": 16}
+    assert netsize.estimate(dict(cfg.params), 16, 16, "zynq7")["logic"]["units"]["lut"] == 256 * 72
+    assert netsize.estimate(old, 8, 16, "zynq7")["logic"]["units"]["lut"] == 128 * 118
+    assert netsize.estimate(old, 16, 16, "zynq7")["lut"] > 0.9 * 53200
+
+
+def test_net_lanes_without_net_shape_board_keep_the_layer_shape_and_its_hash():
+    """The other shift_mac configs are as before: no net_shape key, their 8 x 16 (the hash a
+    compiled model records: shift8_pynq-z2's is 1735ea89ef20)."""
+    old = hlsnn.load_config(ROOT / "configs" / "accel" / "shift8_pynq-z2.yaml")
+    assert "net_shape" not in old.params and (old.params["net_lanes"], old.params["net_banks"]) == (8, 16)
+    assert old.sha.startswith("1735ea89ef20")
