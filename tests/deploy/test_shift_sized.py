@@ -111,3 +111,30 @@ def test_net_lanes_without_net_shape_board_keep_the_layer_shape_and_its_hash():
     old = hlsnn.load_config(ROOT / "configs" / "accel" / "shift8_pynq-z2.yaml")
     assert "net_shape" not in old.params and (old.params["net_lanes"], old.params["net_banks"]) == (8, 16)
     assert old.sha.startswith("1735ea89ef20")
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+@pytest.mark.strict_csim
+@pytest.mark.parametrize("assignment", ["twohot_z2", "pot_z2"])
+def test_the_16_x_16_kernel_gives_the_emulators_bits_in_one_strict_start(compiled, assignment):
+    """The strict C-simulation of the sized kernel: one start for the batch, the layer-by-layer
+    emulator's bits, every bank within its ports, the loop counters the cycle model's iterations."""
+    import numpy as np
+    from conftest import checked_raw
+    from hlsnn.deploy import datasets
+    from hlsnn.engines.shift_mac.network import perf
+    path = compiled(assignment)
+    x = datasets.load("digits32", layout="nchw").x_test[:3]
+    with hlsnn.load(path, "emu", network=False) as ref:
+        want = ref.logits(x)
+    with hlsnn.load(path, "csim", network=True) as net:
+        got = net.logits(x)
+        assert net.last_kernel_starts == 1
+        k = net._kernel
+        assert k.strict and checked_raw(k.strict_report) == {"act": 8}
+        assert all(b["sites"] <= b["ports"] for b in k.strict_report["banks"])
+        assert (k.tables["pz"], k.tables["pc"]) == (16, 16)
+        assert {n: it for n, (it, _) in k.counters.items()} == {
+            n: 3 * v for n, v in perf.iterations(net.network, k.tables).items()}
+    np.testing.assert_array_equal(np.asarray(got).view(np.uint64), np.asarray(want).view(np.uint64))
