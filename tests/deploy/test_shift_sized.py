@@ -138,3 +138,12 @@ def test_the_16_x_16_kernel_gives_the_emulators_bits_in_one_strict_start(compile
         assert {n: it for n, (it, _) in k.counters.items()} == {
             n: 3 * v for n, v in perf.iterations(net.network, k.tables).items()}
     np.testing.assert_array_equal(np.asarray(got).view(np.uint64), np.asarray(want).view(np.uint64))
+
+
+def test_given_lanes_and_banks_win_over_the_sizer(tmp_path):
+    """``net_shape: board`` with ``net_lanes`` / ``net_banks`` given keeps them (a compiled model
+    records the sizer's pick; ``hlsnn compile``'s refusal names a shape to give)."""
+    text = CONFIG.read_text().replace("\n  net_shape: board", "\n  net_shape: board\n  net_lanes: 8\n  net_banks: 16")
+    (tmp_path / "given.yaml").write_text(text)
+    p = hlsnn.load_config(tmp_path / "given.yaml").params
+    assert (p["net_lanes"], p["net_banks"]) == (8, 16) and p["net_shape"] == "board"

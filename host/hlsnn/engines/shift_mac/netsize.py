@@ -7,7 +7,9 @@ channel banks of shift-add units (``net_lanes``, ``net_banks``); a conv of ``C``
 its time is inversely proportional to ``P * Q``. Its products are shifts and adds: LUTs, no DSP,
 so the LUTs bound ``P * Q``.
 
-**Sizing** (:func:`size`, at config load): of the shapes whose ``P`` and ``Q`` are powers of two
+**Sizing** (:func:`size`, at config load, when the config gives neither ``net_lanes`` nor
+``net_banks``: a compiled model records the pick, so its config hash does not move with this
+model): of the shapes whose ``P`` and ``Q`` are powers of two
 with ``P`` dividing ``Q`` and ``Q <= 64`` (the schema's bound), the one with the most units
 ``P * Q`` whose kernel, by the resource model ``hlsnn perf`` reports
 (:func:`hlsnn.engines.shift_mac.network.perf.resources`, on :func:`nominal`'s program), keeps
