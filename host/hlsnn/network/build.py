@@ -53,6 +53,8 @@ def compile_model(config_path, assignment, output, *, check_samples=4, calibrati
     _check_data(cfg.data, net, ds, None, "regression")     # the samples' shape, as hlsnn deploy checks it (no labels)
     from ..deploy import task_formats               # as hlsnn deploy resolves a regression's fixed/sparse auto
     cfg.formats = task_formats.resolve(cfg.formats, task_formats.task_of(cfg, ds), net)
+    from ..deploy import trained                    # a model hlsnn.train exported: as hlsnn deploy follows it
+    cfg.formats = trained.follow(cfg)
     x_cal = ds.x_train[:calibration_samples or cal["samples"]]
     asg = cfg.assignments[assignment]
     accs = open_accelerators(cfg, "emu", [assignment])
