@@ -1,9 +1,9 @@
 """shift_mac's network kernel sized to the PYNQ-Z2 (issue 83): ``shift8net_pynq-z2`` (16 lanes x
-16 banks at 200 MHz, 3-bit weight exponents) and ResNet-8's ``twohot_z2`` / ``pot_z2``
+16 banks at 166.67 MHz, 3-bit weight exponents) and ResNet-8's ``twohot_z2`` / ``pot_z2``
 assignments that use it.
 
 References: the board file's resources and the fit budget's 90%, the PS's PL clock rates
-(1,000 MHz / 5), ResNet-8's layer shapes counted by hand (a 3x3 conv of 16 channels to 16 on
+(1,000 MHz / 6, / 5), ResNet-8's layer shapes counted by hand (a 3x3 conv of 16 channels to 16 on
 32x32 is 32 * 32 * 9 taps on a 16 x 16 kernel), the LUTs of a unit by the shifter rule worked
 out by hand. The layer kernel of the config is covered by
 ``tests/test_resources.py::test_every_shipped_config_fits_its_board_within_the_margins`` (every
@@ -26,7 +26,7 @@ def test_the_config_doubles_the_units_at_a_clock_the_ps_gives():
     p = cfg.params
     assert (p["net_lanes"], p["net_banks"]) == (16, 16)
     assert p["net_lanes"] * p["net_banks"] == 2 * old.params["net_lanes"] * old.params["net_banks"]
-    assert cfg.board.name == "pynq-z2" and cfg.clock_mhz == 1000 / 5
+    assert cfg.board.name == "pynq-z2" and abs(cfg.clock_mhz - 1000 / 6) <= 1e-4 * cfg.clock_mhz
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,8 @@ def compiled(tmp_path_factory):
 @pytest.mark.parametrize("assignment", ["twohot_z2", "pot_z2"])
 def test_resnet8_on_the_sized_kernel_fits_closes_and_counts_by_hand(compiled, assignment):
     """Within 90% of every resource of the XC7Z020 (53,200 LUT, 106,400 FF, 220 DSP, 140 BRAM36),
-    every network loop at II 1 at 200 MHz, a 16 x 16 conv layer at 9,216 taps plus the pipeline
+    every network loop at II 1 at 166.67 MHz (not at the PS's next rate, 1000 / 5: the highest that
+    closes), a 16 x 16 conv layer at 9,216 taps plus the pipeline
     depth, and 256 units of 72 LUTs: two left shifters of 8 bits by 0..7 (11 LUTs for the
     4:1 stage, ceil(15 / 2) = 8 for the 2:1 stage, each) and two 17-bit add/negate stages."""
     from hlsnn import fit
@@ -58,8 +59,14 @@ def test_resnet8_on_the_sized_kernel_fits_closes_and_counts_by_hand(compiled, as
     for k, avail in {"lut": 53200, "ff": 106400, "dsp": 220, "bram36": 140}.items():
         assert got["resources"][k] <= 0.9 * avail, (k, got["resources"])
     net, cfg = fit.network_kernel(prog, arrays)
-    assert cfg.clock_mhz == 200
+    assert abs(cfg.clock_mhz - 1000 / 6) <= 1e-4 * cfg.clock_mhz
     assert [r["loop"] for r in schedule.network_schedule(net, cfg) if r["ii"] != 1] == []
+    # at 1000 / 5 the conv's loop-back closes too (one part: no wide store's select on it, 3.4 ns of
+    # 3.65); what does not is IsqrtBits of hlsnn/primitives.h (bfp_systolic's statistics), which the
+    # schedule lists for every kernel that includes the header
+    from dataclasses import replace
+    assert [r["loop"] for r in schedule.network_schedule(net, replace(cfg, clock_mhz=200.0)) if r["ii"] > 1] == [
+        "IsqrtBits"]
     t = kernel.tables(net, *kernel.lanes(net.params))
     cycles = {name: c for name, _, c in perf.op_cycles(net, t)}
     assert cycles["s1a"] == 32 * 32 * 9 + perf.CONV_DEPTH
