@@ -47,6 +47,9 @@ SCHEMA = {
                           choices=tuple(MODES)),
     "stream_bits": Field("int", "AXI-Stream width; default: the board's DMA width", default=None,
                          lo=32, hi=512, pow2=True),
+    "net_shape": Field("choice", "network kernel (hlsnn compile): 'layer' (net_lanes x net_banks as given, by default "
+                       "the layer kernel's units) or 'board' (without net_lanes and net_banks: the most units whose kernel "
+                       "fits the board, hlsnn.engines.shift_mac.netsize)", default="layer", choices=("layer", "board")),
     "net_lanes": Field("int", "network kernel (hlsnn compile): output channels per cycle; default the "
                               "largest divisor of net_banks not above cols", default=None, lo=1, hi=64),
     "net_banks": Field("int", "network kernel: input channels per cycle, the activation buffers' banks; a "
@@ -125,6 +128,12 @@ def x_words(p) -> int:
 def validate(p: dict, board, source) -> dict:
     if p["stream_bits"] is None:
         p["stream_bits"] = board.dma["stream_bits"]
+    if p["net_shape"] == "board":         # sized to the board, unless net_lanes or net_banks is given (a compiled
+        if p["net_lanes"] is None and p["net_banks"] is None:     # model records the sizer's pick: its hash stays)
+            from . import netsize
+            p.update(netsize.size(p, board))
+    else:
+        p.pop("net_shape")                # absent for 'layer': the configs' hashes stay
     if p["net_banks"] is None:
         p["net_banks"] = p["rows"]
     if p["net_lanes"] is None:

@@ -147,8 +147,9 @@ def tables(net, pz, pc):
 def lanes(p):
     """``(output lanes, channel banks)`` of a shift_mac config: its ``net_lanes`` and
     ``net_banks`` (by default its ``rows`` banks and the largest divisor of them not above its
-    ``cols``: on shift8_pynq-z2 the layer kernel's 8 x 16 units). The network kernel is a
-    bitstream of its own, so it is sized for itself."""
+    ``cols``: on shift8_pynq-z2 the layer kernel's 8 x 16 units; with ``net_shape: board`` the
+    most that fit the board, :mod:`hlsnn.engines.shift_mac.netsize`: 16 x 16 on
+    shift8net_pynq-z2). The network kernel is a bitstream of its own, so it is sized for itself."""
     return int(p.get("net_lanes") or p["cols"]), int(p.get("net_banks") or p["rows"])
 
 
