@@ -223,7 +223,7 @@ def _pattern(template):
 
 # --- models the repository builds instead of storing ---
 #
-# docs/deploy-beyond-cnn.md quotes models of issue 52's families that scripts/variant_*.py train for
+# docs/history/deploy-beyond-cnn.md quotes models of issue 52's families that scripts/variant_*.py train for
 # seconds on bundled data and export offline (torch + onnxscript; nothing downloaded). A figure of
 # one names it ``built("variant_sixth", "k_ae_lin_ts17")``: the family's ``export`` step writes the
 # whole family (training reseeds for each model, but the other families build their tables' models in
@@ -488,9 +488,9 @@ FIGURES = [
         ("shift8, one term", "shift8_pynq-z2", 1, "{kernel_us:.1f} us, {e2e_us:.1f} us",
          "{lut:,} ({lut_pct:.0f} %), {bram} BRAM36 |")]
       for fmt in ["{type: twohot, accel: %s%s}" % (acc, ", weight_terms: 2" if terms == 2 else "")]
-      for f in [Figure("docs/deploy-beyond-cnn.md", f"| {name} | " + "{_} | {_} | " + one + " |", Net(DWA, "t", format=fmt)),
-                Figure("docs/deploy-beyond-cnn.md", f"| {name} | " + "{_} | {_} | {_} | {_} | " + lut, Net(DWA, "t", format=fmt)),
-                Figure("docs/deploy-beyond-cnn.md", f"| {name} | " + "{_} | {_} | {_} | {starts} starts, "
+      for f in [Figure("docs/history/deploy-beyond-cnn.md", f"| {name} | " + "{_} | {_} | " + one + " |", Net(DWA, "t", format=fmt)),
+                Figure("docs/history/deploy-beyond-cnn.md", f"| {name} | " + "{_} | {_} | {_} | {_} | " + lut, Net(DWA, "t", format=fmt)),
+                Figure("docs/history/deploy-beyond-cnn.md", f"| {name} | " + "{_} | {_} | {_} | {starts} starts, "
                        + ("{kernel_us:.1f} us kernel, " if terms == 2 else "") + "{e2e_us:,.1f} us |",
                        Net(DWA, "t", format=fmt, layers=True))]],
     Figure(SHIFT, "Now it gives {cycles:,} ({util_pct:.1f}%) on the 8×11 array", Op("bfp16_pynq-z2", gemm=(64, 512, 512))),
@@ -618,13 +618,13 @@ FIGURES = [
 ]
 
 
-# --- docs/deploy-beyond-cnn.md (hbeyond): issue 52's models, one start and layer by layer ---
+# --- docs/history/deploy-beyond-cnn.md (hbeyond): issue 52's models, one start and layer by layer ---
 #
 # The committed files of tests/data/torch/beyond compiled with the families' formats (bfp8 on
 # bfp8_zcu104, two-hot on shift8_pynq-z2, fixed8 on sparse8_pynq-z2; a dense model's YAML a
 # regression one, as the families' own), and the families' models the repository builds (built()).
 
-BEYOND_PAGE = "docs/deploy-beyond-cnn.md"
+BEYOND_PAGE = "docs/history/deploy-beyond-cnn.md"
 FAMILY_FORMATS = {"bfp8": "{type: bfp, accel: bfp8_zcu104}", "twohot": "{type: twohot, accel: shift8_pynq-z2}",
                   "fixed8": "{type: fixed, accel: sparse8_pynq-z2}"}
 _DENSE = {"unet_upsample_ts17", "unet_convtranspose_ts17", "v_f_ae1d_lin_ts17", "v_f_unet_bil_ts17",
