@@ -581,16 +581,16 @@ FIGURES = [
     Figure("docs/deploy.md", "the 64-channel stage takes {s3a.ms+s3s.ms+s3b.ms:.1f} of the {kernel_ms:.1f} ms",
            Net(R8, "fixed8", layers=True)),
     Figure("docs/deploy.md", "It costs 648 of the ten layers' {kernel_cycles:,} cycles", Net(R8, "fixed8", layers=True)),
-    # performance.md: the modelled host of ResNet-8 fixed8_z2 (the measured columns are benchmarks)
-    Figure("docs/performance.md", "| ResNet-8 fixed8_z2 (PYNQ-Z2) | {_} | {_} | {host_us:.1f} us |",
+    # history/performance.md: the modelled host of ResNet-8 fixed8_z2 (the measured columns are benchmarks)
+    Figure("docs/history/performance.md", "| ResNet-8 fixed8_z2 (PYNQ-Z2) | {_} | {_} | {host_us:.1f} us |",
            Net(R8, "fixed8_z2", board="x86-sim")),
-    Figure("docs/performance.md", "| ResNet-8 fixed8_z2 (PYNQ-Z2) | {_} | {_} | {_} | {_} | {e2e_us:.0f} us (was 408) |",
+    Figure("docs/history/performance.md", "| ResNet-8 fixed8_z2 (PYNQ-Z2) | {_} | {_} | {_} | {_} | {e2e_us:.0f} us (was 408) |",
            Net(R8, "fixed8_z2")),
-    Figure("docs/performance.md", "ResNet-8 fixed8_z2 on the PYNQ-Z2: host {host_us:.0f} us (was 200): the C call "
+    Figure("docs/history/performance.md", "ResNet-8 fixed8_z2 on the PYNQ-Z2: host {host_us:.0f} us (was 200): the C call "
                                   "{c_call_us:.1f} us (rule 1 on the 3,072 float32 values {rule1_us:.1f} us of it",
            Net(R8, "fixed8_z2")),
-    Figure("docs/performance.md", "the loader's Python {loader_us:.1f} us (was 38.4)", Net(R8, "fixed8_z2")),
-    Figure("docs/performance.md", "input check of its own (was 17.1); {e2e_us:.0f} us end to end against",
+    Figure("docs/history/performance.md", "the loader's Python {loader_us:.1f} us (was 38.4)", Net(R8, "fixed8_z2")),
+    Figure("docs/history/performance.md", "input check of its own (was 17.1); {e2e_us:.0f} us end to end against",
            Net(R8, "fixed8_z2")),
     # deploy-models.md: weight_terms' table, the one-term column's modelled us (two-hot, layer by layer)
     *[Figure("docs/deploy-models.md", f"| {name} | " + "{_} | {_}, {kernel_us:.0f} us |", Net(m, "twohot", layers=True))
