@@ -493,9 +493,9 @@ FIGURES = [
                 Figure("docs/history/deploy-beyond-cnn.md", f"| {name} | " + "{_} | {_} | {_} | {starts} starts, "
                        + ("{kernel_us:.1f} us kernel, " if terms == 2 else "") + "{e2e_us:,.1f} us |",
                        Net(DWA, "t", format=fmt, layers=True))]],
-    Figure(SHIFT, "Now it gives {cycles:,} ({util_pct:.1f}%) on the 8×11 array", Op("bfp16_pynq-z2", gemm=(64, 512, 512))),
-    Figure(SHIFT, "and {cycles:,} ({util_pct:.1f}%) on the 48×16 one", Op("bfp8_zcu104", gemm=(64, 512, 512))),
-    Figure(SHIFT, "now {cycles:,} ({util_pct:.1f}%) on 16×8", Op("shift8_pynq-z2", gemm=(64, 512, 512), mode="twohot")),
+    Figure(SHIFT, "the model gives {cycles:,} cycles ({util_pct:.1f}%) on the 8×11 array", Op("bfp16_pynq-z2", gemm=(64, 512, 512))),
+    Figure(SHIFT, "and {cycles:,} cycles ({util_pct:.1f}%) on the 48×16 one", Op("bfp8_zcu104", gemm=(64, 512, 512))),
+    Figure(SHIFT, "it gives {cycles:,} ({util_pct:.1f}%) on 16×8", Op("shift8_pynq-z2", gemm=(64, 512, 512), mode="twohot")),
     # sparse_cluster: the figures table at the derived II (every loop at its page's II since the
     # output loops' DEPENDENCE pragmas, session 33: OutPixels/PoolPixels derived 6/7 before)
     *[Figure(SPARSE, _row(op, "{cycles:,} | {ms:.%s} ms | {mpc:.1f} / %d | {util_pct:.1f}%% |" % (f, peak)),
@@ -597,8 +597,8 @@ FIGURES = [
       for name, m in [("dscnn_ts17 (tiny)", DSCNN), ("mobilenet_relu6_ts17 (tiny)", MNET6),
                       ("mobilenet_relu_ts17 (tiny)", MNET), ("resnet8_ts17 (tiny)", "tests/data/torch/tiny/resnet8_ts17.yaml"),
                       ("resnet8_digits32 (`configs/models`)", R8)]],
-    # hardware-rules.md: the "now" column of issue 30's before/after table (bfp8_zcu104's rows: hzcu)
-    *[Figure("docs/hardware-rules.md", f"| {op} | " + "{_} | " + cell, Op(cfg, gemm=g), after=f"| {cfg} |")
+    # development.md (moved from hardware-rules.md): the "now" column of issue 30's before/after table (bfp8_zcu104's rows: hzcu)
+    *[Figure("docs/development.md", f"| {op} | " + "{_} | " + cell, Op(cfg, gemm=g), after=f"| {cfg} |")
       for cfg, op, g, cell in [
           ("bfp16_pynq-z2", "GEMV 1×1024×1024", GEMV, "{cycles:,} |"),
           ("bfp16_pynq-z2", "GEMM 256×1024×1024", GEMM, "{cycles:,} ({util_pct:.1f}%) |"),
@@ -608,7 +608,7 @@ FIGURES = [
           ("bfp8_ultra96v2", "GEMV", GEMV, "{cycles:,} |"),
           ("bfp8_ultra96v2", "GEMM 256×1024×1024", GEMM, "{cycles:,} ({util_pct:.1f}%) |"),
           ("bfp8_zcu104", "GEMM 256×1024×1024", GEMM, "{cycles:,} ({util_pct:.1f}%) |")]],
-    Figure("docs/hardware-rules.md", "Its \"now\" is {cycles:,} ({util_pct:.1f}%) since session 33",
+    Figure("docs/development.md", "Its \"now\" is {cycles:,} ({util_pct:.1f}%) since session 33",
            Op("bfp8_zcu104", gemm=GEMM)),
     # models.md: the sim target's DMA split leaves bfp16's GEMM's calls and cycles as on csim
     Figure("docs/models.md", "same {calls} calls and {cycles:,} cycles there", Op("bfp16_pynq-z2", gemm=GEMM, target="sim")),
