@@ -293,6 +293,7 @@ class Context:
         self._compiled, self._values = {}, {}
 
     def compiled(self, model, assignment, fmt=None, regression=False):
+        # --allow-overfit: the docs model over-budget kernels too (bfp16 on the PYNQ-Z2, issue 83)
         key = (model, assignment, fmt, regression)
         if key not in self._compiled:
             from hlsnn.cli import main
@@ -305,7 +306,7 @@ class Context:
                     text = yaml.read_text()
                     yaml = Path(self.tmp.name) / f"{stem}.yaml"
                     yaml.write_text(text[:text.index("formats:")] + f"formats:\n  {assignment}: {fmt}\n")
-                if main(["compile", str(yaml), "--assignment", assignment, "-o", str(out)]) != 0:
+                if main(["compile", str(yaml), "--assignment", assignment, "-o", str(out), "--allow-overfit"]) != 0:
                     raise SystemExit(f"hlsnn compile {yaml} --assignment {assignment} failed")
                 self._compiled[key] = str(out)
                 return str(out)
@@ -315,7 +316,7 @@ class Context:
                 yaml.write_text(f"name: {Path(model).stem}\nmodel: {ROOT / model}\ndata: digits\nlayout: auto\n"
                                 + ("task: regression\ntargets: inputs\n" if regression else "")
                                 + f"formats:\n  {assignment}: {fmt}\n")
-            if main(["compile", str(yaml), "--assignment", assignment, "-o", str(out)]) != 0:
+            if main(["compile", str(yaml), "--assignment", assignment, "-o", str(out), "--allow-overfit"]) != 0:
                 raise SystemExit(f"hlsnn compile {model} --assignment {assignment} failed")
             self._compiled[key] = str(out)
         return self._compiled[key]
@@ -571,7 +572,7 @@ FIGURES = [
     Figure(CM, "| the same per image at batch 16 | {_} | {e2e_per_image_ms:.2f} ms |", Net(R8, "bfp8", batch=16)),
     Figure(CM, "| the network kernel (`hlsnn.resources` + the datapath model) | {bram} BRAM36, {lut:,} LUT, {dsp} DSP (",
            Net(R8, "bfp16")),
-    Figure(CM, "does not fit**: the Z-7020 has 53,200 LUTs) | {bram} BRAM36, {lut:,} LUT, {dsp} DSP |", Net(R8, "bfp8")),
+    Figure(CM, "of the Z-7020's 53,200 LUTs) | {bram} BRAM36, {lut:,} LUT, {dsp} DSP |", Net(R8, "bfp8")),
     # deploy.md: ResNet-8's layer path, the engine layers' modelled kernel time at batch 1 (host left out)
     *[Figure("docs/deploy.md", f"| {fmt} (" + "{_} | {_} | {_} | {_} | {kernel_ms:.2f} ms |", Net(R8, a, layers=True))
       for fmt, a in [("bfp16", "bfp16"), ("twohot", "twohot"), ("pot", "pot"), ("fixed8", "fixed8"),

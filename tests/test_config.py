@@ -422,7 +422,7 @@ def test_board_name_must_match_file_name(tmp_path):
     ("dma.address_bits", 16, "an integer in [32, 64]"),
     ("ps", "zynq9", "one of 'zynq7', 'zynqmp'"),
     ("clock_mhz", 0, "a number in [10, 800]"),
-    ("colour", "red", "allowed keys: name, part, board_part, ps, clock_mhz, resources, ps_config, dma"),
+    ("colour", "red", "allowed keys: name, part, board_part, ps, clock_mhz, resources, power_w, ps_config, dma"),
     ("part", DELETE, "required key is missing"),
     ("resources.dsp", DELETE, "required key is missing"),
 ])

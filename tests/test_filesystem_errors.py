@@ -106,3 +106,19 @@ def test_full_disk_during_render_names_the_file(tmp_path, monkeypatch, capsys):
 def test_other_os_errors_stay_bugs():
     assert filesystem_message(OSError(errno.EINVAL, "x")) is None
     assert "p.txt" in filesystem_message(OSError(errno.EACCES, "Permission denied", "p.txt"))
+
+
+def test_a_full_disk_in_hlsnns_temporary_folders_names_tmpdir(tmp_path):
+    """The schedule renders kernels into $TMPDIR/hlsnn-sched-*: a full disk there is moved by
+    TMPDIR, not by HLSNN_BUILD or --out (what the line said, issue 84). A user's own file in the
+    temporary folder keeps the build/output advice."""
+    import tempfile
+    scratch = os.path.join(tempfile.gettempdir(), "hlsnn-sched-abc", "hls", "network.cpp")
+    msg = filesystem_message(OSError(errno.EFBIG, "File too large", scratch))
+    assert msg == f"cannot write or read {scratch}: file too large (EFBIG); choose another folder for hlsnn's " \
+                  f"temporary files (TMPDIR) or free space"
+    for own in (os.path.join(tempfile.gettempdir(), "x.hlsnn"), str(tmp_path / "x.hlsnn"),
+                os.path.join(tempfile.gettempdir(), "hlsnn-sched-out.hlsnn"),
+                os.path.join(tempfile.gettempdir(), "hlsnn-test-build-x", "bfp8", "hls", "a.cpp")):
+        assert "(HLSNN_BUILD for build output, --out for reports)" in \
+            filesystem_message(OSError(errno.EFBIG, "File too large", own)), own

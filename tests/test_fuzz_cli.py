@@ -41,8 +41,8 @@ def _files(root):
     return {p for p in root.rglob("*")}
 
 
-#: what a command writes by default when no --out is given (documented in the README)
-DEFAULT_OUTPUTS = ("*_quant.png", "*_sweep.png", "*_report.html")
+#: what a command writes by default in the current folder when no --out is given (the others go under build/)
+DEFAULT_OUTPUTS = ("*_quant.png",)
 
 
 def _call(args, scratch, out=None):

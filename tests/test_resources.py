@@ -9,7 +9,7 @@
 2. The mapping rules, against counts worked out by hand from the primitives' shapes
    (RAMB18 16K x 1 ... 1K x 18, 512 x 36 simple dual-port; URAM 4K x 72; DSP48E1 25 x 18,
    DSP48E2 27 x 18).
-3. Every shipped config fits its board within the margins (90% DSP; 85% BRAM36, URAM, LUT).
+3. Every shipped config fits its board within the margins (90% of each resource, FF included: the fit budget).
 """
 from __future__ import annotations
 
@@ -441,7 +441,9 @@ def test_dsp_by_operand_width_by_hand(a, b, sa, sb, e1, e2):
 
 # ------------------------------------------------------------------------ the margins
 
-MARGIN = {"dsp": 0.90, "bram36": 0.85, "uram": 0.85, "lut": 0.85}
+#: the fit budget (issue 83): 90% of each resource, flip-flops included (sparse8_pynq-z2's 32-bit
+#: bypass addresses once put it at 92% of the XC7Z020's FFs)
+MARGIN = {"dsp": 0.90, "bram36": 0.90, "uram": 0.90, "lut": 0.90, "ff": 0.90}
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])

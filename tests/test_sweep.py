@@ -259,7 +259,8 @@ def test_plot_output_must_be_an_image_file(tmp_path):
 @pytest.mark.slow   # the two variant libraries of test_csim_runs_in_parallel_with_no_mismatches (slow too);
 @pytest.mark.csim   # quick: the command's table in test_cli_json, the plot in test_plot_marks_over_budget_and_invalid,
 #                     the csim column in test_a_mismatch_makes_status_1
-def test_cli_prints_table_and_writes_plot(tiny, tmp_path):
+def test_cli_prints_table_and_writes_plot(tiny, tmp_path, monkeypatch):
+    monkeypatch.setenv("HLSNN_BUILD", str(tmp_path / "build"))      # the default --out goes under the build root
     p = run_cli(tiny, "--vary", "rows=1,2", "--jobs", "2", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     out = p.stdout
@@ -267,9 +268,9 @@ def test_cli_prints_table_and_writes_plot(tiny, tmp_path):
     for name in ("t2_tiny_v0", "t2_tiny_v1"):
         assert any(line.startswith(name) and "ok: 0 mismatches" in line for line in out.splitlines())
     if HAVE_MPL:
-        png = tmp_path / "t2_tiny_sweep.png"
+        png = tmp_path / "build" / "t2_tiny_sweep.png"                # under build/, named in the output
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-        assert f"wrote {png.name}" in out
+        assert f"wrote {png}" in out
 
 
 def test_cli_json(tiny, tmp_path):

@@ -113,6 +113,114 @@ def test_bad_address_and_bad_timeout(monkeypatch):
         cl.connect("tcp://127.0.0.1:1")
 
 
+_SUBPROCESS_ENV = dict(os.environ, PYTHONPATH=str(ROOT / "host"), HLSNN_CLUSTER_TIMEOUT="1", HLSNN_PROGRESS="0")
+
+#: bad addresses (issue 84): each ended, after distributed's own waits, in a TimeoutError
+#: traceback of the half-made Client's __del__ (ucx: a TypeError traceback first)
+BAD_ADDRESSES = ["tcp://", "foo://host:8786", "/tmp/scheduler.json", "ucx://127.0.0.1:8786", "inproc://x",
+                 "tcp://host:99999", "tcp://host", "host:8786 extra"]
+
+
+def test_bad_addresses_are_one_line_each_and_nothing_waits():
+    """Every bad address through the CLI in one child process (the Client's __del__ printed its
+    traceback when the interpreter collected it, which pytest's capture would not show): one
+    ``hlsnn: error:`` line each saying what is allowed, within a fraction of the 1 s timeout
+    (after a warm-up call that imports what the sweep needs)."""
+    script = (
+        "import gc, sys, time\n"
+        "from hlsnn.cli import main\n"
+        f"main(['sweep', {str(BFP16)!r}, '--vary', 'rows=8', '--no-csim', '--no-plot', '--cluster', ' '])\n"
+        f"for a in {BAD_ADDRESSES!r}:\n"
+        "    t = time.perf_counter()\n"
+        f"    rc = main(['sweep', {str(BFP16)!r}, '--vary', 'rows=8,16', '--no-csim', '--no-plot', '--cluster', a])\n"
+        "    gc.collect()\n"
+        "    print(rc, round(time.perf_counter() - t, 2), flush=True)\n")
+    res = subprocess.run([sys.executable, "-c", script], env=_SUBPROCESS_ENV, capture_output=True, text=True,
+                         timeout=120)
+    lines = res.stderr.strip().splitlines()[1:]          # after the warm-up's line (imports, the config)
+    assert res.returncode == 0 and len(lines) == len(BAD_ADDRESSES), res.stderr[-3000:]
+    for a, line, out in zip(BAD_ADDRESSES, lines, res.stdout.split("\n")):
+        assert line.startswith(f"hlsnn: error: --cluster {a}: "), line
+        assert "SCHEME://HOST:PORT with SCHEME one of tcp, tls, ws, wss" in line, line
+        rc, secs = out.split()
+        assert rc == "2" and float(secs) < 0.5, (a, out)
+    assert "scheme 'ucx' is not one" in lines[3] and "scheme 'inproc' is not one" in lines[4]
+
+
+def test_a_port_that_accepts_and_never_answers_is_one_line_after_the_timeout():
+    """A socket this test listens on and never accepts from (the kernel completes the TCP
+    handshake, nothing answers): distributed's connect waits for the scheduler's handshake
+    without a bound, so the sweep hung; now one line naming the address and the 1 s bound."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(8)
+        addr = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+        res = subprocess.run([sys.executable, "-m", "hlsnn.cli", "sweep", str(BFP16), "--vary", "rows=8,16",
+                              "--no-csim", "--no-plot", "--cluster", addr], env=_SUBPROCESS_ENV,
+                             capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and res.stdout == "", res.stderr[-3000:]
+    assert res.stderr.strip().splitlines() == [
+        f"hlsnn: error: --cluster {addr}: no Dask scheduler answered within 1 s (nothing answered the connection "
+        f"within 1 s); start one (dask scheduler) or check the address"], res.stderr[-3000:]
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e9", "601", "0", "-2", "soon"])
+def test_a_timeout_that_is_not_finite_positive_and_at_most_600_s_is_refused(monkeypatch, value):
+    """NaN and inf ended in a KeyError traceback of dask's time parser, 1e9 in a wait without end:
+    each is refused (before dask is asked anything) naming the variable and the range."""
+    monkeypatch.setenv("HLSNN_CLUSTER_TIMEOUT", value)
+    msg = rf"^HLSNN_CLUSTER_TIMEOUT='{re.escape(value)}': must be a number of seconds above 0 and at most 600$"
+    with pytest.raises(InputError, match=msg):
+        cl.connect_timeout()                    # first: connect with 1e9 s would wait that long
+    with pytest.raises(InputError, match=msg):
+        cl.connect("tcp://127.0.0.1:1")
+    monkeypatch.setenv("HLSNN_CLUSTER_TIMEOUT", "600")
+    assert cl.connect_timeout() == 600.0 == cl.MAX_CONNECT_TIMEOUT_S
+
+
+@pytest.mark.parametrize("payload", [b"\xff" * 4096, bytes(range(256)) * 16], ids=["ff", "counting"])
+def test_a_port_that_answers_with_other_bytes_is_not_a_scheduler(payload):
+    """A server that sends bytes which are no Dask handshake: distributed read a frame length of
+    petabytes from them (a MemoryError: the CLI's 'out of memory' line), or a ValueError (then
+    'not a scheduler address ...; write SCHEME://HOST:PORT', blaming a well-formed address)."""
+    import threading
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+
+    def serve():
+        while True:
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                return
+            with c:
+                c.sendall(payload)
+    threading.Thread(target=serve, daemon=True).start()
+    addr = f"tcp://127.0.0.1:{srv.getsockname()[1]}"
+    try:
+        with pytest.raises(InputError, match=rf"^--cluster {re.escape(addr)}: what answered there is not a Dask "
+                                             rf"scheduler \(its first message: .*\); check the address and port$"):
+            cl.connect(addr, timeout=2)
+    finally:
+        srv.close()
+
+
+def test_tls_without_dask_tls_settings_is_one_line(monkeypatch):
+    """distributed raised a TypeError (a traceback) for tls:// without an SSL context."""
+    for k in [k for k in os.environ if k.startswith("DASK_DISTRIBUTED__COMM__TLS")]:
+        monkeypatch.delenv(k)
+    with pytest.raises(InputError, match=r"^--cluster tls://127\.0\.0\.1:1: a tls:// scheduler needs dask's TLS "
+                                         r"settings .*; they are not set$"):
+        cl.connect("tls://127.0.0.1:1", timeout=1)
+
+
+def test_the_allowed_address_forms():
+    for a in ("tcp://10.0.0.5:8786", "tls://login1.cluster:8786", "ws://h:1", "wss://[::1]:65535",
+              " tcp://127.0.0.1:8786 "):
+        assert cl.check_address(a) == a.strip()
+
+
 def test_missing_dask_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)      # import distributed -> ImportError
     with pytest.raises(MissingDependency, match=r'pip install "hlsnn\[cluster\]"'):

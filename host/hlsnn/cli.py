@@ -59,6 +59,9 @@ def build_parser():
     p = sub.add_parser("render", help="render a config into a Vitis HLS project (build/<config>/hls/)")
     p.add_argument("config")
     p.add_argument("--out", help="output folder (default build/<config name>/hls)")
+    p.add_argument("--allow-overfit", action="store_true",
+                   help="go on with a kernel above 90%% of a board resource (LUT, FF, DSP, BRAM, URAM; "
+                        "hlsnn.resources.FIT_SHARE), which is refused otherwise")
     p.set_defaults(func=cmd_render)
 
     def compare_opts(p):
@@ -93,13 +96,17 @@ def build_parser():
     p.add_argument("--jobs", type=POSITIVE, default=None, help="parallel Vivado jobs (default: CPU count)")
     p.add_argument("--out", default="overlays", help="overlay folder (default overlays/)")
     p.add_argument("--cluster", metavar="ADDRESS",
-                   help="build each config as a task on the Dask scheduler at ADDRESS (tcp://host:8786); the "
-                        "overlays come back here; needs hlsnn[cluster] (docs/tutorials/cluster.md)")
+                   help="build each config as a task on the Dask scheduler at ADDRESS (SCHEME://HOST:PORT, "
+                        "SCHEME tcp, tls, ws or wss: tcp://host:8786); the overlays come back here; needs "
+                        "hlsnn[cluster] (docs/tutorials/cluster.md)")
     p.add_argument("--dry-run", action="store_true", help="render, then print every command without running it")
     p.add_argument("--check", action="store_true",
                    help="only Vitis HLS csim_design + csynth_design (no export, no Vivado); print each loop's II and "
                         "latency and the resources against the estimate (exit 3 without Vitis HLS)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar (it is off anyway when stderr is not a terminal)")
+    p.add_argument("--allow-overfit", action="store_true",
+                   help="go on with a kernel (a config's, or a compiled model's network kernel) above 90%% of a board resource (LUT, FF, DSP, BRAM, URAM; "
+                        "hlsnn.resources.FIT_SHARE), which is refused otherwise")
     p.set_defaults(func=cmd_build)
 
     p = sub.add_parser("compile", help="calibrate one assignment of a deployment config and write everything an "
@@ -116,6 +123,9 @@ def build_parser():
                    help="a model quantized elsewhere (QDQ, QONNX): calibrate every radix point instead of keeping "
                         "the file's, as `hlsnn deploy --recalibrate` does")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--allow-overfit", action="store_true",
+                   help="go on with a network kernel above 90%% of a board resource (LUT, FF, DSP, BRAM, URAM; "
+                        "hlsnn.resources.FIT_SHARE), which is refused otherwise")
     p.set_defaults(func=cmd_compile)
 
     p = sub.add_parser("run", help="run one layer (or a compiled NAME.hlsnn network) on a target and check it bit "
@@ -206,6 +216,9 @@ def build_parser():
     p = sub.add_parser("info", help="validate a config and print it with resource estimates")
     p.add_argument("config")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--allow-overfit", action="store_true",
+                   help="go on with a kernel above 90%% of a board resource (LUT, FF, DSP, BRAM, URAM; "
+                        "hlsnn.resources.FIT_SHARE), refused otherwise; the estimate still says it is over")
     p.set_defaults(func=cmd_info)
 
     p = sub.add_parser("plot-quant",
@@ -250,8 +263,8 @@ def build_parser():
                       help="only inputs whose non-zeros cluster in blobs (default: random and structured rows)")
     kind.add_argument("--random", action="store_true", help="only uniformly random inputs")
     p.add_argument("--seed", type=NONNEG, default=0, help="seed of the synthetic layers (default 0)")
-    p.add_argument("--out", help="output file (default <config stem>_report.png, or <config stem>_report.html for "
-                                 "a deployment config, in the current folder)")
+    p.add_argument("--out", help="output file (default build/<config stem>_report.png, or build/<config stem>_report.html for "
+                                 "a deployment config or a NAME.hlsnn; build/ is $HLSNN_BUILD when set)")
     p.add_argument("--no-plot", action="store_true", help="print the table (or JSON) only")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_report)
@@ -265,12 +278,13 @@ def build_parser():
                         "its values (YAML scalars); repeat for more keys: the variants are the Cartesian product")
     p.add_argument("--jobs", type=POSITIVE, default=None, help="C-simulation worker processes (default: CPU count)")
     p.add_argument("--cluster", metavar="ADDRESS",
-                   help="run every variant as a task on the Dask scheduler at ADDRESS (tcp://host:8786) instead of "
-                        "local processes; needs hlsnn[cluster] (docs/tutorials/cluster.md)")
+                   help="run every variant as a task on the Dask scheduler at ADDRESS (SCHEME://HOST:PORT, "
+                        "SCHEME tcp, tls, ws or wss: tcp://host:8786) instead of local processes; needs "
+                        "hlsnn[cluster] (docs/tutorials/cluster.md)")
     p.add_argument("--no-csim", action="store_true", help="estimates only; compile nothing")
     p.add_argument("--cases", type=NONNEG, default=2, help="random cases per variant besides the edge cases (default 2)")
     p.add_argument("--seed", type=NONNEG, default=0, help="seed of the cases (default 0)")
-    p.add_argument("--out", help="image file (default <config stem>_sweep.png in the current folder)")
+    p.add_argument("--out", help="image file (default build/<config stem>_sweep.png; build/ is $HLSNN_BUILD when set)")
     p.add_argument("--no-plot", action="store_true", help="print the table (or JSON) only")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar (it is off anyway when stderr is not a terminal)")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import tarfile
 import tempfile
@@ -29,10 +30,16 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from .errors import HlsnnError, InputError, MissingDependency
+from .errors import HlsnnError, InputError, MissingDependency, excerpt, printable
 
 #: Seconds to wait for the scheduler to answer (``$HLSNN_CLUSTER_TIMEOUT`` overrides it).
 CONNECT_TIMEOUT_S = 10.0
+#: The longest wait ``$HLSNN_CLUSTER_TIMEOUT`` may ask for: ten minutes (a scheduler that has not
+#: answered by then is not coming; a longer wait only delays the error line).
+MAX_CONNECT_TIMEOUT_S = 600.0
+#: The address schemes a :class:`distributed.Client` can reach from here (``inproc://`` is within
+#: one process only, ``ucx://`` needs UCX-Py and a UCX network).
+SCHEMES = ("tcp", "tls", "ws", "wss")
 #: Retries of a task that raised (a worker's death is retried by the scheduler itself).
 RETRIES = 2
 #: Test-only hook: when this environment variable names a file that does not exist, the first task
@@ -44,33 +51,118 @@ KILL_ONCE_ENV = "HLSNN_TEST_KILL_WORKER_ONCE"
 KILL_ALWAYS_ENV = "HLSNN_TEST_KILL_WORKER_FOR"
 
 _INSTALL = 'pip install "hlsnn[cluster]" (dask[distributed])'
+_FORM = f"write SCHEME://HOST:PORT with SCHEME one of {', '.join(SCHEMES)} (e.g. tcp://10.0.0.5:8786)"
+_ADDRESS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)"
+                      r":(?P<port>[0-9]{1,5})")
+
+
+def check_address(address) -> str:
+    """``address`` (stripped) when it is ``SCHEME://HOST:PORT`` with a scheme of :data:`SCHEMES`
+    and a port 1..65535, else :class:`InputError` naming what is wrong and what is allowed.
+    Checked before dask is asked anything: a malformed address, a file path, ``inproc://`` or
+    ``ucx://`` made ``distributed`` fail after its own timeouts, with a traceback."""
+    if not isinstance(address, str) or not address.strip():
+        raise InputError(f"--cluster: give the scheduler's address; {_FORM}")
+    a = address.strip()
+    shown = printable(a if len(a) <= 80 else a[:77] + "...")
+    scheme = a.split("://", 1)[0] if "://" in a else None
+    if scheme is not None and scheme.lower() not in SCHEMES:
+        raise InputError(f"--cluster {shown}: scheme {scheme!r} is not one hlsnn can reach a Dask scheduler by; "
+                         f"{_FORM}")
+    m = _ADDRESS.fullmatch(a)
+    if m is None or not 1 <= int(m["port"]) <= 65535:
+        raise InputError(f"--cluster {shown}: not a scheduler address; {_FORM}")
+    return a
+
+
+def connect_timeout(timeout=None) -> float:
+    """The seconds to wait for the scheduler: ``timeout``, else ``$HLSNN_CLUSTER_TIMEOUT``, else
+    :data:`CONNECT_TIMEOUT_S`; a finite number in (0, :data:`MAX_CONNECT_TIMEOUT_S`], else
+    :class:`InputError` (NaN and inf ended in a KeyError of dask's time parser, 1e9 in a wait
+    without end)."""
+    what = "timeout"
+    if timeout is None:
+        env = os.environ.get("HLSNN_CLUSTER_TIMEOUT", "").strip()
+        if not env:
+            return CONNECT_TIMEOUT_S
+        what, timeout = "HLSNN_CLUSTER_TIMEOUT", env
+    try:
+        v = float(timeout)
+    except (TypeError, ValueError):
+        v = float("nan")
+    if not 0 < v <= MAX_CONNECT_TIMEOUT_S:
+        raise InputError(f"{what}={excerpt(timeout, 40)}: must be a number of seconds above 0 and at most "
+                         f"{MAX_CONNECT_TIMEOUT_S:g}")
+    return v
+
+
+def _probe(address: str, timeout: float):
+    """Open one connection to ``address`` and wait for the scheduler's handshake, all within
+    ``timeout`` seconds, in an event loop of its own thread; raises TimeoutError or OSError.
+    ``distributed.Client`` bounds the connect but not the handshake's read: a port that accepts
+    and never answers made it wait forever."""
+    import asyncio
+    import threading
+    from distributed.comm import connect as comm_connect
+    from distributed.security import Security
+
+    async def go():
+        comm = await asyncio.wait_for(comm_connect(address, timeout=timeout,
+                                                   **Security().get_connection_args("client")), timeout)
+        await comm.close()
+
+    out = {}
+
+    def run():
+        try:
+            asyncio.run(go())
+        except BaseException as exc:        # handed to the caller's thread
+            out["error"] = exc
+    t = threading.Thread(target=run, name="hlsnn-cluster-probe", daemon=True)
+    t.start()
+    t.join(timeout + 5.0)
+    err = out.get("error")
+    if t.is_alive() or isinstance(err, asyncio.TimeoutError):
+        raise TimeoutError(f"nothing answered the connection within {timeout:g} s")
+    if isinstance(err, (OSError, TimeoutError)):
+        raise err
+    if isinstance(err, Exception):   # bytes that are no handshake: a frame length of petabytes (MemoryError), ...
+        why = " ".join(str(err).split())[:120]
+        raise InputError(f"--cluster {address}: what answered there is not a Dask scheduler (its first message: "
+                         f"{type(err).__name__}{': ' + why if why else ''}); check the address and port")
+    if err is not None:
+        raise err
 
 
 def connect(address: str, *, timeout: Optional[float] = None):
-    """A :class:`distributed.Client` of the scheduler at ``address``, or one clear error:
-    dask missing (:class:`MissingDependency`), or no scheduler answering within ``timeout``
-    seconds (:class:`InputError`)."""
+    """A :class:`distributed.Client` of the scheduler at ``address``, or one clear error: a bad
+    address (:func:`check_address`) or timeout (:func:`connect_timeout`), dask missing
+    (:class:`MissingDependency`), or no scheduler answering within ``timeout`` seconds
+    (:class:`InputError`; one connection with its handshake is tried first, :func:`_probe`)."""
+    address = check_address(address)
+    timeout = connect_timeout(timeout)
     try:
         from distributed import Client
     except ImportError:
         raise MissingDependency(f"--cluster needs dask distributed: {_INSTALL}") from None
-    if not isinstance(address, str) or not address.strip():
-        raise InputError("--cluster: give the scheduler's address, e.g. tcp://10.0.0.5:8786")
-    if timeout is None:
-        env = os.environ.get("HLSNN_CLUSTER_TIMEOUT", "").strip()
-        try:
-            timeout = float(env) if env else CONNECT_TIMEOUT_S
-        except ValueError:
-            raise InputError(f"HLSNN_CLUSTER_TIMEOUT={env!r}: must be a number of seconds") from None
+    if address.split("://", 1)[0].lower() == "tls":
+        from distributed.security import Security
+        if Security().get_connection_args("client").get("ssl_context") is None:     # distributed: a TypeError
+            raise InputError(f"--cluster {address}: a tls:// scheduler needs dask's TLS settings (the config keys "
+                             "distributed.comm.tls.ca-file and distributed.comm.tls.client.cert, with .client.key "
+                             "unless the cert holds it); they are not set")
     try:
-        return Client(address.strip(), timeout=f"{timeout}s", set_as_default=False)
+        _probe(address, timeout)
+        return Client(address, timeout=timeout, set_as_default=False)
     except (OSError, TimeoutError) as exc:
         why = " ".join(str(exc).split())[:200] or type(exc).__name__
         raise InputError(f"--cluster {address}: no Dask scheduler answered within {timeout:g} s ({why}); start "
                          f"one (dask scheduler) or check the address") from None
-    except ValueError as exc:       # a malformed address (unknown protocol)
+    except InputError:
+        raise
+    except ValueError as exc:       # an address dask still refuses (a host name it cannot parse)
         raise InputError(f"--cluster {address}: not a scheduler address ({' '.join(str(exc).split())[:160]}); "
-                         f"write e.g. tcp://host:8786") from None
+                         f"{_FORM}") from None
 
 
 def n_workers(client) -> int:

@@ -22,7 +22,7 @@ import json
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 from .engine_registry import engines as registered_engines
 from .errors import ConfigError, excerpt
@@ -355,6 +355,8 @@ BOARD_FIELDS = {
         "lut": Field("int", lo=1, hi=10_000_000),
         "ff": Field("int", lo=1, hi=20_000_000),
     }),
+    "power_w": Field("float", "typical whole-board power in watts while it runs a kernel (hlsnn perf's energy "
+                     "estimate: power x time; the file's comment gives its source)", default=None, lo=0.01, hi=1000),
     "ps_config": Field("tokenmap", "explicit PS settings applied after the board preset (CONFIG.<key> <value>), "
                        "e.g. for a board without Vivado board files", default=None),
     "dma": Field("section", "AXI DMA and the PS port it uses", fields={
@@ -376,10 +378,13 @@ class Board:
     dma: Mapping[str, Any]
     ps_config: Mapping[str, str]
     path: str
+    #: typical whole-board power (W) for ``hlsnn perf``'s energy estimate; None: not known. Not
+    #: part of :meth:`as_dict` (nor of a config's hash): a modelling figure, not the hardware.
+    power_w: Optional[float] = None
 
     def as_dict(self):
         return {k: (dict(v) if isinstance(v, Mapping) else v)
-                for k, v in self.__dict__.items() if k != "path"}
+                for k, v in self.__dict__.items() if k not in ("path", "power_w")}
 
 
 def load_board(name_or_path, *, source="", config_path=None) -> Board:

@@ -136,10 +136,28 @@ def filesystem_message(exc):
     if name not in FILESYSTEM_ERRNOS:
         return None
     paths = [p for p in (exc.filename, exc.filename2) if p is not None] or _open_file_of(exc.__traceback__)
-    where = " -> ".join(os.path.abspath(os.fsdecode(p)) if isinstance(p, (bytes, str)) else str(p) for p in paths) \
-        or "(the system did not say which file)"
+    full = [os.path.abspath(os.fsdecode(p)) if isinstance(p, (bytes, str)) else str(p) for p in paths]
+    where = " -> ".join(full) or "(the system did not say which file)"
+    if full and all(_scratch(p) for p in full):
+        return f"cannot write or read {where}: {FILESYSTEM_ERRNOS[name]} ({name}); choose another folder for " \
+               "hlsnn's temporary files (TMPDIR) or free space"
     return f"cannot write or read {where}: {FILESYSTEM_ERRNOS[name]} ({name}); choose another folder " \
            "(HLSNN_BUILD for build output, --out for reports) or free space"
+
+
+#: The prefixes of hlsnn's own temporary folders in ``$TMPDIR`` (``tempfile.TemporaryDirectory``):
+#: the schedule's rendered kernels, a deployment's compiled model, a cluster task's folders.
+SCRATCH_PREFIXES = ("hlsnn-sched-", "hlsnn-deploy-", "hlsnn-e2e-", "hlsnn-task-", "hlsnn-render-")
+
+
+def _scratch(path: str) -> bool:
+    """True for a path inside one of hlsnn's own temporary folders (:data:`SCRATCH_PREFIXES`),
+    which TMPDIR moves, not HLSNN_BUILD or --out."""
+    import os
+    import tempfile
+    rel = os.path.relpath(path, os.path.abspath(tempfile.gettempdir()))
+    top, sep, _ = rel.partition(os.sep)
+    return bool(sep) and top.startswith(SCRATCH_PREFIXES)
 
 
 def seconds(what, value) -> float:

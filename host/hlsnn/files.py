@@ -91,6 +91,27 @@ def write_atomic(path, data, *, mode=None):
             f.write(data.encode() if isinstance(data, str) else data)
 
 
+def write_npz(path, arrays, *, fsync=False, mode=None):
+    """``arrays`` (name -> ndarray) at ``path`` as an uncompressed ``.npz`` (the entries
+    ``np.savez`` writes, read by ``np.load``; no pickles), through :func:`atomic_path`; with
+    ``fsync`` flushed to disk before the rename. ``np.savez`` leaves its ``ZipFile`` open when a
+    write fails (a full disk): collected after the file was closed, it printed a traceback
+    (``ValueError: seek of closed file``) after hlsnn's one error line. Here every zip object is
+    closed by its ``with`` block, whatever fails."""
+    import zipfile
+
+    import numpy as np
+    with atomic_path(path, mode=mode) as tmp:
+        with open(tmp, "wb") as fh:
+            with zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+                for name, a in arrays.items():
+                    with zf.open(f"{name}.npy", "w", force_zip64=True) as f:
+                        np.lib.format.write_array(f, np.asanyarray(a), allow_pickle=False)
+            if fsync:
+                fh.flush()
+                os.fsync(fh.fileno())
+
+
 _TMP = re.compile(r"^\..*\.tmp-(\d+)-[^/]*$")
 #: Temporaries of hlsnn before they named their process (``.tmp-XXXXXXXX.so``): removed when
 #: older than an hour (no compile takes that long).

@@ -64,8 +64,19 @@ BRAM18_TDP = ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18))
 BRAM18_SDP = ((512, 36),)
 #: UltraRAM: one URAM288 block is 4K x 72.
 URAM_SHAPE = (4096, 72)
-#: Shipped configs must fit their board within these shares.
-MARGINS = {"dsp": 0.90, "bram36": 0.85, "uram": 0.85, "lut": 0.85}
+#: The fit budget: a kernel (a layer config's, or a compiled model's network kernel) may take at
+#: most this share of each of its board's resources: LUT, FF, DSP, BRAM36 and URAM alike. The
+#: rest is left to the block design around the kernel (AXI DMA, interconnect, resets; a few
+#: thousand LUTs and FFs on the PYNQ-Z2) and to the gap between this model and synthesis.
+#: ``hlsnn info``, ``render``, ``build`` and ``compile`` refuse a kernel above it (``--allow-overfit``
+#: goes on deliberately; :func:`hlsnn.fit.refusal`); ``hlsnn perf``'s "fits" and the sparse engine's
+#: board sizer (:func:`hlsnn.engines.sparse_cluster.netsize.size`) apply the same figure.
+FIT_SHARE = 0.90
+#: The budget per resource: :data:`FIT_SHARE` of each (one figure, kept as a mapping for the
+#: readers that look a resource up).
+MARGINS = {k: FIT_SHARE for k in ("dsp", "bram36", "uram", "lut", "ff")}
+#: How the messages name the resources.
+RESOURCE_NAMES = {"lut": "LUT", "ff": "FF", "dsp": "DSP", "bram36": "BRAM36", "uram": "URAM"}
 
 IMPLS = ("auto", "bram", "uram", "lutram", "srl", "memory")
 
@@ -300,22 +311,37 @@ def utilization(res: dict, board_resources) -> dict:
 
 def within_margins(used: dict, board_resources, keys=None) -> bool:
     """The fit check: every resource of ``used`` (``keys``, default :data:`MARGINS`'s) at most
-    its :data:`MARGINS` share of ``board_resources`` (a resource without a margin: the board's
-    whole). ``hlsnn perf``'s "fits" and the board-sized kernel's sizing
-    (:func:`hlsnn.engines.sparse_cluster.netsize.size`) both apply it."""
+    its :data:`MARGINS` share (:data:`FIT_SHARE`) of ``board_resources``. ``hlsnn perf``'s "fits",
+    the refusals of :mod:`hlsnn.fit` and the board-sized kernel's sizing
+    (:func:`hlsnn.engines.sparse_cluster.netsize.size`) all apply it."""
     return all(used.get(k, 0) <= MARGINS.get(k, 1.0) * board_resources.get(k, 0)
                for k in (keys or MARGINS) if used.get(k, 0))
 
 
 def over_margin(est: dict, board_resources) -> list:
-    """Resources above :data:`MARGINS`: ``[(resource, used, limit), ...]``."""
+    """Resources of an engine estimate ``est`` above :data:`MARGINS`: ``[(resource, used, limit), ...]``."""
+    return [(k, used, limit) for k, used, limit, _ in over_budget(est["resources"], board_resources)]
+
+
+def over_budget(used: dict, board_resources) -> list:
+    """The resources of ``used`` (``{"lut": ..., "ff": ..., ...}``) above the fit budget
+    (:data:`FIT_SHARE` of the board's): ``[(resource, used, budget, available), ...]`` in the
+    order of :data:`MARGINS`; ``[]`` when the kernel fits."""
     bad = []
     for k, share in MARGINS.items():
-        used = est["resources"].get(k, 0)
-        limit = share * board_resources.get(k, 0)
-        if used > limit:
-            bad.append((k, used, limit))
+        n = used.get(k, 0) or 0
+        avail = board_resources.get(k, 0)
+        if n > share * avail:
+            bad.append((k, n, share * avail, avail))
     return bad
+
+
+def format_over(over) -> str:
+    """``over_budget``'s rows as text: ``LUT 58,664 of 53,200 (110%; budget 47,880)``, joined by ``, ``."""
+    def one(k, n, budget, avail):
+        share = f"{100 * n / avail:.0f}%" if avail else "the board has none"
+        return f"{RESOURCE_NAMES.get(k, k)} {n:,.0f} of {avail:,} ({share}; budget {budget:,.0f})"
+    return ", ".join(one(*row) for row in over)
 
 
 def estimate(cfg, model: Model, *, logic_lut: int, logic_ff: int, extra: Optional[dict] = None,

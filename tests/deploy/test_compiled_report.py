@@ -119,3 +119,13 @@ def test_the_layer_table_says_where_each_layer_runs_as_the_latency_table_does(co
     assert runs["softmax"] == "host", runs
     timed = {r[0] for r in page.tables["latency"][1:]}
     assert {n for n, w in runs.items() if w.startswith("network kernel") and "data move" not in w} <= timed
+
+
+def test_without_out_the_page_goes_under_the_build_root_and_is_named(compiled, tmp_path, monkeypatch, capsys):
+    path = compiled("digits_cnn", "twohot")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HLSNN_BUILD", "build")
+    assert main(["report", str(path)]) == 0
+    out = tmp_path / "build" / f"{path.stem}_report.html"
+    assert out.is_file() and capsys.readouterr().out.strip() == f"wrote build/{path.stem}_report.html"
+    assert not list(tmp_path.glob("*.html"))

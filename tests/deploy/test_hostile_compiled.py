@@ -338,6 +338,32 @@ def test_the_untouched_models_pass_and_run(good, which):
         assert net(net.check["x"]).shape == (2, 10)
 
 
+@pytest.mark.parametrize("which", ["twohot", "fixed8", "bfp8"])
+def test_a_batch_beyond_the_run_bound_is_refused_before_anything_is_allocated(good, which):
+    """A batch broadcast to 50 million images (a view of one image: no memory) ended in numpy's
+    ArrayMemoryError of the float64 copy (issue 84); it is refused first, naming its size, the
+    bound (128 Mi values: the PYNQ-Z2's 128 MiB of contiguous memory at one byte a value) and
+    the batch that fits. A batch at the bound's edge is the size check's, not a copy's."""
+    import hlsnn
+    with hlsnn.load(good[which], target="emu", self_check=False) as net:
+        n = int(np.prod(net.input_shape))
+        img = np.zeros(net.input_shape, np.float32)
+        for dt in (np.float32, np.float64, np.uint8):
+            x = np.broadcast_to(img.astype(dt), (50_000_000,) + net.input_shape)
+            for keep in (False, True):
+                with pytest.raises(InputError) as info:
+                    net.run(x, keep=keep)
+                assert str(info.value) == (
+                    f"input: a batch of 50,000,000 images of {n:,} values ({50_000_000 * n:,} values); one run "
+                    f"takes at most 134,217,728 (128 MiB at one byte a value, the PYNQ-Z2's contiguous memory): "
+                    f"give at most {134_217_728 // n:,} images a run")
+        from hlsnn.network.loader import MAX_RUN_VALUES
+        assert MAX_RUN_VALUES == 128 * 2 ** 20
+        edge = np.broadcast_to(img, (MAX_RUN_VALUES // n + 1,) + net.input_shape)
+        with pytest.raises(InputError, match=r"^input: a batch of "):
+            net.run(edge)
+
+
 # ------------------------------------------------------------------ damaged containers
 
 def _bytes(path):
@@ -456,10 +482,10 @@ def test_an_interrupted_write_leaves_the_old_file(good, tmp_path, monkeypatch):
     artifact.write(out, program, arrays)
     before = out.read_bytes()
 
-    def boom(fh, **kw):
-        fh.write(b"PK\x03\x04partial")
+    def boom(fh, array, **kw):                 # the first array's bytes: a part, then a full disk
+        fh.write(b"\x93NUMPYpartial")
         raise OSError(28, "No space left on device")
-    monkeypatch.setattr(np, "savez", boom)
+    monkeypatch.setattr(np.lib.format, "write_array", boom)     # what hlsnn.files.write_npz writes with
     with pytest.raises(OSError):
         artifact.write(out, program, arrays)
     assert out.read_bytes() == before

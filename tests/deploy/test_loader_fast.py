@@ -109,7 +109,8 @@ def test_the_fast_path_refuses_what_the_general_path_refuses_with_the_same_error
     nan32[0, 3], nan32[1, 5] = np.nan, np.inf
     bad = {"one sample": x[0], "wrong shape": x[:, :32], "empty batch": x[:0], "complex": x.astype(np.complex64),
            "strings": np.array([["a"] * 64]), "nan float32": nan32, "nan float64": nan32.astype(np.float64),
-           "nan list": nan32.tolist()}
+           "nan list": nan32.tolist(), "50 million images": np.broadcast_to(x[0], (50_000_000, 64)),
+           "50 million uint8 images": np.broadcast_to(x[0].astype(np.uint8), (50_000_000, 64))}
     with hlsnn.load(path, "sim") as net:
         assert net._c_run[2] == (graph == "plain" and fmt != "bfp8"), "whether the C call counts the non-finite values"
         want = net.run(x)

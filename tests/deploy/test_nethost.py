@@ -92,6 +92,34 @@ def test_non_finite_values_are_refused_by_name():
         _c(x, 7, 8, "nearest_away")
 
 
+@pytest.mark.parametrize("cc_flag", ["-ffast-math", "-Ofast", "-ffinite-math-only"])
+def test_a_cc_with_fast_math_keeps_rule_1_and_the_count_of_non_finite_values(cc_flag, tmp_path, monkeypatch):
+    """``CC`` may carry flags; with ``-ffast-math`` (or ``-Ofast``) netin.c's ``v - v == 0`` was
+    folded to true, so NaN and inf images ran on the C host path (issue 84), and rule 1 gave
+    other bits than the integer rule. The helpers' own ``-fno-fast-math`` comes after CC's flags."""
+    from hlsnn import native
+    from hlsnn.errors import InputError
+    cc = native.c_compiler()
+    monkeypatch.setenv("CC", f"{cc} {cc_flag}")
+    monkeypatch.setenv("HLSNN_NATIVE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(nethost, "_LIB", [])
+    native.forget()
+    try:
+        x = np.array([0.5, np.nan, np.inf, -np.inf, 1.0], np.float32)
+        for dt in (np.float32, np.float64):
+            with pytest.raises(InputError, match="3 non-finite value"):
+                _c(x.astype(dt), 7, 8, "nearest_even")
+        for dt in (np.float32, np.float64):
+            e = _edges(5, dt)
+            for rounding in MODES:
+                np.testing.assert_array_equal(_c(e, 5, 8, rounding), _reference(e, 5, 8, rounding),
+                                              err_msg=f"{cc_flag} {dt.__name__} {rounding}")
+        assert any(f"{cc_flag} " in p.read_text() and "-fno-fast-math" in p.read_text()
+                   for p in (tmp_path / "cache").glob("libnetin_*.json")), "built with CC's flag, then ours"
+    finally:
+        native.forget()
+
+
 def test_the_block_write_is_one_access_of_the_span():
     """The two 64-bit addresses and the batch (0x10..0x28 by the Vitis HLS map) in ONE bus
     write of seven words, the reserved words 0x18 and 0x24 zero; a lone batch is one word."""

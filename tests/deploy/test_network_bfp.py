@@ -250,7 +250,9 @@ def test_network_kernel_one_start_bit_exact(compiled, model, assignment, n):
         got, y = net.logits(x), net(x)
         assert net.last_kernel_starts == 1 and net.network.engine == "bfp_systolic"
         k = net._kernel
-        assert k.strict and checked_raw(k.strict_report) == {"act": 16, "tz": 16, "e3z": 16}
+        from hlsnn.engines.bfp_systolic.network.kernel import pool_odd
+        odd = {"gap": 16} if pool_odd(net.network) else {}       # AddPoolOdd reads and writes gap (issue 83)
+        assert k.strict and checked_raw(k.strict_report) == {"act": 16, "tz": 16, "e3z": 16, **odd}
         assert all(b["sites"] <= b["ports"] for b in k.strict_report["banks"])
         assert k.strict_report["operators"] == [{"loop": "ConvMac", "mul": 128, "div": 0, "dsp": 128}]
         assert k.counters["NetLoad"] == (n * int(np.prod(net.input_shape)), n)
@@ -418,10 +420,72 @@ def test_the_datapath_model_counts_the_kernels_operators():
     from hlsnn.engines.bfp_systolic.network import perf as bfpperf
     assert bfpperf.srs_luts(54, 16, 63, 16) == 171 + 162 + 161 + 36 + 72 + 16
     net = SimpleNamespace(params=dict(mantissa_bits=16, acc_bits=48))
-    d = bfpperf.datapath(net, dict(pz=8, pc=16, sum_bits=41, pool_bits=62))
+    rows = [dict(vals=[1]), dict(vals=[2])]            # a max pool's and an Add's descriptors (op codes 1, 2)
+    d = bfpperf.datapath(net, dict(pz=8, pc=16, sum_bits=41, pool_bits=62, rows=rows))
     assert d["maxpool"][0] == 16 * (2 * (54 + 54 + 12 + 3 * 54) + 27 + 18 + 6 + 8 + 64)
-    # the exponent pass: 32 elements (|m|, leading one, source select, exponent add, zero test)
-    # and the balanced max tree's 31 compare-selects plus the one with the carried value
-    elem = 32 + 54 + 54 + 12 + 9 + 6 + 2 * 4          # and the bank window's two 8-bit compares [c0, c)
+    # the exponent pass: 32 elements (the source select of 36-bit elements, |m| and its leading
+    # one of 26 bits: issue 83, a global pool's sums are elements too; the exponent add, the zero
+    # test) and the balanced max tree's 31 compare-selects plus the one with the carried value
+    elem = 18 + 26 + 26 + 12 + 5 + 6 + 2 * 4          # and the bank window's two 8-bit compares [c0, c)
     assert d["conv_exp"][0] == 32 * elem + 32 * (6 + 6) + 12 + 2 * 6 + 2 * (32 + 4 * 8)
+    # the Add (issue 83: the elements' 26-bit mantissas as they are): per operand |m| 26, its
+    # leading one 26, the exponent difference 12 and bound compare 6, the left shifter of 26 bits
+    # by 0..53 into 54 (stages of 29, 41 and 54 bits): 194; the three exponent compare-selects
+    # 36, the exactness test's two |.| of 54 and their sum 55, the sum 55, ReLU 28, the pool's two
+    # adders of 62 bits and the 36-bit output element's select 18
+    assert d["add"][0] == 16 * (2 * (26 + 26 + 12 + 6 + 29 + 41 + 54) + 36 + 2 * 54 + 55 + 55 + 28 + 2 * 62 + 18)
     assert set(d) == {"conv_exp", "conv_mac_banks", "conv_mac_lanes", "maxpool", "add", "axi", "control"}
+
+
+@pytest.mark.parametrize("model,families", [("resnet8_digits32", {"Add"}), ("digits_cnn", {"MaxPool"})])
+def test_the_kernel_renders_and_counts_only_the_op_families_the_model_has(compiled, tmp_path, model, families):
+    """Issue 83: a family's function, loop and dispatch are rendered only for a program that has
+    such an op, and the resource model counts a family's datapath exactly where the rendered
+    C++ has it. ResNet-8 is convs and residual Adds (its global pool is its last Add's), no max
+    pool; digits_cnn convs and max pools, no Add (the models' own op lists, asserted above)."""
+    from hlsnn.engines.bfp_systolic.network import kernel as bfpkernel, perf as bfpperf
+    net = netmode.lower(*artifact.read(compiled(model, "bfp16")))
+    _, _, t = bfpkernel.render(net, tmp_path)
+    cpp = (tmp_path / "network.cpp").read_text()
+    loops = {"MaxPool": "MaxPoolTaps:", "Move": "MovePixels:", "Transpose": "TransposeDiagonals:",
+             "Concat": "ConcatPixels:", "Add": "AddPixels:"}
+    assert {f for f in loops if f"void {f}(" in cpp} == families
+    assert {f for f, label in loops.items() if label in cpp} == families
+    logic = bfpperf.datapath(net, t)
+    assert ("maxpool" in logic) == ("MaxPool" in families) and ("add" in logic) == ("Add" in families)
+
+
+@pytest.mark.parametrize("assignment", ["bfp8_z2", "bfp16"])
+def test_resnet8_bfp_kernel_fits_the_pynq_z2(compiled, capsys, assignment):
+    """Issue 83: ResNet-8's bfp network kernel on the PYNQ-Z2 (XC7Z020: 53,200 LUTs, 106,400
+    FFs, 220 DSP48E1, 140 BRAM36) within 90 % of each resource by the resource model."""
+    import json
+    from hlsnn.cli import main
+    assert main(["perf", str(compiled("resnet8_digits32", assignment)), "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)["kernel_resources"]
+    for k, have in (("lut", 53200), ("ff", 106400), ("dsp", 220), ("bram36", 140)):
+        assert r[k] <= 0.9 * have, (k, r[k])
+    assert r["fits"]                                  # and within hlsnn.resources.MARGINS (85 % of the LUTs)
+
+
+@pytest.mark.csim
+def test_a_global_pools_sums_held_rounded_to_odd_keep_the_bits(compiled, monkeypatch):
+    """Issue 83: the kernel holds a global pool's exact sums rounded to odd at kOddBits
+    (``AddPoolOdd``, netbfp rule 4o's RoundOdd), so its convs read elements' 26-bit mantissas,
+    not 54-bit sums. At K = 9 = M + 1 (the least rule 4o's argument allows for bfp8's 8-bit
+    mantissas) most of ResNet-8's pooled sums are shortened and the classifier's roundings meet
+    the kept bits' ties: the kernel still gives the network mode's bits (its exact sums)."""
+    from hlsnn.engines.bfp_systolic.network import reduce as red
+    from hlsnn.engines.bfp_systolic.network.kernel import BfpNetKernel, pool_odd
+    monkeypatch.setattr(red, "ODD_BITS", 9)
+    net = netmode.lower(*artifact.read(compiled("resnet8_digits32", "bfp8")))
+    assert pool_odd(net)
+    x = _x("resnet8_digits32", 8)
+    xq = netmode.quantize_input(net, x)
+    want, env = netmode.run_ints(net, xq, keep=True)
+    (pool,) = [op for op in net.ops if op.kind == "add" and op.f["gap"]]
+    m = np.abs(np.asarray(env[pool.out][0]))
+    assert (m >= 1 << 9).mean() > 0.5                 # msb beyond K - 1: the odd rounding drops bits
+    got = BfpNetKernel(net).run(xq)
+    np.testing.assert_array_equal(netbfp.dequantize(got).reshape(8, -1).view(np.uint64),
+                                  netbfp.dequantize(want).reshape(8, -1).view(np.uint64))

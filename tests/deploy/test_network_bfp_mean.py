@@ -171,7 +171,9 @@ def test_emulators_network_mode_has_the_layer_paths_bits(nets, name):
 def test_the_division_is_declared_and_the_loops_keep_their_ii(nets, tmp_path):
     """The kernel declares a reciprocal product per bank in ConvMac (its derived widths) and the
     derived II (perf/schedule.py, from the rendered C++) of every loop is the one of the same
-    kernel without the rule (the mean's divisor taken away): rule 6b adds no memory access."""
+    kernel without the rule (the mean's divisor taken away): rule 6b adds no memory access.
+    Without the rule the kernel holds the pool's sums rounded to odd (issue 83: its AddPoolOdd
+    loop, at II 1 too); with it the convs read the exact sums and that loop is not rendered."""
     from hlsnn.network import artifact, schedule
     from hlsnn.network.loader import config_of
     from hlsnn.deploy import program as netmode
@@ -187,6 +189,7 @@ def test_the_division_is_declared_and_the_loops_keep_their_ii(nets, tmp_path):
     for op in net.ops:
         op.f.pop("mdiv", None)
     without = {r["loop"]: r["ii"] for r in schedule.network_schedule(net, cfg)}
+    assert "AddPoolOdd" not in with_ii and without.pop("AddPoolOdd") == 1
     assert with_ii == without and with_ii["ConvMac"] == 1 and with_ii["ConvExp"] == 1, (with_ii, without)
 
 

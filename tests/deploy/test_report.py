@@ -180,11 +180,14 @@ def test_report_with_fake_deploy_escapes_and_is_self_contained(root, fake_page):
     assert "aup-zu3" in boards[0] and "pynq-z2" in boards[0]
 
 
-def test_default_output_in_current_folder(root, tmp_path, monkeypatch):
+def test_default_output_under_build(root, tmp_path, monkeypatch):
+    """Without --out the page goes under build/ (made there), never loose in the current folder."""
     monkeypatch.setattr(run, "deploy", lambda *a, **k: fake_result())
     monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HLSNN_BUILD", raising=False)
     out = write_report(root / "configs" / "models" / "digits_mlp.yaml")
-    assert out.name == "digits_mlp_report.html" and (tmp_path / out).is_file()
+    assert out == Path("build") / "digits_mlp_report.html" and (tmp_path / out).is_file()
+    assert not list(tmp_path.glob("*.html"))
 
 
 def test_bad_output_path(root, tmp_path, monkeypatch):

@@ -6,6 +6,7 @@ import json
 import sys
 
 from .kernels import _load
+from ..paths import build_root
 
 _BUILD_OUTCOME = {0: "ok", 1: "FAILED", 3: "tools missing"}
 
@@ -52,6 +53,9 @@ def cmd_build(args):
         if len(set(configs)) != len(configs):
             raise InputError("hlsnn build: a config is listed twice; list each once")
         cfgs = [load_for_build(c, args.board) for c in configs]      # every config checked before any build
+        from ..fit import check_config
+        for c in cfgs:
+            check_config(c, allow_overfit=getattr(args, "allow_overfit", False))
         names = [c.stem for c in cfgs]
         # names that differ only in case share a folder on a case-insensitive filesystem (macOS, Windows)
         folded = [n.casefold() for n in names]
@@ -80,9 +84,15 @@ def cmd_build(args):
         if args.check:
             raise InputError(f"hlsnn build {args.config} --check: not for the network kernel yet; run the full "
                              f"build (or --dry-run)")
+        from ..fit import check_network
+        from ..network import artifact
+        check_network(*artifact.read(args.config), allow_overfit=getattr(args, "allow_overfit", False),
+                      source=args.config)
         return main_build_network(args.config, out=args.out, jobs=args.jobs, dry_run=args.dry_run,
                                   progress=enabled(quiet=args.quiet))
     cfg = load_for_build(args.config, args.board)
+    from ..fit import check_config
+    check_config(cfg, allow_overfit=getattr(args, "allow_overfit", False))
     return main_build(cfg, out=args.out, jobs=args.jobs, dry_run=args.dry_run, check=args.check,
                       progress=enabled(quiet=args.quiet))
 
@@ -96,7 +106,7 @@ def cmd_sweep(args):
                          "--cluster: the scheduler's workers)")
     out = None
     if not args.no_plot:
-        out = sweep.check_out(args.out or Path(f"{Path(args.config).stem}_sweep.png"))
+        out = sweep.check_out(args.out or build_root() / f"{Path(args.config).stem}_sweep.png")
         missing = sweep.matplotlib_missing()
         if missing and args.out:
             raise MissingDependency(missing)

@@ -15,7 +15,9 @@ def _load(path):
 
 def cmd_render(args):
     from .. import codegen
+    from ..fit import check_config
     cfg = _load(args.config)
+    check_config(cfg, allow_overfit=getattr(args, "allow_overfit", False))
     if args.out:
         from ..paths import out_parent
         out_parent(args.out, folder=True)   # --out makes no parent folders outside build/ and overlays/
@@ -128,10 +130,16 @@ def _clock_note(cfg):
 
 
 def cmd_info(args):
+    from ..fit import check_config
+    from ..resources import FIT_SHARE
     cfg = _load(args.config)
     est = cfg.estimates
+    over = check_config(cfg, allow_overfit=getattr(args, "allow_overfit", False))   # refused above the budget
     if args.json:
         print(json.dumps({"config": cfg.as_dict(), "path": cfg.path, "sha256": cfg.sha, "estimates": est,
+                          "fit": {"share": FIT_SHARE, "fits": not over,
+                                  "over": [{"resource": r, "used": u, "budget": b, "available": a}
+                                           for r, u, b, a in over]},
                           "pl_clock_mhz": round(_pl_clock(cfg)[3], 6)}))
         return 0
     print(f"{cfg.name}: engine {cfg.engine} on {cfg.board.name} ({cfg.board.part}) at {cfg.clock_mhz:g} MHz")
@@ -142,13 +150,19 @@ def cmd_info(args):
     print(f"  config sha256 {cfg.sha[:16]} (ID register hash 0x{cfg.hash32:08x})")
     for k, v in cfg.params.items():
         print(f"  {cfg.engine}.{k}: {v}")
-    from ..resources import MARGINS, format_buffers, over_margin
-    print(f"  estimated resources (model, not synthesis; DSPs are {est['dsp_family']}):")
+    from ..resources import MARGINS, RESOURCE_NAMES, format_buffers
+    print(f"  estimated resources (model, not synthesis; DSPs are {est['dsp_family']}; the budget is "
+          f"{100 * FIT_SHARE:.0f}% of each):")
     for r, used in est["resources"].items():
-        limit = f"  (margin {100 * MARGINS[r]:.0f}%)" if r in MARGINS else ""
-        print(f"    {r:<7}{used:>8} of {cfg.board.resources[r]:>8}  ({100 * est['utilization'][r]:.0f}%){limit}")
-    for r, used, limit in over_margin(est, cfg.board.resources):
-        print(f"  note: {r} {used} is above the {100 * MARGINS[r]:.0f}% margin ({limit:.0f}) that shipped configs keep")
+        avail = cfg.board.resources[r]
+        margin = (f"  margin {MARGINS[r] * avail - used:,.0f} to the budget" if used <= MARGINS[r] * avail
+                  else f"  OVER the budget ({MARGINS[r] * avail:,.0f}) by {used - MARGINS[r] * avail:,.0f}") \
+            if r in MARGINS and avail else ""
+        print(f"    {r:<7}{used:>8} of {avail:>8}  ({100 * est['utilization'][r]:.0f}%){margin}")
+    for r, used, limit, _ in over:
+        print(f"  note: {RESOURCE_NAMES.get(r, r)} {used:,} is above the budget ({limit:,.0f}, "
+              f"{100 * FIT_SHARE:.0f}%): "
+              f"kept with --allow-overfit; hlsnn render and build refuse it without")
     print("  buffers the kernel declares (copies = banks x stream entries x instances; see hlsnn/resources.py):")
     for line in format_buffers(est):
         print(line)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from .kernels import _load
+from ..paths import build_root
 
 
 def _is_deploy_config(path):
@@ -58,7 +59,7 @@ def cmd_report(args):
     check_engine(cfg)
     densities = parse_densities(args.densities)
     stem = Path(cfg.path).stem if cfg.path else cfg.name
-    out = None if args.no_plot else check_out(args.out or Path(f"{stem}_report.png"))
+    out = None if args.no_plot else check_out(args.out or build_root() / f"{stem}_report.png")
     kinds = ("structured",) if args.structured else ("random",) if args.random else KINDS
     rep = density_sweep(cfg, channels=args.channels, size=args.size, ksize=args.ksize, densities=densities,
                         kinds=kinds, seed=args.seed)

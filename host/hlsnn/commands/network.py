@@ -21,7 +21,8 @@ def cmd_compile(args):
     out_parent(out)
     prog = compile_model(args.config, assignment, out, check_samples=args.check_samples,
                          host_fallback=getattr(args, "host_fallback", False),
-                         recalibrate=getattr(args, "recalibrate", False))
+                         recalibrate=getattr(args, "recalibrate", False),
+                         allow_overfit=getattr(args, "allow_overfit", False))
     size = Path(out).stat().st_size
     engine = [j for j in prog["layers"] if j["kind"] != "host"]
     # what a board runs where (the file as a board reads it): the network kernel takes the host

@@ -452,8 +452,10 @@ def _latency(res, cfg, elayers, accels, shapes, used, new):
                 continue
             t = sum(_cycles_of(la, f, acc, shapes, used[(la.name, fname)][1])["us"] for la in elayers
                     if (la.name, fname) in used)
-            worst = max(acc.estimates["utilization"].items(), key=lambda kv: kv[1])
-            fit = "fits" if worst[1] <= 1 else f"does not fit: {worst[0]} {100 * worst[1]:.0f} %"
+            from ..resources import FIT_SHARE, over_budget       # the budget hlsnn info / build refuse above
+            over = over_budget(acc.estimates["resources"], acc.board.resources)
+            fit = "fits" if not over else "over the {:.0f} % budget: ".format(100 * FIT_SHARE) + ", ".join(
+                f"{r} {100 * acc.estimates['utilization'][r]:.0f} %" for r, *_ in over)
             row.append(f"{t:.2f} us @ {acc.clock_mhz:g} MHz, {acc.params['stream_bits']}-bit ({fit})")
         rows.append(row)
     out.append("<h3>Same engine parameters on each shipped board (model)</h3><p>Sum over the layers that run "

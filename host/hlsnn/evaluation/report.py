@@ -6,6 +6,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+from ..paths import build_root
 from ..config import load_config
 from ..deploy import evaluate
 from ..deploy.config import load_deploy_config
@@ -30,7 +31,7 @@ def write_report(config_path, target="emu", *, out=None, host_fallback=False, ho
     MissingDependency
         matplotlib (or onnx) is not installed.
     """
-    out = page_out(out if out is not None else Path(f"{Path(config_path).stem}_report.html"))
+    out = page_out(out if out is not None else build_root() / f"{Path(config_path).stem}_report.html")
     new = _matplotlib()
     cfg = load_deploy_config(config_path)
     res = run.deploy(config_path, target, per_layer=True, host_fallback=host_fallback,

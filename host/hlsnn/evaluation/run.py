@@ -21,7 +21,7 @@ from ..deploy.evaluate import (_check_data, _check_labels, _classification, _lay
                                infer_task, modelled_latency, open_accelerators, pot_note)
 from ..deploy.onnx_import import load_onnx
 from ..deploy.runner import Deployment
-from ..errors import HlsnnError, InputError, printable
+from ..errors import HlsnnError, InputError, filesystem_message, printable
 from ..measure.layers import input_terms
 
 
@@ -198,8 +198,11 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
                 # an HlsnnError is a reason the user can act on; anything else is hlsnn's own bug,
                 # reported with its type rather than ending the run (issue 52)
                 why = str(exc).splitlines()[0] if str(exc) else ""
+                # a full disk or a read-only folder is the machine's, not a bug: the CLI's one line for it
+                disk = filesystem_message(exc) if isinstance(exc, OSError) else None
                 result["assignments"][name] = {
-                    "error": why if isinstance(exc, HlsnnError) else f"internal error, {type(exc).__name__}: {why}",
+                    "error": why if isinstance(exc, HlsnnError) else disk if disk is not None else
+                    f"internal error, {type(exc).__name__}: {why}",
                     "layers": {la.name: asg.format_of(la.name) for la in net.engine_layers()}}
                 continue
     finally:

@@ -47,8 +47,7 @@ def write(path, program, arrays):
     """Write ``program`` (a JSON-able dict) and ``arrays`` (name -> ndarray) to ``path``,
     atomically (a temporary file in the same folder, flushed to disk, then renamed over
     ``path``: a killed process or a full disk leaves the old file or none, never half of one)."""
-    import os
-    from ..files import atomic_path
+    from ..files import write_npz
     arrays = {k: np.asarray(v) for k, v in arrays.items()}
     bad = [k for k, v in arrays.items() if v.dtype.kind not in "biuf"]
     if bad:
@@ -57,11 +56,7 @@ def write(path, program, arrays):
     program[CHECKSUM_KEY] = checksum(arrays)
     blob = np.frombuffer(json.dumps(program, sort_keys=True, indent=1).encode("utf-8"), np.uint8)
     path = Path(path)
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as fh:          # np.savez would append .npz to a name without it
-            np.savez(fh, **{PROGRAM_KEY: blob}, **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
+    write_npz(path, {PROGRAM_KEY: blob, **arrays}, fsync=True)
     return path
 
 

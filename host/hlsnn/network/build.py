@@ -26,13 +26,15 @@ def choose_assignment(cfg, assignment=None) -> str:
 
 
 def compile_model(config_path, assignment, output, *, check_samples=4, calibration_samples=None,
-                  host_fallback=False, recalibrate=False):
+                  host_fallback=False, recalibrate=False, allow_overfit=False):
     """Compile one assignment of a deployment config to ``output``; returns the program.
     ``assignment`` None: the config's only one (:func:`choose_assignment`).
     ``host_fallback``: nodes no rule covers run on the host with onnx's reference
     implementation (``hlsnn deploy --host-fallback``); the loader then needs onnx.
     ``recalibrate``: a model quantized elsewhere gets calibrated radix points in every layer, not the
-    file's where they map exactly (``hlsnn deploy --recalibrate``, :func:`hlsnn.deploy.qimport.for_assignment`)."""
+    file's where they map exactly (``hlsnn deploy --recalibrate``, :func:`hlsnn.deploy.qimport.for_assignment`).
+    A network kernel above the board's fit budget (90% of each resource, :func:`hlsnn.fit.check_network`)
+    is refused before anything is written, unless ``allow_overfit`` (``hlsnn compile --allow-overfit``)."""
     from ..deploy import datasets
     from ..deploy.config import deployment_kwargs, load_deploy_config
     from ..deploy.evaluate import _check_data, _layout, open_accelerators
@@ -68,6 +70,9 @@ def compile_model(config_path, assignment, output, *, check_samples=4, calibrati
         program, arrays = program_of(dep, dep.net, cfg, assignment, accs, x_cal=len(x_cal), x_check=xc,
                                      host_fallback=host_fallback)
         _check_written(program, arrays, cfg.path)
+        import json
+        from ..fit import check_network                # as a reader will see it (through JSON)
+        check_network(json.loads(json.dumps(program)), arrays, allow_overfit=allow_overfit, source=str(cfg.path))
         artifact.write(output, program, arrays)
         return program
     finally:

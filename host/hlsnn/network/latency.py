@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import re
 import textwrap
+from pathlib import Path
 
 import numpy as np
 
 from ..errors import InputError
+from ..resources import FIT_SHARE, format_over
 from .artifact import as_internal_error
 
 _guard = as_internal_error.guard
@@ -120,6 +122,33 @@ def _board(prog, board):
     if name not in BOARDS:
         raise InputError(f"--board {name!r}: no CPU constants for it; known: {', '.join(BOARDS)}")
     return name, BOARDS[name], CPUS[BOARDS[name]["cpu"]]
+
+
+def energy(board_name, end_to_end_us, batch):
+    """The energy estimate of one start: whole-board power x end-to-end time, as MLPerf Tiny
+    measures energy (at the board's supply, the host's part included), with no dynamic term of
+    the kernel's own (its activity is not modelled; the board's idle power is most of it).
+    ``{"board_power_w", "uj_per_batch", "uj_per_image", "basis"}``, or None for a board without a
+    power figure (``power_w`` of ``configs/boards/<board>.yaml``; ``x86-sim`` has no board file).
+    W x us = uJ."""
+    from ..config import load_board
+    from ..errors import ConfigError
+    try:
+        board = load_board(board_name)
+    except ConfigError:
+        return None
+    if board.power_w is None:
+        return None
+    uj = board.power_w * end_to_end_us
+    return {"board_power_w": board.power_w, "uj_per_batch": uj, "uj_per_image": uj / batch,
+            "basis": f"estimate: {board.name}'s typical whole-board power ({board.power_w:g} W, power_w of its "
+                     f"board file {Path(board.path).name}: its source in the file's comment) x the modelled "
+                     f"end-to-end time, as MLPerf Tiny measures energy; no term for the kernel's own activity"}
+
+
+def _with_energy(res):
+    res["energy"] = energy(res["board"], res["end_to_end_us"], res["batch"])
+    return res
 
 
 def _gist(source):
@@ -362,8 +391,9 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
     }
     res = perf.resources(net, t, cfg.board.ps)
     have = cfg.board.resources
-    from ..resources import within_margins    # the margins every config is checked against
-    res["fits"] = within_margins(res, have, ("bram36", "uram", "dsp", "lut", "ff"))
+    from ..resources import over_budget    # the budget every kernel is checked against (hlsnn.fit)
+    res["over"] = over_budget(res, have)
+    res["fits"] = not res["over"]
     return {"model": prog["name"], "assignment": prog["assignment"], "path": "network", "board": name,
             "cpu": b["cpu"], "batch": batch, **tot, **windows, "layers": layers,
             "host_only_layers": [j["name"] for j in net.host_after],
@@ -386,7 +416,7 @@ def model(path, *, board=None, batch=1, network=None, host="c", input_dtype="flo
     if network is not False:
         res = network_model(path, board=board, batch=batch, host=host, input_dtype=input_dtype)
         if res is not None:
-            return res
+            return _with_energy(res)
         if network:
             from . import artifact
             from ..deploy import program as netmode
@@ -467,13 +497,13 @@ def model(path, *, board=None, batch=1, network=None, host="c", input_dtype="flo
     tot = {k: sum(r[k] for r in layers) for k in _TOTALS}
     from ..perf.schedule import config_schedule
     schedule_rows = [r for c in cfgs.values() for r in config_schedule(c)]   # the layer kernels' loops
-    return {"schedule": schedule_rows,
+    return _with_energy({"schedule": schedule_rows,
             "model": prog["name"], "assignment": prog["assignment"], "path": "layers", "board": name, "cpu": b["cpu"],
             "batch": batch,
             **tot, "layers": layers,
             "host_only_layers": [r["name"] for r in layers if r["kind"].startswith("host")],
             "host_before_layers": [],
-            "constants": {"cpu": dict(cpu), "hp_bits": b["hp_bits"], "hp_source": b["source"]}}
+            "constants": {"cpu": dict(cpu), "hp_bits": b["hp_bits"], "hp_source": b["source"]}})
 
 
 def _wrap(text, indent, first=""):
@@ -512,11 +542,21 @@ def format_table(res, *, full_sources=False, all_loops=False):
                        4, "  ")
         for st in h["steps"] or []:
             lines += _wrap(st["basis"], 46, f"    {st['step']:<28} {st['us']:>8.2f} us  ")
+    e = res.get("energy")
+    if e:
+        lines += _wrap(f"energy (estimate, board power x time): {e['uj_per_image']:,.0f} uJ per image "
+                       f"({e['board_power_w']:g} W x {res['end_to_end_us']:,.1f} us end to end"
+                       + (f" / {res['batch']} images" if res["batch"] > 1 else "")
+                       + f"; the typical whole-board power of {res['board']}, power_w of its board file, as MLPerf "
+                         f"Tiny measures energy; no term for the kernel's own activity)", 4, "  ")
+    elif "energy" in res:
+        lines.append(f"  energy: no power figure for {res['board']} (power_w of its board file)")
     if "kernel_resources" in res:
         r = res["kernel_resources"]
         lines.append(f"  network kernel (hlsnn.resources and the datapath model, not synthesis): {r['bram36']} BRAM36, "
                      f"{r['lut']:,} LUT, {r['ff']:,} FF, {r['dsp']} DSP" +
-                     ("" if r["fits"] else "; MORE THAN THE BOARD HAS (weights are never streamed from DDR yet)"))
+                     ("" if r["fits"] else f"; OVER the budget of {100 * FIT_SHARE:.0f}% of the board: "
+                      f"{format_over(r['over'])} (hlsnn compile refuses it without --allow-overfit)"))
     c = res["constants"]["cpu"]
     network = "network_host" in res["constants"]
     if network:

@@ -37,6 +37,13 @@ TARGETS = ("emu", "csim", "sim", "pynq")
 #: C-simulation on csim, on the simulated board through pynq on sim, and on a board's
 #: network overlay through pynq on pynq: hlsnn.network.board)
 NETWORK_TARGETS = ("emu", "csim", "sim", "pynq")
+#: The most input values one ``run`` takes (a batch of B images of n values: B * n), on every
+#: target: 128 Mi, what the PYNQ-Z2's contiguous memory (its CMA pool, 128 MiB) holds at one
+#: byte per value, the least a kernel's input buffer takes for a value. A larger batch cannot
+#: be one kernel start there, and its copies on the host (float64: 8 bytes a value) would take
+#: gigabytes: it is refused before anything is allocated (a batch broadcast to 50 million
+#: images ended in numpy's ArrayMemoryError); split it into runs of at most this many values.
+MAX_RUN_VALUES = 128 << 20
 
 
 def _c_host(net):
@@ -277,7 +284,8 @@ class CompiledNet:
         return self._c_ok
 
     def _check_input(self, x, stored=False):
-        """``x`` checked (real numbers, the model's shape, a batch, finite) as float64, or with
+        """``x`` checked (real numbers, the model's shape, a batch of at most :data:`MAX_RUN_VALUES`
+        values, finite) as float64, or with
         ``stored`` (the C host path, :meth:`_c_path`) a float32 or uint8 batch as it is: the C
         call's rule 1 on those values gives the bits it gives on their float64 values
         (:mod:`hlsnn.network.nethost`), without a float64 copy (``bfp_systolic``: float32 only)."""
@@ -295,6 +303,8 @@ class CompiledNet:
             raise InputError(f"input: shape {x.shape}: the model takes a batch of shape (B,) + {want}")
         if x.shape[0] == 0:
             raise InputError(f"input: an empty batch (shape {x.shape}); give at least one sample")
+        if x.size > MAX_RUN_VALUES:
+            _too_big(x.shape)
         keep = stored and (x.dtype == np.float32 or x.dtype == np.uint8 and self.network.engine != "bfp_systolic")
         if not keep:
             x = np.asarray(x, np.float64)
@@ -363,7 +373,7 @@ class CompiledNet:
         (:func:`hlsnn.network.nethost.softmax_rule`, the bits of the numpy Softmax)."""
         kept, want, counts, before, out_shape, after, fold = self._c_run
         if x.__class__ is not np.ndarray or x.dtype not in kept or x.shape[1:] != want or not x.shape[0] \
-                or not counts and x.dtype.kind == "f" and not np.isfinite(x).all():
+                or x.size > MAX_RUN_VALUES or not counts and x.dtype.kind == "f" and not np.isfinite(x).all():
             x = self._check_input(x, stored=True)
         k, n = self._kernel, self.network
         y = k.run_image(netprefix.run(n, x) if before else x, ints=False, softmax=fold)[1]
@@ -490,6 +500,14 @@ class CompiledNet:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _too_big(shape):
+    """:class:`InputError` for a batch of more than :data:`MAX_RUN_VALUES` values."""
+    n = int(np.prod(shape[1:], dtype=np.int64))
+    raise InputError(f"input: a batch of {shape[0]:,} images of {n:,} values ({shape[0] * n:,} values); one run "
+                     f"takes at most {MAX_RUN_VALUES:,} (128 MiB at one byte a value, the PYNQ-Z2's contiguous "
+                     f"memory): give at most {max(1, MAX_RUN_VALUES // max(n, 1)):,} images a run")
 
 
 def load(path, target="emu", *, overlays=None, self_check=True, network=None, **target_options):

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..errors import MissingDependency
 from . import artifact, latency
+from ..paths import build_root
 
 __all__ = ["write_report"]
 
@@ -162,7 +163,7 @@ def write_report(path, *, out=None, board=None, batch=1) -> Path:
         ``path`` is not a compiled model, or ``board`` is unknown.
     """
     from ..deploy.report import page_out, write_page
-    out = page_out(out if out is not None else Path(f"{Path(path).stem}_report.html"))
+    out = page_out(out if out is not None else build_root() / f"{Path(path).stem}_report.html")
     prog, arrays = artifact.read(path)
     res = latency.model(path, board=board, batch=batch)
     other = latency.model(path, board=board, batch=batch, network=False) if res["path"] == "network" else None

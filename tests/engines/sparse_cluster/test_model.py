@@ -224,16 +224,17 @@ def test_report_json_and_png(tmp_path):
     assert 5_000 < out.stat().st_size < 150_000
 
 
-def test_report_table_default_output_and_structured(tmp_path):
+def test_report_table_default_output_and_structured(tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
+    monkeypatch.setenv("HLSNN_BUILD", str(tmp_path / "build"))      # the default --out goes under the build root
     r = hlsnn_cli("report", SP4, "--channels", 4, "--size", 20, "--densities", "0.5,0.1", "--structured",
                   cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert (tmp_path / "sparse8_pynq-z2_report.png").is_file()
+    assert (tmp_path / "build" / "sparse8_pynq-z2_report.png").is_file()     # under build/, made there
     lines = r.stdout.splitlines()
     assert any(line.startswith("structured") for line in lines)
     assert not any(line.startswith("random") for line in lines)
-    assert "wrote sparse8_pynq-z2_report.png" in r.stdout
+    assert f"wrote {tmp_path / 'build' / 'sparse8_pynq-z2_report.png'}" in r.stdout
 
 
 @pytest.mark.parametrize("args, message", [

@@ -477,7 +477,7 @@ def exp_beats(p) -> int:
 
 def wstore_uram_banks(p, board) -> int:
     """Weight-store banks in UltraRAM. One bank (``weight_banks: 1``): 1 where the board has
-    URAM and the store fits 85% of it (``MARGINS``), else 0 (block RAM). More banks: as many
+    URAM and the store fits 90% of it (``MARGINS``, ``FIT_SHARE``), else 0 (block RAM). More banks: as many
     as fit that budget; the rest are block RAM."""
     from ...resources import MARGINS, uram_for
     budget = MARGINS["uram"] * board.resources.get("uram", 0)

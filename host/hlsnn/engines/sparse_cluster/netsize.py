@@ -31,11 +31,12 @@ fabric``): :data:`FABRIC_MUL_LUT` LUTs each.
 within :data:`hlsnn.resources.MARGINS` of the board's DSPs, and ``S`` the largest (up to
 :data:`MAX_SUB`) whose kernel, by :func:`estimate` (the same resource model ``hlsnn perf``
 reports, at :data:`NOMINAL_STEPS` steps, :data:`NOMINAL_WORDS` words a bank and the widest step
-table word such a program can need, :func:`nominal_tap_bits`), keeps LUT, BRAM and DSP within
-:data:`hlsnn.resources.MARGINS`: the margins the fit check (:func:`hlsnn.resources.within_margins`,
-``hlsnn perf``'s "fits") applies, so the nominal kernel the sizer accepts passes the check. A
-program larger than the nominal one (more steps or words, or extra rules' logic) is checked
-on its own figures and may still be reported over. The figures are the model's, not a
+table word such a program can need, :func:`nominal_tap_bits`), keeps LUT, FF, BRAM and DSP within
+:data:`hlsnn.resources.MARGINS` (:data:`~hlsnn.resources.FIT_SHARE`, 90% of each): the margins the fit check (:func:`hlsnn.resources.within_margins`,
+``hlsnn perf``'s "fits", ``hlsnn compile``'s refusal, :mod:`hlsnn.fit`) applies, so the nominal kernel
+the sizer accepts passes the check. A program larger than the nominal one (more steps or words, or extra
+rules' logic) is checked on its own figures: ``hlsnn compile`` refuses it when it is over (naming the
+largest ``net_sub`` whose kernel holds that program, :func:`hlsnn.fit.network_fix`). The figures are the model's, not a
 synthesis report.
 """
 from __future__ import annotations
@@ -77,7 +78,7 @@ def size(p, board, source=None, sub=None) -> dict:
             return shape
         e = estimate(shape, board.ps, NOMINAL_STEPS, NOMINAL_WORDS, NOMINAL_WORDS, NOMINAL_SUM_BITS, 24,
                      tap_bits=sum(nominal_tap_bits(p)))
-        if within_margins(e, res, ("lut", "bram36", "dsp")):
+        if within_margins(e, res, ("lut", "ff", "bram36", "dsp")):
             return shape
     return dict(net_lanes=pz, net_banks=pz, net_sub=1, net_pack=min(pz, dsp // (pz // 2)))
 

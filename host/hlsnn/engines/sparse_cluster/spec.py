@@ -88,7 +88,7 @@ U2_LANE_LUT, U2_LANE_FF = 120, 40
 def storage_plan(p, board) -> dict:
     """Where the two largest per-unit buffers live: ``acc`` (the accumulation RAM, a bank per
     multiplier) and ``res_q`` (the output FIFO). Where the board has UltraRAM, they go to URAM, ``acc`` first,
-    as long as all units together stay within 85% of the board's URAM; the rest is block RAM.
+    as long as all units together stay within 90% of the board's URAM (``MARGINS``); the rest is block RAM.
     Returns the template booleans ``acc_uram`` and ``res_q_uram``."""
     from ...resources import MARGINS, uram_for
     budget = MARGINS["uram"] * board.resources.get("uram", 0)
@@ -141,8 +141,9 @@ def buffers(ctx) -> tuple:
                  note="the entry each column memory gives a slot in a MacLoop cycle (ReadColumns)")
           for name in ("col0", "col1")),
     ]) + [
-        Buffer("fwd", "Unit", "array", ctx["acc_forward"] * (32 + ACC_BITS), (tw,), partition=complete, instances=m,
-               note="each multiplier's read-add-write bypass: acc_forward addresses and words"),
+        Buffer("fwd", "Unit", "array", ctx["acc_forward"] * (ctx["acc_addr_bits"] + ACC_BITS), (tw,),
+               partition=complete, instances=m,
+               note="each multiplier's read-add-write bypass: acc_forward addresses (acc_addr_bits) and words"),
         Buffer("bias", "Unit", "array", 32, (z,), instances=m),
         Buffer("shift", "Unit", "array", 16, (z,), instances=m),
         Buffer("hist", "Unit", "array", 32, (ctx["stats_bins"],), partition=complete, instances=m),
@@ -217,6 +218,15 @@ ACC_RAW_DISTANCE = MAC_ACC_WRITE_STAGE - MAC_ACC_READ_STAGE + 1
 ACC_FORWARD_MARGIN = 1
 
 
+def acc_addr_bits(p) -> int:
+    """Bits of ``Forward``'s addresses (``Accumulate``'s bypass): signed, holding a word of an
+    accumulator bank (``0 .. max_z * tile_h - 1``) and -1 (no word). They were 32-bit ``int``s:
+    on sparse8_pynq-z2 (max_z 16, tile_h 16: 9 bits) the 128 multipliers' 5 addresses took
+    14,720 flip-flops more than they need, and put the kernel at 92% of the XC7Z020's FFs
+    (issue 83)."""
+    return (p["max_z"] * p["tile_h"] - 1).bit_length() + 1
+
+
 def template_context(cfg) -> dict:
     p = cfg.params
     th, tw = tile_in(p)
@@ -226,6 +236,8 @@ def template_context(cfg) -> dict:
         # strict csim holds every acc read that misses the bypass to one more than that
         "acc_distance": ACC_RAW_DISTANCE + ACC_FORWARD_MARGIN,
         "acc_forward": ACC_RAW_DISTANCE - 1 + ACC_FORWARD_MARGIN,
+        # the bypass's addresses: a word of a bank (0 .. max_z * tile_h - 1) or -1 (none)
+        "acc_addr_bits": acc_addr_bits(p),
         # MacLoop reads ebuf[b] and writes ebuf[1 - b] (the next channel's tile): the strict
         # csim holds a read of a word written in the same run to the loop's whole depth
         "ebuf_distance": MAC_ACC_WRITE_STAGE + 1,

@@ -14,7 +14,12 @@ apart at its own size, ``act3``, when it holds only smaller tensors: :func:`_thi
 BRAM36): a 26-bit mantissa (a conv's ``M`` bits, the input's float32 significand, a residual
 sum below ``2**25``, netbfp rule 5) and a 10-bit exponent. A global pool's sums (below
 ``2**53``, rule 6) go to a small pool buffer of 64-bit words (a 54-bit mantissa), which the
-conv after it reads (its descriptor's ``sb``); the output words have that form too.
+conv after it reads (its descriptor's ``sb``); the output words have that form too. Where no
+rule 6b mean reads a pool (:func:`pool_odd`), the Add then holds each sum rounded to odd at 25
+bits (``AddPoolOdd``, one word a cycle: netbfp rule 4o's ``RoundOdd``, whose argument makes
+the conv round it as the exact sum), so every word a conv reads is an element and its exponent
+pass and patch rounding are 26 bits wide, not 54 (issue 83). The kernel renders only the op
+families the program has (:func:`families`).
 
 **Descriptors** (:data:`FIELDS`, the kernel's ``NetOp`` struct rendered from it, filled by the shared
 ``descriptor_head`` and ``pool_or_add``): a conv's ``sa`` is its exponent pass's iterations
@@ -67,6 +72,31 @@ FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", 
           "pix",                                # a gate by a 1 x H x W map (netbfp rule 10p, .reduce)
           "odd")                                # a channel mean (netbfp rule 4o, .reduce), a gate's product (10r,
 #                                                 .gatero) rounded to odd
+
+#: the kernel's op families with a loop of their own, by descriptor op code (network_data.h.j2's
+#: ``kOp*``), and the template's boolean of each: a family's function, its loop and its
+#: dispatch are rendered only for a program that has such an op (issue 83: build only the ops
+#: the model has), and the resource model (:func:`hlsnn.engines.bfp_systolic.network.perf.datapath`)
+#: counts a family's datapath only where it is rendered (a table's and a gate's loops have
+#: ``has_lut``, ``has_gate`` of their own)
+FAMILIES = {1: "has_pool", 2: "has_add", 3: "has_move", 4: "has_concat", 5: "has_transpose"}
+
+
+def families(t):
+    """``{template boolean: rendered}`` of :data:`FAMILIES` from the descriptor rows of
+    :func:`tables` ``t`` (the compiled program as the kernel walks it)."""
+    codes = {r["vals"][FIELDS.index("op")] for r in t["rows"]}
+    return {name: code in codes for code, name in FAMILIES.items()}
+
+
+def pool_odd(net):
+    """True where the kernel holds a global pool's sums rounded to odd (``AddPoolOdd``, issue 83):
+    a program with a global pool and no mean over a count with an odd factor (rule 6b reads a
+    pool's exact sums, :mod:`.anymean`). Then every word a conv reads is an element (a
+    ``kElemBits``-bit mantissa); otherwise the convs read the pool buffer's 54-bit sums as they are."""
+    from .anymean import mean_fields
+    return any(op.kind == "add" and op.f["gap"] for op in net.ops) and not mean_fields(net)["has_mean"]
+
 
 def shape(p):
     """``(P lanes, Q banks)`` of a bfp_systolic config (module docstring)."""
@@ -383,6 +413,8 @@ def render(net, out_dir):
                **cat_fields(net),                                        # rule 6c (.anymean)
                sc_add=sc_add(net, t["place"]), gate_sc=gate_sc(net, t["place"]),
                act_distance=max(bfpperf.EXP_DEPTH, bfpperf.MAC_DEPTH, bfpperf.ADD_DEPTH, netperf.POOL_DEPTH),
+               **families(t),                                            # issue 83: only the op families it has
+               pool_odd=pool_odd(net),                                   # issue 83: a pool's sums as elements
                **netkernel.unfold_fields(t["unfold"], pc))
     return netkernel.render_templates("bfp_systolic", ctx, out_dir) + (t,)
 

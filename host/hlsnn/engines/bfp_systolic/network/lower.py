@@ -57,8 +57,11 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
    zero, power-of-two ``H*W = 2**p`` pixels): per channel
    the exact sum at ``e = min`` over its non-zero elements, then ``e - p``. The float mean is
    this value when the sum of the magnitudes is below ``2**53`` at ``e`` (then every partial
-   sum of any order is exact); checked as in rule 5, with ``2**53`` (the kernel keeps a pool's
-   sums, a few per image, in 54-bit mantissas). A mean over a count ``n = 2**a * d`` that is
+   sum of any order is exact); checked as in rule 5, with ``2**53`` (the kernel sums in 54-bit
+   mantissas, then holds each sum rounded to odd at 25 bits, an element, for the conv that
+   reads it: rule 4o's argument of :mod:`.reduce`, ``K = 25 >= M + 1``, so that conv rounds it
+   as the exact sum; issue 83. Where a rule 6b mean reads a pool, the kernel keeps the 54-bit
+   sums). A mean over a count ``n = 2**a * d`` that is
    not a power of two (``d`` odd; also an ``AveragePool``, a ``ReduceMean``) is the sum at
    ``e - a`` read as over ``d``: rule 6b of :mod:`.anymean` (the reading conv's leading one and
    mantissa of ``s * 2**e / d`` as integer steps; sums below ``2**52``).

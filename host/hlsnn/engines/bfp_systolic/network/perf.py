@@ -19,7 +19,9 @@ count):
   pack) is ``n`` such rows, pack ``j`` over the channel blocks its ``C/n`` inputs span and the
   output blocks its ``Z/n`` outputs span;
 * maxpool: ``ceil(C/Q) * OH * OW * kh * kw`` plus its depth; add: ``ceil(C/Q) * H * W``, twice
-  that with the global pool (a pass for each channel's smallest exponent, a pass for the sum);
+  that with the global pool (a pass for each channel's smallest exponent, a pass for the sum),
+  and then, where the kernel holds the pool's sums rounded to odd (issue 83, ``AddPoolOdd``),
+  ``ceil(C/Q) * Q`` words one a cycle plus :data:`POOL_ODD_DEPTH`;
   lut and gate (netbfp rules 9b, 10b): ``ceil(C/Q) * H * W`` each plus :data:`LUT_DEPTH`,
   :data:`GATE_DEPTH`;
 * store: ``out_elems + 1`` cycles (the elements, then the status word) plus the DDR latency.
@@ -40,7 +42,7 @@ from __future__ import annotations
 
 from ...network.perf import AXI_LITE, AXI_MASTER, CONTROL, DDR_LATENCY, MOVE_DEPTH, POOL_DEPTH, _f
 
-#: act read (1), the leading-one encoder of 54 bits (2), the Q-input max tree (2), the clamp (1)
+#: act read (1), the leading-one encoder (2), the Q-input max tree (2), the clamp (1)
 EXP_DEPTH = 6
 #: act read (1), the rounding shifter (3), the DSP multiply (3), the Q-input adder tree (4),
 #: the epilogue (bias alignment, saturation, leading one: 3), the output shifter (2)
@@ -52,6 +54,10 @@ ADD_DEPTH = 6
 LUT_DEPTH = 5
 #: a gate (rule 10b): two reads (1), the DSP product (3), the write (1)
 GATE_DEPTH = 5
+#: ``AddPoolOdd`` (issue 83: a global pool's sums rounded to odd, one word a cycle): the read
+#: through the banks' multiplexer (1), the leading one (2), the right shifter and its sticky
+#: test (2), the write (1)
+POOL_ODD_DEPTH = 6
 #: rule 10r's rounding to odd in the gate loop (a kernel with a gate of two tables' outputs):
 #: the leading one (2), the right shifter and its sticky test (2)
 GATE_ODD_DEPTH = 4
@@ -68,7 +74,19 @@ def iterations(net, tables):
         it[k] = it.get(k, 0) + _f(r, "n_iter")
         if k == "ConvMac":
             it["ConvExp"] = it.get("ConvExp", 0) + _f(r, "sa")
+        if _pool_odd_words(net, tables, r):
+            it["NetPoolOdd"] = it.get("NetPoolOdd", 0) + _pool_odd_words(net, tables, r)
     return it
+
+
+def _pool_odd_words(net, tables, r):
+    """``AddPoolOdd``'s iterations after the descriptor row ``r`` (issue 83): a global pool's
+    ``ceil(C/Q)`` words in each of the ``Q`` banks where the kernel holds its sums rounded to odd
+    (:func:`hlsnn.engines.bfp_systolic.network.kernel.pool_odd`), else 0."""
+    from .kernel import pool_odd
+    if _f(r, "op") != 2 or not _f(r, "gap") or not pool_odd(net):
+        return 0
+    return -(-_f(r, "cg") // tables["pc"]) * tables["pc"]
 
 
 def op_cycles(net, tables, ii=None):
@@ -86,6 +104,8 @@ def op_cycles(net, tables, ii=None):
         k = _f(r, "op")
         c = (_f(r, "sa") * g("ConvExp", 1) + EXP_DEPTH + _f(r, "n_iter") * g("ConvMac", 1) + MAC_DEPTH if k == 0
              else _f(r, "n_iter") * g(LOOPS[k], 1) + depth[k] + (GATE_ODD_DEPTH if k == 7 and gate_odd else 0))
+        odd = _pool_odd_words(net, tables, r)                  # a global pool's sums rounded to odd
+        c += odd * g("NetPoolOdd", 1) + POOL_ODD_DEPTH if odd else 0
         n = op.f.get("packs", 1) if op.kind == "conv" else 1
         rows.append((op.name + (f" [pack {j + 1}/{n}]" if n > 1 else ""), op.kind, c))
     rows.append(("store", "store output", tables["out_words"] * g("NetStore", 1) + DDR_LATENCY))
@@ -197,6 +217,15 @@ def _sel(n):
     return -(-n // 2)
 
 
+def _mux(n):
+    """LUTs per bit of an ``n``:1 multiplexer: a tree of 4:1 multiplexers, one LUT6 each."""
+    luts = 0
+    while n > 1:
+        n = -(-n // 4)
+        luts += n
+    return luts
+
+
 def _cmp(n):
     """LUTs of an ``n``-bit magnitude compare."""
     return -(-n // 2)
@@ -208,6 +237,21 @@ def _stages(bits, max_shift):
     import math
     s = math.ceil(math.log2(max_shift + 1)) if max_shift > 0 else 0
     return bits * (s // 2) + _sel(bits) * (s % 2)
+
+
+def lshift_luts(w, o, max_shift):
+    """LUTs of a logarithmic left shifter of a ``w``-bit value by ``0 .. max_shift`` into ``o``
+    bits (:func:`hlsnn.engines.shift_mac.spec.shifter_luts`' stages, each as wide as the value
+    and the largest shift reached so far, at most ``o``)."""
+    import math
+    sel = math.ceil(math.log2(max_shift + 1)) if max_shift > 0 else 0
+    luts, b = 0, 0
+    while b < sel:
+        take = 2 if sel - b >= 2 else 1
+        width = min(o, w + min(max_shift, (1 << (b + take)) - 1))
+        luts += width if take == 2 else -(-width // 2)
+        b += take
+    return luts
 
 
 def srs_luts(wi, wo, right_max, left_max):
@@ -227,16 +271,23 @@ def srs_luts(wi, wo, right_max, left_max):
 def datapath(net, tables):
     """``{part: (LUT, FF)}`` outside the memories and DSPs, counted from what the kernel
     instantiates (``P`` lanes, ``Q`` banks, ``M`` mantissa bits, ``A`` acc_bits, ``sb`` a patch
-    sum's bits, ``E`` = 54-bit wide mantissas, ``X`` = 12-bit exponents; the LUT rules above):
+    sum's bits, ``E`` = 54-bit wide mantissas, ``X`` = 12-bit exponents; the LUT rules above).
+    An op family's part is counted only where the kernel renders its loop (issue 83:
+    :func:`hlsnn.engines.bfp_systolic.network.kernel.families` of the descriptor rows, the
+    template's booleans): ``maxpool`` (and ``wpool``, ``oddpool``: its loop's) with a max or
+    average pool, ``add`` with a residual Add or a global pool. The parts:
 
     * ``conv_exp`` (``ConvExp``, ``2Q`` elements a cycle): per element the source select (act
-      or pool buffer, ``E + 10`` bits), ``|m|`` (``E``), its leading one (``E``), the exponent
-      add (``X``), the zero test (``E/6``) and its ``kLow`` select, the bank window's two
+      or pool buffer, ``C + 10`` bits), ``|m|`` (``C``), its leading one (``C``), the exponent
+      add (``X``), the zero test (``C/6``) and its ``kLow`` select, the bank window's two
       compares (``kTapC0 <= j < kTapC``, 8 bits); the balanced max tree of
       ``2Q - 1`` compare-selects and the compare-select with the carried maximum (``X`` bits
       each); the clamp (``3X``); per tap (two) the address adder and the padding tests;
     * ``conv_mac_banks`` (``ConvMac``, ``Q``): the source select, the exponent difference
-      (``X``), the patch rounding ``ShiftRoundSat<E, M>`` (:func:`srs_luts`);
+      (``X``), the patch rounding ``ShiftRoundSat<C, M>`` (:func:`srs_luts`); ``C``, the convs'
+      source, is an element's ``W`` = kElemBits mantissa bits (issue 83: a global pool's sums
+      are held rounded to odd, ``pool_odd``), or ``E`` in a program with a mean over a count
+      with an odd factor (rule 6b reads a pool's exact sums);
     * ``conv_mac_lanes`` (``P``): the adder tree of ``Q`` products (``sb`` each) and the
       accumulator; the bias alignment ``ShiftRoundSat<M, A>``, the saturating add (``3A``) and
       ReLU (``A/2``); the max rule's ``|v|``, leading one and exponent add (``2A + X``), the
@@ -247,11 +298,13 @@ def datapath(net, tables):
       leading one, the exponent add and the left-aligning shifter (``E`` bits by 0..53), then
       the magnitude compare and equality, the leading ones' compare and the signs; the running
       value's select and the first tap's (64 bits each);
-    * ``add`` (``Q``): per operand ``AlignExact`` (``|m|``, its leading one, the exponent
-      difference and bound compare, the left shifter ``E + 1`` bits by 0..53), the smaller
-      exponent's compare-selects (``2X``) and the pool's (``X``), the exactness test (two
-      ``|.|`` of ``E + 1`` and their sum), the sum (``E + 2``), ReLU, the pool's sum and
-      magnitude adders (``2 x`` pool bits) and the output's select;
+    * ``add`` (``Q``): per operand ``AlignExact`` of the element as it is (``|m|`` and its
+      leading one of the element's ``W`` = kElemBits mantissa bits, the exponent difference and
+      bound compare, the left shifter of ``W`` bits by ``0 .. O - 1`` into ``O`` =
+      kExactBits + 1 bits: a term below ``2**53``, issue 83), the smaller exponent's
+      compare-selects (``2X``) and the pool's (``X``), the exactness test (two ``|.|`` of ``O``
+      and their sum), the sum (``O + 1``), ReLU, the pool's sum and magnitude adders (``2 x``
+      pool bits) and the output element's select (``W + 10``);
     * ``wpool`` (``Q``, a program with an average pool or a bilinear upsample,
       :mod:`hlsnn.engines.network.linpool`): four ``AlignExact`` (the term and its magnitude,
       the running sum and magnitudes' sum realigned to a smaller exponent), their two adders
@@ -265,32 +318,44 @@ def datapath(net, tables):
     * ``oddgate`` (``Q``, a program with a gate of two tables' outputs, netbfp rule 10r of
       :mod:`~hlsnn.engines.bfp_systolic.network.gatero`: the gate loop's ``RoundOdd`` on the wide
       product): ``oddpool``'s parts but the pool bound's select;
+    * ``pool_odd`` (a program with a global pool and no rule 6b mean, issue 83: ``AddPoolOdd``,
+      one word a cycle): one ``RoundOdd`` (``oddgate``'s parts) and the ``Q``:1 multiplexer of
+      the 64-bit word it reads from the bank (the write goes to every bank, one enabled);
     * ``lut_9g`` (``Q``, tables of codes of several widths, netbfp rule 9g): the saturation of
       the ``kLutBits``-bit code to the op's ``b`` bits, two compares and two selects;
     * ``axi``, ``control``: the allowances of :mod:`hlsnn.engines.shift_mac.network.perf`.
 
     Flip-flops: the pipeline registers of each part's widest values (a model too)."""
-    from .lower import WIDE_BITS as E
+    from .lower import ELEM_BITS, EXACT_BITS, WIDE_BITS as E
     pz, pc, sb = tables["pz"], tables["pc"], tables["sum_bits"]
+    w, o = tables.get("elem_bits", ELEM_BITS), EXACT_BITS + 1     # an Add's elements, its aligned terms
     m, a = net.params["mantissa_bits"], net.params["acc_bits"]
     x = X_BITS
     pool = tables.get("pool_bits", E + 8)
-    elem = _sel(E + 10) + E + E + x + -(-E // 6) + _sel(x) + 2 * _cmp(8)      # and the bank window [c0, c)
+    ops = getattr(net, "ops", ())
+    from .anymean import mean_fields
+    from .kernel import pool_odd
+    c = E if ops and mean_fields(net)["has_mean"] else w     # the convs' source: elements, or rule 6b's sums
+    elem = _sel(c + 10) + c + c + x + -(-c // 6) + _sel(x) + 2 * _cmp(8)      # and the bank window [c0, c)
     exp_tree = 2 * pc * (_cmp(x) + _sel(x))             # 2Q - 1 in the tree, one with the carried value
-    conv_exp = (2 * pc * elem + exp_tree + x + 2 * _cmp(x) + 2 * (32 + 4 * _cmp(16)), 2 * pc * (E + x) + 2 * pc * x)
-    mac_bank = (_sel(E + 10) + x + srs_luts(E, m, 63, m), E + 2 * m)
+    conv_exp = (2 * pc * elem + exp_tree + x + 2 * _cmp(x) + 2 * (32 + 4 * _cmp(16)), 2 * pc * (c + x) + 2 * pc * x)
+    mac_bank = (_sel(c + 10) + x + srs_luts(c, m, 63, m), c + 2 * m)
     mac_lane = (pc * sb + sb + srs_luts(m, a, 63, a) + 3 * a + -(-a // 2)   # tree, accumulator, bias, AddSat, ReLU
                 + 2 * a + x + (_cmp(x) + _sel(x))                           # the max rule: leading one, its tree
                 + x + srs_luts(a, m, 63, m) + _cmp(8),                      # the write path: output stage, lane window
                 3 * sb + 3 * a + 2 * x + m)
     greater = 2 * (E + E + x + _stages(E, 53)) + _cmp(E) + -(-E // 3) + _cmp(x) + 8
     maxpool = (greater + 2 * _sel(64), 2 * 64)
-    align = E + E + x + _cmp(x) + _stages(E + 1, 53)
-    add = (2 * align + 3 * (_cmp(x) + _sel(x)) + 2 * (E + 1) + (E + 2) + (E + 2) + -(-(E + 2) // 2) + 2 * pool
-           + _sel(E + 10), 2 * (E + 2) + 2 * pool + 2 * x)
+    align = E + E + x + _cmp(x) + _stages(E + 1, 53)          # the wide AlignExact (a pool window's sum)
+    add_align = w + w + x + _cmp(x) + lshift_luts(w, o, o - 1)
+    add = (2 * add_align + 3 * (_cmp(x) + _sel(x)) + 2 * o + (o + 1) + (o + 1) + -(-(o + 1) // 2) + 2 * pool
+           + _sel(w + 10), 2 * (o + 1) + 2 * pool + 2 * x)
+    from .kernel import families
+    has = families(tables)                    # the op families the kernel renders (issue 83)
     parts = {"conv_exp": conv_exp, "conv_mac_banks": (pc * mac_bank[0], pc * mac_bank[1]),
              "conv_mac_lanes": (pz * mac_lane[0], pz * mac_lane[1]),
-             "maxpool": (pc * maxpool[0], pc * maxpool[1]), "add": (pc * add[0], pc * add[1]),
+             **({"maxpool": (pc * maxpool[0], pc * maxpool[1])} if has["has_pool"] else {}),
+             **({"add": (pc * add[0], pc * add[1])} if has["has_add"] else {}),
              "axi": (2 * AXI_MASTER[0] + AXI_LITE[0], 2 * AXI_MASTER[1] + AXI_LITE[1]), "control": CONTROL}
     if any(op.kind == "avgpool" for op in getattr(net, "ops", ())):     # the pool loop's exact sum (netlinpool rule 11)
         wpool = 4 * align + 2 * (E + 1) + _cmp(x) + 2 * _sel(x) + _cmp(E) + _sel(64)
@@ -303,6 +368,10 @@ def datapath(net, tables):
         from .reduce import ODD_BITS
         odd = E + E + 2 * _cmp(x) + _stages(E, E - ODD_BITS) + E + _sel(E) + -(-E // 6) + E + _sel(64)
         parts["oddgate"] = (pc * odd, pc * (E + x))
+    if ops and pool_odd(net):                # issue 83: AddPoolOdd, one RoundOdd and the banks' multiplexer
+        from .reduce import ODD_BITS
+        odd = E + E + 2 * _cmp(x) + _stages(E, E - ODD_BITS) + E + _sel(E) + -(-E // 6) + E
+        parts["pool_odd"] = (odd + 64 * _mux(pc), 64 + 64 + x)
     if tables.get("lut_mixed"):              # netbfp rule 9g: per bank the code's two compares and selects
         k = tables["lut_bits"]
         parts["lut_9g"] = (pc * (2 * _cmp(k + 1) + 2 * _sel(k)), 0)
