@@ -138,7 +138,7 @@ def main(argv=None):
         else:
             with tempfile.TemporaryDirectory() as d:
                 path = Path(d) / f"{name}.hlsnn"
-                compile_model(CONFIG, name, path, calibration_samples=8, allow_overfit=True)   # bfp16: over the Z2 (issue 83)
+                compile_model(CONFIG, name, path, calibration_samples=8)
                 with hlsnn.load(path, target="sim") as cn:
                     row["compiled"] = _measure(cn, _targets(cn.accs.values()), xs)
         out[name] = row

@@ -208,6 +208,7 @@ def main(argv=None):
                     help="start from a --save-pruned checkpoint: no float training or pruning, only the int8 step "
                          "(fold, prepare, hold zeros, PTQ, fine-tuning, calibration, deployment, bit-exact check); "
                          "every option of the phases before it must equal the checkpoint's")
+    declare_ranges(ap)
     a = ap.parse_args(argv)
     from hlsnn.train import distill as kd
     try:
@@ -347,7 +348,12 @@ def main(argv=None):
 
     pre = {}                                   # what the phases before the int8 step report
     if a.from_pruned:
-        ck = torch.load(a.from_pruned, weights_only=False)
+        try:
+            ck = torch.load(a.from_pruned, weights_only=False)
+            ck["args"], ck["model"]
+        except Exception as exc:               # not a torch file, or not a --save-pruned checkpoint
+            ap.error(f"--from-pruned {a.from_pruned}: not a checkpoint --save-pruned wrote ({type(exc).__name__}: "
+                     f"{(str(exc).splitlines() or [''])[0][:120]})")
         # an option newer than the checkpoint is taken at its default there
         was = {k: ck["args"].get(k, ap.get_default(k)) for k in _pre_int8_args(a)}
         differ = {k: (was[k], v) for k, v in _pre_int8_args(a).items() if was[k] != v}
@@ -383,8 +389,11 @@ def main(argv=None):
             if a.allocation == "erk" and (a.erk_power != 1.0 or a.layer_sparsity):
                 from hlsnn.train import erk_sparsities
                 named = [(n, m) for n, m in model.named_modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
-                fixed = {kv.split("=")[0]: float(kv.split("=")[1]) for kv in a.layer_sparsity}
-                sparsities = erk_sparsities(named, a.sparsity, fixed=fixed, power=a.erk_power)
+                fixed = dict(_layer_sparsity_arg(kv) for kv in a.layer_sparsity)
+                try:
+                    sparsities = erk_sparsities(named, a.sparsity, fixed=fixed, power=a.erk_power)
+                except ValueError as exc:          # a --layer-sparsity LAYER not in the model, a target not reached
+                    ap.error(f"--layer-sparsity {' '.join(a.layer_sparsity)}: {exc}")
             end = max(1, int(a.prune_end * steps))
             if a.regrow_every:
                 from hlsnn.train.regrow import RegrowPruner
@@ -621,6 +630,65 @@ def main(argv=None):
         res["weight_sparsity"] = _sparsity(q, torch)
         res["deployed_layers"] = _layer_sparsity(q)
     print(json.dumps(res))
+
+
+def option_rules():
+    """What every option taking a value allows, declared once (issue 84): a
+    :class:`hlsnn.train.checks.Range` (numbers), or a rule of its text (a parser of
+    hlsnn.train whose ValueError is the refusal, a file); :func:`declare_ranges` makes each the
+    option's argparse ``type``, so a bad value ends in one line naming the option, the value and
+    what is allowed (argparse's exit 2), never a traceback. The options with ``choices`` (argparse
+    refuses an unknown choice) and the flags need none."""
+    from hlsnn.train import checks as c
+    from hlsnn.train.data import parse_affine, parse_fold
+    from hlsnn.train.distill import parse_distill, parse_distill_phases
+    from hlsnn.train.smoothing import parse_phases
+    epochs, rate = c.COUNT, c.POSITIVE
+    return {
+        "--sparsity": c.SPARSITY, "--float-epochs": epochs, "--qat-epochs": epochs, "--prune-epochs": epochs,
+        "--recover-epochs": epochs, "--lr": rate, "--qat-lr": rate, "--prune-lr": rate, "--recover-lr": rate,
+        "--seed": c.COUNT, "--prune-seed": c.COUNT, "--val-seed": c.COUNT, "--erk-power": c.NONNEG,
+        "--lane-balance": c.COUNT, "--row-min": c.COUNT, "--distill-t": c.POSITIVE,
+        "--distill-alpha": c.FRACTION, "--distill-temperature": c.POSITIVE, "--sgd-momentum": c.FRACTION_BELOW_1,
+        "--val": c.COUNT, "--augment": c.Range(0, 31, integer=True), "--weight-decay": c.NONNEG,
+        "--prune-end": c.Range(0, 1, lo_open=True), "--average-from": c.FRACTION_BELOW_1,
+        "--qat-average-from": c.FRACTION_BELOW_1, "--regrow-every": c.COUNT, "--regrow-alpha": c.FRACTION,
+        "--regrow-stop": c.Range(0, 1, lo_open=True), "--label-smoothing": c.FRACTION_BELOW_1,
+        "--qat-recalibrate": c.COUNT, "--calibration-samples": c.COUNT1, "--overflow-ratio": c.OVERFLOW_RATIO,
+        "--layer-sparsity": c.parsed(_layer_sparsity_arg), "--distill": c.parsed(parse_distill),
+        "--distill-phases": c.parsed(parse_distill_phases), "--fold": c.parsed(parse_fold),
+        "--augment-affine": c.parsed(parse_affine), "--label-smoothing-phases": c.parsed(parse_phases),
+        "--from-pruned": c.existing_file, "--save": c.writable_path, "--save-pruned": c.writable_path,
+    }
+
+
+def _layer_sparsity_arg(text):
+    """``LAYER=S``: a module name and its sparsity in [0, 1); a ValueError otherwise."""
+    from hlsnn.train.checks import SPARSITY
+    name, eq, value = str(text).partition("=")
+    try:
+        s = float(value)
+    except ValueError:
+        s = None
+    if not name or not eq or not SPARSITY.ok(s):
+        raise ValueError(f"{text!r}: LAYER=S, a layer's module name and its sparsity, {SPARSITY.describe()}")
+    return name, s
+
+
+def declare_ranges(ap):
+    """Each option of :func:`option_rules` takes its rule as its argparse ``type``; an option
+    taking a value with neither a rule nor ``choices`` is a bug of this script (a new option
+    must declare what it allows)."""
+    from hlsnn.train import checks as c
+    rules = option_rules()
+    for act in ap._actions:
+        if not act.option_strings or act.nargs == 0 or act.choices is not None or act.dest == "help":
+            continue
+        opt = max(act.option_strings, key=len)
+        if opt not in rules:
+            raise AssertionError(f"scripts/train_qat.py: {opt} declares no range (option_rules)")
+        rule = rules[opt]
+        act.type = rule.arg(opt) if isinstance(rule, c.Range) else rule(opt)
 
 
 #: the options of the int8 step (and of reporting): the only ones --from-pruned may change

@@ -106,6 +106,30 @@ def _strict_csim_module(request):
         yield
 
 
+#: test files that hold compiled models to the fit budget (hlsnn.network.fit): the refusal's own tests and every
+#: shipped model's assignments; elsewhere the suite's synthetic nets are compiled past the budget
+FIT_BUDGET_FILES = ("test_fit.py", "test_every_shipped_model.py")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _synthetic_nets_past_the_fit_budget(request):
+    """``hlsnn.network.build.compile_model`` (:func:`hlsnn.network.fit.check_network`) refuses a network kernel over 90% of its board. The suite's
+    synthetic nets (a pool of every kind, branches, gates, ...) are there to hold a kernel to the layer
+    path's bits, not to a board, and a few are over the PYNQ-Z2's budget: in-process compiles take
+    ``allow_overfit`` here, except in :data:`FIT_BUDGET_FILES` (subprocesses, the README's and the docs'
+    commands, always meet the budget)."""
+    if Path(str(request.node.fspath)).name in FIT_BUDGET_FILES:
+        yield
+        return
+    from hlsnn.network import fit
+    real = fit.check_network
+    fit.check_network = lambda *a, **kw: real(*a, **{**kw, "allow_overfit": True})
+    try:
+        yield
+    finally:
+        fit.check_network = real
+
+
 @pytest.fixture(autouse=True)
 def _strict_csim(request):
     """A test marked ``strict_csim`` runs on the strict C-simulation library (the suite's
@@ -365,6 +389,11 @@ def pytest_collection_modifyitems(config, items):
                 and _runs_csim(item) and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.slow)
             item.user_properties.append(("slow_reason", "csim of a feature config (SLOW_CSIM_CONFIGS)"))
+    for item in items:
+        # a RuntimeWarning (an overflow, an inf cast to an integer, a NaN compared) fails a quick test: such a
+        # value must be an error of hlsnn's or not happen, never a warning in the log (the README's check)
+        if item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.filterwarnings("error::RuntimeWarning"))
 
 
 @pytest.hookimpl(optionalhook=True)         # an xdist hook: no error where xdist is not installed

@@ -124,7 +124,7 @@ BAD_ADDRESSES = ["tcp://", "foo://host:8786", "/tmp/scheduler.json", "ucx://127.
 def test_bad_addresses_are_one_line_each_and_nothing_waits():
     """Every bad address through the CLI in one child process (the Client's __del__ printed its
     traceback when the interpreter collected it, which pytest's capture would not show): one
-    ``hlsnn: error:`` line each saying what is allowed, within a fraction of the 1 s timeout
+    ``hlsnn: error:`` line each saying what is allowed, well within the 30 s connect timeout
     (after a warm-up call that imports what the sweep needs)."""
     script = (
         "import gc, sys, time\n"
@@ -135,15 +135,17 @@ def test_bad_addresses_are_one_line_each_and_nothing_waits():
         f"    rc = main(['sweep', {str(BFP16)!r}, '--vary', 'rows=8,16', '--no-csim', '--no-plot', '--cluster', a])\n"
         "    gc.collect()\n"
         "    print(rc, round(time.perf_counter() - t, 2), flush=True)\n")
-    res = subprocess.run([sys.executable, "-c", script], env=_SUBPROCESS_ENV, capture_output=True, text=True,
-                         timeout=120)
+    # a 30 s connect timeout: a refusal that waited for a connection would take it; one made up front takes
+    # what the machine needs to run the command (seconds on a loaded 2-core machine, not 30)
+    res = subprocess.run([sys.executable, "-c", script], env={**_SUBPROCESS_ENV, "HLSNN_CLUSTER_TIMEOUT": "30"},
+                         capture_output=True, text=True, timeout=400)
     lines = res.stderr.strip().splitlines()[1:]          # after the warm-up's line (imports, the config)
     assert res.returncode == 0 and len(lines) == len(BAD_ADDRESSES), res.stderr[-3000:]
     for a, line, out in zip(BAD_ADDRESSES, lines, res.stdout.split("\n")):
         assert line.startswith(f"hlsnn: error: --cluster {a}: "), line
         assert "SCHEME://HOST:PORT with SCHEME one of tcp, tls, ws, wss" in line, line
         rc, secs = out.split()
-        assert rc == "2" and float(secs) < 0.5, (a, out)
+        assert rc == "2" and float(secs) < 15, (a, out)
     assert "scheme 'ucx' is not one" in lines[3] and "scheme 'inproc' is not one" in lines[4]
 
 

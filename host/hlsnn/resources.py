@@ -69,7 +69,7 @@ URAM_SHAPE = (4096, 72)
 #: rest is left to the block design around the kernel (AXI DMA, interconnect, resets; a few
 #: thousand LUTs and FFs on the PYNQ-Z2) and to the gap between this model and synthesis.
 #: ``hlsnn info``, ``render``, ``build`` and ``compile`` refuse a kernel above it (``--allow-overfit``
-#: goes on deliberately; :func:`hlsnn.fit.refusal`); ``hlsnn perf``'s "fits" and the sparse engine's
+#: goes on deliberately; :func:`hlsnn.network.fit.refusal`); ``hlsnn perf``'s "fits" and the sparse engine's
 #: board sizer (:func:`hlsnn.engines.sparse_cluster.netsize.size`) apply the same figure.
 FIT_SHARE = 0.90
 #: The budget per resource: :data:`FIT_SHARE` of each (one figure, kept as a mapping for the
@@ -312,7 +312,7 @@ def utilization(res: dict, board_resources) -> dict:
 def within_margins(used: dict, board_resources, keys=None) -> bool:
     """The fit check: every resource of ``used`` (``keys``, default :data:`MARGINS`'s) at most
     its :data:`MARGINS` share (:data:`FIT_SHARE`) of ``board_resources``. ``hlsnn perf``'s "fits",
-    the refusals of :mod:`hlsnn.fit` and the board-sized kernel's sizing
+    the refusals of :mod:`hlsnn.network.fit` and the board-sized kernel's sizing
     (:func:`hlsnn.engines.sparse_cluster.netsize.size`) all apply it."""
     return all(used.get(k, 0) <= MARGINS.get(k, 1.0) * board_resources.get(k, 0)
                for k in (keys or MARGINS) if used.get(k, 0))

@@ -175,9 +175,7 @@ def test_full_bfp_network_build_with_the_fake_tools(bfp_model, env):
     tmp, main = env
     net, cfg = _lowered(bfp_model)
     name = f"{cfg.name}_net"
-    # --allow-overfit: digits_cnn bfp16's kernel is over the PYNQ-Z2's LUT budget (issue 83); this
-    # test is of the build's stages, so it goes on deliberately
-    rc, out, err = main(bfp_model, "--jobs", "2", "--allow-overfit")
+    rc, out, err = main(bfp_model, "--jobs", "2")
     assert rc == EXIT["ok"], out + err
     assert "0 mismatches" in out
     m = json.loads((tmp / "overlays" / name / f"{name}.json").read_text())

@@ -15,10 +15,6 @@ def compiled_models(tmp_path_factory, folder, models=MODELS, share=False, **kw):
     ``share=True`` caller in this process is reused (callers that only read the file)."""
     from hlsnn.network import artifact
     from hlsnn.network.build import compile_model
-    # the shipped bfp16 / bfp8_z2 assignments put the bfp network kernel at 110-124% of the PYNQ-Z2's
-    # LUTs (issue 83): these tests check what it computes, not whether it fits, so they compile it
-    # over the budget on purpose (allow_overfit; the refusal itself: tests/test_fit.py)
-    kw = {"allow_overfit": True, **kw}
     d = tmp_path_factory.mktemp(folder)
     cache = {}
 

@@ -247,8 +247,7 @@ def test_emu_csim_sim_give_the_same_bits(compiled, model, assignment):
 @pytest.mark.parametrize("assignment", ["bfp16", "twohot"])
 def test_resnet8_compiled_is_bit_exact_on_every_target(tmp_path, assignment):
     path = tmp_path / "r8.hlsnn"
-    compile_model(MODELS / "resnet8_digits32.yaml", assignment, path, calibration_samples=CAL,
-                  allow_overfit=True)                    # bfp16's kernel is over the Z2's LUT budget (issue 83)
+    compile_model(MODELS / "resnet8_digits32.yaml", assignment, path, calibration_samples=CAL)
     x = datasets.load("digits32").x_test[:2]
     outs = {}
     for target in ("emu", "csim", "sim"):

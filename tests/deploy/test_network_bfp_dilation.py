@@ -51,7 +51,7 @@ def small(tmp_path_factory):
     cfg.write_text(f"name: gd\nmodel: {m}\ndata: digits\nlayout: nchw\nformats:\n  bfp8: {FORMAT}\n"
                    "assignments:\n  bfp8: {default: bfp8}\n")
     out = tmp / "gd-bfp8.hlsnn"
-    compile_model(cfg, "bfp8", out, allow_overfit=True)   # the bfp kernel is over the Z2's LUT budget (issue 83)
+    compile_model(cfg, "bfp8", out)
     return out
 
 
@@ -156,8 +156,7 @@ def test_depthwise_models_run_in_the_bfp_network_mode_with_the_layer_paths_bits(
     cfg.write_text((tiny / f"{name}.yaml").read_text().replace("bfp8_zcu104", "bfp8_pynq-z2")
                    .replace(f"model: {name}.onnx", f"model: {tiny / (name + '.onnx')}"))
     out = tmp_path / f"{name}.hlsnn"
-    compile_model(cfg, "bfp8", out, calibration_samples=16, check_samples=0,
-                  allow_overfit=True)                     # the bfp kernel is over the Z2's LUT budget (issue 83)
+    compile_model(cfg, "bfp8", out, calibration_samples=16, check_samples=0)
     x = datasets.load("digits32", layout="nchw").x_test[:16]
     layers = hlsnn.load(out, "emu", network=False)
     want = layers(x)

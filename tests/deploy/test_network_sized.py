@@ -350,3 +350,60 @@ def test_planted_bugs_break_the_bits(compiled, tmp_path, plant):
     xq = netmode.quantize_input(net, np.asarray(_x("digits_cnn", 6), np.float64))
     got, want = k.run(xq), netmode.run_ints(net, xq).reshape(6, -1)
     assert np.array_equal(got, want) == (plant == "none")
+
+
+def _netmac_schedule(tmp_path, plant):
+    """NetMac's derived II in the board-sized kernel of the shipped PYNQ-Z2 config (16 lanes, 32
+    taps, 24 packed slots, 142.86 MHz), ``plant`` applied to the rendered C++."""
+    pytest.importorskip("clang.cindex")
+    import re
+    from test_network_depthwise import _grouped_net
+    from hlsnn.perf import schedule
+    cfg = hlsnn.load_config(ROOT / "configs" / "accel" / "sparse8net_pynq-z2.yaml")
+    net = _grouped_net("sparse_cluster", 16, 16)
+    net.params.update(sparsekernel.sized(cfg.params))
+    sparsekernel.render(net, tmp_path)
+    src = tmp_path / "network.cpp"
+    text = plant(src.read_text())
+    src.write_text(text)
+    rows = schedule.Kernel(src).schedule(clock_mhz=cfg.clock_mhz, ps=cfg.board.ps)
+    (row,) = [r for r in rows if r["loop"] == "NetMac"]
+    return row, re
+
+
+def _after(anchor, line):
+    """A plant: ``line`` after the first statement matching the regex ``anchor``."""
+    def fn(text):
+        import re
+        m = re.search(anchor, text)
+        assert m, anchor
+        return text[:m.end()] + " " + line + text[m.end():]
+    return fn
+
+
+def _old_form(text):
+    """The accumulator first (issue 83's form): ``a0 = first ? 0 : acc; a0 += ...; acc = a0``."""
+    for new, old in (("p0 += lo;", "a0 += lo;"), ("p1 += hi;", "a1 += hi;"), ("p0 += f0;", "a0 += f0;"),
+                     ("p1 += f1;", "a1 += f1;"), ("acc[2 * i] = a0 + p0;", "acc[2 * i] = a0;"),
+                     ("acc[2 * i + 1] = a1 + p1;", "acc[2 * i + 1] = a1;")):
+        text = text.replace(new, old)
+    assert "a0 += lo;" in text and "acc[2 * i] = a0;" in text
+    return text
+
+
+@pytest.mark.parametrize("plant", ["none", "old_form", "temporary_multiply", "register_multiply"])
+def test_netmac_loop_back_is_derived(tmp_path, plant):
+    """Issue 83 (review findings 1, 2): NetMac's carried sums, the step's products summed first and
+    the accumulator added last, derive II 1 at the board's clock; the accumulator first (a chain of
+    32 adders as written: 0.75 + 32 x 1.12 ns of 5.11), a multiplication planted on the temporary
+    that carries an accumulator (``a0 = a0 * lo + 1``) and one on the partitioned accumulator itself
+    (``acc[2 * i] = acc[2 * i] * a0``) each derive more."""
+    fn = {"none": lambda t: t, "old_form": _old_form,
+          "temporary_multiply": _after(r"const ap_int<17> hi = [^;]*;", "a0 = a0 * lo + 1;"),
+          "register_multiply": _after(r"acc\[2 \* i \+ 1\] = [^;]*;", "acc[2 * i] = acc[2 * i] * a0;")}[plant]
+    row, _re = _netmac_schedule(tmp_path, fn)
+    if plant == "none":
+        assert row["ii"] == 1, row
+    else:
+        assert row["ii"] > 1 and row["bound"] == "register", row
+        assert any(n.startswith("register acc[") for n in row["notes"]), row["notes"]

@@ -43,7 +43,6 @@ def test_to_fixed_worked_examples():
     assert to_fixed(x, 1, 8, False, "nearest_away").tolist() == [2, 0, 1, 200, 0]
 
 
-@pytest.mark.filterwarnings("ignore:invalid value encountered in cast:RuntimeWarning")
 def test_to_fixed_large_values_take_the_integer_rule():
     """Values whose wide integer leaves float64's exact range (here 2**54 at radix 44) run the
     reference itself; beyond its own range (2**62) both refuse them."""

@@ -253,26 +253,166 @@ def test_every_pipelined_loop_of_every_shipped_config_has_a_derived_ii(name, tmp
     assert {x["loop"] for x in schedule.config_schedule(cfg)} == {x["loop"] for x in rows}
 
 
-@pytest.mark.parametrize("steps", [2, 32])
-def test_a_conditional_sum_carries_one_adder(tmp_path, steps):
-    # x += v[j] under a condition, unrolled: InstCombine/Reassociate make it a tree plus one
-    # carried adder, which closes at 100 MHz whatever the number of terms
-    src = f"""
+SUM = """
 void k(const int v[1024][32], int n, int *out) {{
 #pragma HLS ARRAY_PARTITION variable = v dim = 2 complete
   int m = 0;
 Sum:
   for (int i = 0; i < n; ++i) {{
 #pragma HLS PIPELINE II = 1
-    for (int j = 0; j < {steps}; ++j) {{
-#pragma HLS UNROLL
-      if (v[i][j] > 0) m += v[i][j];
-    }}
+{body}
   }}
   *out = m;
 }}
 """
-    assert derive(tmp_path, src)["Sum"]["ii"] == 1
+
+
+@pytest.mark.parametrize("steps", [2, 32])
+def test_a_sum_on_a_carried_register_is_timed_as_written(tmp_path, steps):
+    """Issue 83 (review finding 1): the model does not assume that Vitis reassociates a sum. ``m +=
+    v[j]`` under a condition, unrolled, is a chain of adders and selects on ``m``'s loop-back (by
+    hand: per term a 32-bit adder and the select, as the compare chain); the same terms summed
+    first and added to ``m`` last are one adder, whatever the number of terms."""
+    as_written = derive(tmp_path, SUM.format(body=f"""
+    for (int j = 0; j < {steps}; ++j) {{
+#pragma HLS UNROLL
+      if (v[i][j] > 0) m += v[i][j];
+    }}"""))["Sum"]
+    assert as_written["ii"] == max(1, _chain_ii(steps))
+    if steps == 32:
+        assert as_written["ii"] == 10 and as_written["bound"] == "register"
+        assert any(n.startswith("register m: 64 operators") for n in as_written["notes"]), as_written["notes"]
+    last = derive(tmp_path, SUM.format(body=f"""
+    int p = 0;
+    for (int j = 0; j < {steps}; ++j) {{
+#pragma HLS UNROLL
+      if (v[i][j] > 0) p += v[i][j];
+    }}
+    m += p;"""))["Sum"]
+    assert last["ii"] == 1
+
+
+def test_a_temporary_stored_back_to_a_register_array_carries_its_chain(tmp_path):
+    """A loop-local temporary read from an element of a completely partitioned array,
+    read-modify-written and stored back is that element's loop-back (each unrolled copy its own
+    element: two adders per element, not eight)."""
+    src = """
+void k(const int v[1024][8], int n, int out[4]) {
+#pragma HLS ARRAY_PARTITION variable = v dim = 2 complete
+  int acc[4];
+#pragma HLS ARRAY_PARTITION variable = acc complete
+  for (int l = 0; l < 4; ++l) acc[l] = 0;
+Acc:
+  for (int i = 0; i < n; ++i) {
+#pragma HLS PIPELINE II = 1
+    for (int l = 0; l < 4; ++l) {
+#pragma HLS UNROLL
+      int a = acc[l];
+      %s
+      acc[l] = a;
+    }
+  }
+  for (int l = 0; l < 4; ++l) out[l] = acc[l];
+}
+"""
+    d = timing.FAMILY_DELAYS["zynq7"]
+    budget = timing.budget_ns(300.0)        # 2.43 ns: two 32-bit adders (0.75 + 2 x 1.51 ns) do not close
+    two = math.ceil((d["reg"] + 2 * (d["lut"] + 32 * d["carry_bit"])) / budget)
+    assert two == 2
+    r = derive(tmp_path, src % "a += v[i][2 * l]; a += v[i][2 * l + 1];", clock_mhz=300.0)["Acc"]
+    assert (r["ii"], r["bound"]) == (two, "register") and any(n.startswith("register acc[") for n in r["notes"])
+    # the two terms summed first, the element added last: one adder (0.75 + 1.51 ns)
+    assert derive(tmp_path, src % "a += v[i][2 * l] + v[i][2 * l + 1];", clock_mhz=300.0)["Acc"]["ii"] == 1
+    # an integer multiplication on it: no II 1 even at 100 MHz
+    r = derive(tmp_path, src % "a = a * v[i][l] + 1;")["Acc"]
+    assert r["ii"] > 1 and r["bound"] == "register"
+    # the element itself read-modify-written in place
+    r = derive(tmp_path, src.replace("acc[l] = a;", "acc[l] = a; acc[l] = acc[l] * a;") % "")["Acc"]
+    assert r["ii"] > 1 and r["bound"] == "register"
+
+
+def test_exclusive_branches_are_not_chained(tmp_path):
+    """``if (c)`` and ``if (!c)`` (as ``if``/``else``) of the same condition never both run: an
+    adder in each is one adder on the loop-back; two independent conditions chain both. By hand on
+    a Zynq UltraScale+ at 300 MHz (2.43 ns): one adder and its select 0.40 + 0.83 + 0.35 = 1.58 ns,
+    two 2.76 ns."""
+    src = """
+void k(const int v[1024], const bool c[1024], const bool e[1024], int n, int *out) {
+  int m = 0;
+Two:
+  for (int i = 0; i < n; ++i) {
+#pragma HLS PIPELINE II = 1
+    const int a = v[i];
+    %s
+  }
+  *out = m;
+}
+"""
+    kw = dict(clock_mhz=300.0, ps="zynqmp")
+    assert derive(tmp_path, src % "if (c[i]) m += a; if (!c[i]) m += 7;", **kw)["Two"]["ii"] == 1
+    assert derive(tmp_path, src % "if (c[i]) m += a; else m += 7;", **kw)["Two"]["ii"] == 1
+    r = derive(tmp_path, src % "if (c[i]) m += a; if (e[i]) m += 7;", **kw)["Two"]
+    assert (r["ii"], r["bound"]) == (2, "register")
+
+
+def _multiply_ii(bits, narrow, mhz, ps="zynq7"):
+    # by hand, the array multiplier of the module's rule: a LUT level of partial products, then
+    # ceil(log2 narrow) carry chains of twice the width; then the + 1 (a bits-wide adder)
+    d = timing.FAMILY_DELAYS[ps]
+    t = (d["reg"] + d["lut"] + math.ceil(math.log2(narrow)) * (d["lut"] + 2 * bits * d["carry_bit"])
+         + d["lut"] + bits * d["carry_bit"])
+    return math.ceil(t / timing.budget_ns(mhz))
+
+
+@pytest.mark.parametrize("typ", ["ap_int<32>", "int"])
+def test_an_integer_multiplication_on_a_carried_scalar_is_not_ii_1(tmp_path, typ):
+    """Issue 83 (review finding 2): ``s = s * in[k] + 1`` at 142.86 MHz. On an ap_int the ``*`` is a
+    call of ``operator*``, which the chain must follow as the built-in one."""
+    src = f"""
+#include <ap_int.h>
+void k(const {typ} in[256], int n, {typ} *out) {{
+  {typ} s = 1;
+Mul:
+  for (int k = 0; k < n; ++k) {{
+#pragma HLS PIPELINE II = 1
+    s = s * in[k & 255] + 1;
+  }}
+  *out = s;
+}}
+"""
+    r = derive(tmp_path, src, clock_mhz=142.86)["Mul"]
+    assert r["ii"] == _multiply_ii(32, 32, 142.86) == 3 and r["bound"] == "register", r
+    # by a constant: one carry chain of twice the width, and the + 1 (0.75 + 2.47 + 1.51 ns): II 1
+    assert derive(tmp_path, src.replace("s * in[k & 255]", "s * 3"), clock_mhz=142.86)["Mul"]["ii"] == 1
+
+
+MEMREAD = """
+void k(const int tbl[256], int n, int *out) {
+%s
+  int s = 0;
+Walk:
+  for (int i = 0; i < n; ++i) {
+#pragma HLS PIPELINE II = 1
+    %s;
+  }
+  *out = s;
+}
+"""
+
+
+@pytest.mark.parametrize("expr", ["s = tbl[s & 255]", "s = s + tbl[s & 255]", "s = tbl[(s + i) & 255] ^ i"])
+def test_a_memory_read_on_a_loop_back_takes_its_cycle(tmp_path, expr):
+    """Issue 83 (review finding 3): a RAM read at an address computed from the register is a cycle of
+    latency on its loop-back (the address is registered in the RAM): II 2 at 100 MHz, where the
+    logic alone closes in one cycle."""
+    r = derive(tmp_path, MEMREAD % ("", expr))["Walk"]
+    assert (r["ii"], r["bound"]) == (2, "register"), r
+    assert any("memory read" in n for n in r["notes"])
+    # the read at the loop counter's address is not on the loop-back
+    assert derive(tmp_path, MEMREAD % ("", "s = s + tbl[i & 255]"))["Walk"]["ii"] == 1
+    # the table in registers (completely partitioned): a multiplexer, no read latency
+    regs = derive(tmp_path, MEMREAD % ("#pragma HLS ARRAY_PARTITION variable = tbl complete", expr))["Walk"]
+    assert regs["ii"] == 1
 
 
 @pytest.mark.parametrize("name", ["sparse8_pynq-z2", pytest.param("sparse20_zcu104", marks=pytest.mark.slow)])

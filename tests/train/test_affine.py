@@ -55,8 +55,8 @@ def test_weight_decay_in_pruning_and_recovery_only(monkeypatch, capsys):
     assert [m["weight_decay"] for m in made] == [5e-4, 5e-4]
     with pytest.raises(SystemExit):
         run_train_qat(monkeypatch, "train_qat_wd2", ["--weight-decay", "-1"])
-    assert "--weight-decay -1.0: a decay >= 0" in capsys.readouterr().err
+    assert "argument --weight-decay: '-1' is not a finite number >= 0" in capsys.readouterr().err
     for bad in ("nan", "inf"):
         with pytest.raises(SystemExit):
             run_train_qat(monkeypatch, "train_qat_wd3", ["--weight-decay", bad])
-        assert f"--weight-decay {bad}: a decay >= 0 (finite)" in capsys.readouterr().err
+        assert f"argument --weight-decay: '{bad}' is not a finite number >= 0" in capsys.readouterr().err

@@ -87,7 +87,10 @@ def test_script_rejects(monkeypatch, capsys, args):
     with pytest.raises(SystemExit):
         mod.main(["--model", "dscnn", "--format", "sparse"] + args)
     err = capsys.readouterr().err
-    assert "a fraction in [0, 1) of the recovery epochs" in err and "--recover-epochs N" in err
+    if "1.0" in args:                    # out of its declared range: argparse's line (hlsnn.train.checks)
+        assert "argument --average-from: '1.0' is not a number in [0, 1)" in err
+    else:
+        assert "a fraction in [0, 1) of the recovery epochs" in err and "--recover-epochs N" in err
 
 
 def test_script_averages_the_fine_tuning(monkeypatch, capsys):
@@ -132,7 +135,10 @@ def test_script_rejects_qat_average(monkeypatch, capsys, args):
     with pytest.raises(SystemExit):
         mod.main(["--model", "dscnn", "--format", "sparse"] + args)
     err = capsys.readouterr().err
-    assert "a fraction in [0, 1) of the fine-tuning epochs" in err and "--qat-epochs N" in err
+    if args[-1] in ("1.0", "-0.1"):      # out of its declared range: argparse's line (hlsnn.train.checks)
+        assert f"argument --qat-average-from: '{args[-1]}' is not a number in [0, 1)" in err
+    else:
+        assert "a fraction in [0, 1) of the fine-tuning epochs" in err and "--qat-epochs N" in err
 
 
 def _script(monkeypatch):

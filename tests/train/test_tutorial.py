@@ -6,7 +6,12 @@ MobileNet, a few batches), re-runs steps 2-3 where step 4 says "as in step 2 ...
 checks what the page claims: the prepared model's eval outputs equal the deployed emulator's bit
 for bit (power of two, then 90 % sparse), the export writes its metadata, the pruned model is at
 90 %, and every CLI command succeeds. A renamed function, a changed signature or a broken command
-in the page fails here."""
+in the page fails here.
+
+Through the page's own commands too (issue 84): on every one of digits32's 360 test images,
+``hlsnn compile`` + ``hlsnn run`` of the page's config give eval mode's outputs bit for bit, and
+``hlsnn deploy`` prints eval mode's accuracy. (Before the deploy followed the export's sidecar,
+``pot.yaml``, which leaves ``radix`` out, deployed with ``lse`` where training used ``msb``.)"""
 import re
 import shlex
 from pathlib import Path
@@ -50,6 +55,31 @@ def _bit_exact(ns, cfg):
     return float(np.mean(mine.argmax(1) == ns["y_test"].numpy()))
 
 
+def _eval_outputs(ns):
+    """Training-time eval: the prepared model in eval mode, float64, on every test image."""
+    model = ns["model"]
+    with torch.no_grad():
+        out = model.double().eval()(ns["x_test"].double()).numpy()
+    model.float()
+    return out
+
+
+def _check_command(argv, out, ns):
+    """What a page command must show of training-time eval (``out``: its stdout): ``deploy``
+    eval mode's accuracy on every test image, ``run --output`` eval mode's outputs, bit for bit."""
+    if argv[0] == "deploy":
+        mine = _eval_outputs(ns)
+        acc = float(np.mean(mine.argmax(1) == ns["y_test"].numpy()))
+        shown = re.search(r"^  f +([0-9.]+)%", out, re.M)
+        assert shown and shown.group(1) == f"{100 * acc:.2f}", (argv, out)
+    if argv[0] == "run" and "--output" in argv:
+        theirs = np.load(argv[argv.index("--output") + 1])
+        mine = _eval_outputs(ns)
+        assert theirs.shape == mine.shape
+        same = np.all(theirs == mine, axis=1)
+        assert same.all(), f"{' '.join(argv)}: {int(same.sum())} of {len(same)} test images as in eval mode"
+
+
 def test_the_training_tutorial_runs_as_written(tmp_path, monkeypatch, capsys):
     from torch import nn
 
@@ -62,7 +92,7 @@ def test_the_training_tutorial_runs_as_written(tmp_path, monkeypatch, capsys):
     x_tr, y_tr = torch.tensor(ds.x_train), torch.tensor(ds.y_train)
     loader = [(x_tr[i:i + 64], y_tr[i:i + 64]) for i in range(0, 256, 64)]
     ns = {"model": _float_model(nn, ds), "loader": loader, "batches": loader,
-          "x_cal": x_tr[:128], "x_test": torch.tensor(ds.x_test[:120]), "y_test": torch.tensor(ds.y_test[:120]),
+          "x_cal": x_tr[:128], "x_test": torch.tensor(ds.x_test), "y_test": torch.tensor(ds.y_test),
           "x": x_tr[:64], "y": y_tr[:64]}
     blocks = _blocks()
     steps = {}                                  # step 2's and 3's blocks, for step 4's "as in step 2 ... 3"
@@ -79,7 +109,9 @@ def test_the_training_tutorial_runs_as_written(tmp_path, monkeypatch, capsys):
             for line in text.splitlines():
                 if line.startswith("$ hlsnn "):
                     argv = shlex.split(line[len("$ hlsnn "):], comments=True)
+                    capsys.readouterr()
                     assert main(argv) == 0, line
+                    _check_command(argv, capsys.readouterr().out, ns)
                     ran["cli"] += 1
         elif kind == "py":
             if "BalancedPruner(" in text:       # step 4 prunes the float model
@@ -102,5 +134,5 @@ def test_the_training_tutorial_runs_as_written(tmp_path, monkeypatch, capsys):
                     exec(compile(steps[key], f"{PAGE.name}:{key}", "exec"), ns)
                 _bit_exact(ns, "sparse.yaml")
     capsys.readouterr()
-    assert ran == {"py": 7, "cli": 6}           # every block of the page ran (a new block: count it here)
+    assert ran == {"py": 7, "cli": 8}           # every block of the page ran (a new block: count it here)
     assert torch.isfinite(ns["loss"]) and ns["frozen"] is not None

@@ -53,7 +53,7 @@ def cmd_build(args):
         if len(set(configs)) != len(configs):
             raise InputError("hlsnn build: a config is listed twice; list each once")
         cfgs = [load_for_build(c, args.board) for c in configs]      # every config checked before any build
-        from ..fit import check_config
+        from ..network.fit import check_config
         for c in cfgs:
             check_config(c, allow_overfit=getattr(args, "allow_overfit", False))
         names = [c.stem for c in cfgs]
@@ -84,14 +84,14 @@ def cmd_build(args):
         if args.check:
             raise InputError(f"hlsnn build {args.config} --check: not for the network kernel yet; run the full "
                              f"build (or --dry-run)")
-        from ..fit import check_network
+        from ..network.fit import check_network
         from ..network import artifact
         check_network(*artifact.read(args.config), allow_overfit=getattr(args, "allow_overfit", False),
                       source=args.config)
         return main_build_network(args.config, out=args.out, jobs=args.jobs, dry_run=args.dry_run,
                                   progress=enabled(quiet=args.quiet))
     cfg = load_for_build(args.config, args.board)
-    from ..fit import check_config
+    from ..network.fit import check_config
     check_config(cfg, allow_overfit=getattr(args, "allow_overfit", False))
     return main_build(cfg, out=args.out, jobs=args.jobs, dry_run=args.dry_run, check=args.check,
                       progress=enabled(quiet=args.quiet))

@@ -15,7 +15,7 @@ def _load(path):
 
 def cmd_render(args):
     from .. import codegen
-    from ..fit import check_config
+    from ..network.fit import check_config
     cfg = _load(args.config)
     check_config(cfg, allow_overfit=getattr(args, "allow_overfit", False))
     if args.out:
@@ -130,7 +130,7 @@ def _clock_note(cfg):
 
 
 def cmd_info(args):
-    from ..fit import check_config
+    from ..network.fit import check_config
     from ..resources import FIT_SHARE
     cfg = _load(args.config)
     est = cfg.estimates

@@ -216,6 +216,8 @@ def open_deployment(config_path, assignment=None, target="emu", *, host_fallback
         task = cfg.task if cfg.task == "regression" else task_formats.task_of(
             cfg, datasets.load(cfg.data, layout=_layout(net, cfg.layout)))
         cfg.formats = task_formats.resolve(cfg.formats, task, net)
+    from . import trained                       # a model hlsnn.train exported: as hlsnn deploy follows it
+    cfg.formats = trained.follow(cfg)
     accs = open_accelerators(cfg, target, [name], **target_options)
     try:
         yield Deployment(net, cfg.assignments[name], cfg.formats, accs, **deployment_kwargs(cfg))

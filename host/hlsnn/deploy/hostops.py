@@ -23,6 +23,7 @@ from ..engines.convgeom import spread
 from ..errors import InputError
 from . import hostarith, hostextra, hostmath, hostunary
 from .pooling import _pool
+from .samplewise import axis_of
 
 #: ops whose output keeps the input's fixed-point format (they only select, move or clamp values;
 #: Clip, Concat and Pad under the conditions of :func:`out_format`)
@@ -86,18 +87,6 @@ def bn_terms(layer, ndim):
         shape = (1, -1) + (1,) * (ndim - 2)
         t = made[1][ndim] = (mean.reshape(shape), s.reshape(shape), beta.reshape(shape))
     return t
-
-
-def axis_of(op, axis, ndim, batch=True):
-    """``axis`` of a tensor of rank ``ndim`` as an index ``0..ndim-1``: an :class:`InputError`
-    when it is none of its axes (``-ndim..ndim-1``, ONNX's range; never wrapped modulo the rank)
-    or, with ``batch=False``, when it is the batch axis 0 (an op of one sample's values)."""
-    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool) or not -ndim <= axis < ndim:
-        raise InputError(f"{op}: axis {axis!r} of a tensor of rank {ndim}: one of {-ndim}..{ndim - 1}")
-    axis = int(axis) % ndim
-    if axis == 0 and not batch:
-        raise InputError(f"{op}: axis 0 is the batch: only an axis after it (1..{ndim - 1} or -{ndim - 1}..-1)")
-    return axis
 
 
 def run(layer, inputs):

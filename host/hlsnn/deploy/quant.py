@@ -118,8 +118,12 @@ def to_fixed_reference(values, f, bits, signed, rounding):
     bad = int(np.count_nonzero(~np.isfinite(np.asarray(values, np.float64))))
     if bad:
         raise InputError(f"{bad} value(s) are NaN or infinite: a fixed-point format holds finite values only")
-    wide = np.rint(np.ldexp(np.asarray(values, np.float64), g)).astype(np.int64)
-    q, _ = fixed.convert(wide, g, f, bits + (0 if signed else 1), rounding=rounding)
+    wide = np.rint(np.ldexp(np.asarray(values, np.float64), g))
+    if wide.size and not (np.abs(wide) < float(fixed.WIDE_LIMIT)).all():      # never a cast of 2**84 to int64
+        big = float(wide.flat[int(np.argmax(np.abs(wide)))])
+        raise InputError(f"value {big:g} at radix {g} is out of range: wide results must be integers with "
+                         f"|v| < 2**62")
+    q, _ = fixed.convert(wide.astype(np.int64), g, f, bits + (0 if signed else 1), rounding=rounding)
     return np.clip(q, lo, hi)
 
 

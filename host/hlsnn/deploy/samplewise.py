@@ -52,6 +52,18 @@ COMPUTE = ("Concat", "Add", "Sub", "Mul", "Div", "Relu", "Sigmoid", "Tanh", "Erf
 OPS = MOVES + COMPUTE + ("MatMul",)
 
 
+def axis_of(op, axis, ndim, batch=True):
+    """``axis`` of a tensor of rank ``ndim`` as an index ``0..ndim-1``: an :class:`InputError`
+    when it is none of its axes (``-ndim..ndim-1``, ONNX's range; never wrapped modulo the rank)
+    or, with ``batch=False``, when it is the batch axis 0 (an op of one sample's values)."""
+    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool) or not -ndim <= axis < ndim:
+        raise InputError(f"{op}: axis {axis!r} of a tensor of rank {ndim}: one of {-ndim}..{ndim - 1}")
+    axis = int(axis) % ndim
+    if axis == 0 and not batch:
+        raise InputError(f"{op}: axis 0 is the batch: only an axis after it (1..{ndim - 1} or -{ndim - 1}..-1)")
+    return axis
+
+
 def is_lifted(shape):
     return len(shape) == 0 or shape[0] != 1
 
@@ -212,7 +224,6 @@ def run(layer, inputs, matmul=None, host_run=None):
     float64); ``host_run(spec, inputs)`` evaluates a per-sample function such as
     ``LayerNormalization`` (:func:`hlsnn.deploy.hostops.run`, which calls this one)."""
     from types import SimpleNamespace
-    from .hostops import axis_of               # an axis of one sample's tensor: checked, never wrapped
     a = layer.attrs
     xs = [lift(np.asarray(x), s) for x, s in zip(inputs, a["in_shapes"])]
     n = xs[0].shape[0]

@@ -56,6 +56,9 @@ points and codes change (as with either value set by hand), so emu, csim and the
 bit for bit. The choice and the scores are in :attr:`Deployment.shift_choice`, in ``hlsnn
 deploy``'s result (``shift_choice`` of each assignment) and in the compiled program
 (``calibration.shift_choice``).
+
+A model :func:`hlsnn.train.export` wrote is deployed with the radix rule and fit it was trained
+with instead (:mod:`hlsnn.deploy.trained` sets the ``auto`` fields from its sidecar first).
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from ..deploy import datasets, qimport, task_formats, update
+from ..deploy import datasets, qimport, task_formats, trained, update
 from ..deploy.shift_auto import cal_labels
 from ..deploy.config import deployment_kwargs, load_deploy_config
 from ..deploy.evaluate import (_check_data, _check_labels, _classification, _layout, _regression, as_map, file_tensor,
@@ -71,6 +71,7 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
         y_test = np.asarray(x_test, np.float64)
     task = infer_task(cfg.task, y_test)
     cfg.formats = task_formats.resolve(cfg.formats, task, net)     # regression: fixed/sparse auto -> search, ...
+    cfg.formats = trained.follow(cfg)     # a model hlsnn.train exported: its training's settings, warned of
     _check_data(cfg.data, net, ds, y_test, task)
     names = sorted({file_tensor(la)[0] for la in net.engine_layers()}) if per_layer else None
     ref = float_reference(cfg.model, x_test, names=names, output=net.output)

@@ -33,7 +33,7 @@ def compile_model(config_path, assignment, output, *, check_samples=4, calibrati
     implementation (``hlsnn deploy --host-fallback``); the loader then needs onnx.
     ``recalibrate``: a model quantized elsewhere gets calibrated radix points in every layer, not the
     file's where they map exactly (``hlsnn deploy --recalibrate``, :func:`hlsnn.deploy.qimport.for_assignment`).
-    A network kernel above the board's fit budget (90% of each resource, :func:`hlsnn.fit.check_network`)
+    A network kernel above the board's fit budget (90% of each resource, :func:`hlsnn.network.fit.check_network`)
     is refused before anything is written, unless ``allow_overfit`` (``hlsnn compile --allow-overfit``)."""
     from ..deploy import datasets
     from ..deploy.config import deployment_kwargs, load_deploy_config
@@ -53,6 +53,8 @@ def compile_model(config_path, assignment, output, *, check_samples=4, calibrati
     _check_data(cfg.data, net, ds, None, "regression")     # the samples' shape, as hlsnn deploy checks it (no labels)
     from ..deploy import task_formats               # as hlsnn deploy resolves a regression's fixed/sparse auto
     cfg.formats = task_formats.resolve(cfg.formats, task_formats.task_of(cfg, ds), net)
+    from ..deploy import trained                    # a model hlsnn.train exported: as hlsnn deploy follows it
+    cfg.formats = trained.follow(cfg)
     x_cal = ds.x_train[:calibration_samples or cal["samples"]]
     asg = cfg.assignments[assignment]
     accs = open_accelerators(cfg, "emu", [assignment])
@@ -71,7 +73,7 @@ def compile_model(config_path, assignment, output, *, check_samples=4, calibrati
                                      host_fallback=host_fallback)
         _check_written(program, arrays, cfg.path)
         import json
-        from ..fit import check_network                # as a reader will see it (through JSON)
+        from .fit import check_network                # as a reader will see it (through JSON)
         check_network(json.loads(json.dumps(program)), arrays, allow_overfit=allow_overfit, source=str(cfg.path))
         artifact.write(output, program, arrays)
         return program

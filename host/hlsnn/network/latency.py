@@ -391,7 +391,7 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
     }
     res = perf.resources(net, t, cfg.board.ps)
     have = cfg.board.resources
-    from ..resources import over_budget    # the budget every kernel is checked against (hlsnn.fit)
+    from ..resources import over_budget    # the budget every kernel is checked against (hlsnn.network.fit)
     res["over"] = over_budget(res, have)
     res["fits"] = not res["over"]
     return {"model": prog["name"], "assignment": prog["assignment"], "path": "network", "board": name,

@@ -35,18 +35,21 @@ it; ``notes`` says why):
     declare ``HLSNN_MEM(X, kind, d)`` with ``d > 0`` (the strict C-simulation checks ``d``); else
     the note says "unchecked".
 ``register``
-    a scalar assigned in the loop from an expression that reads its own previous value (``x =
-    f(x, ...)``, ``x op= ...``, ``++x``; not the loop counter): the chain from its register back to
-    it, operator by operator along the AST (adders, subtractors and magnitude compares as carry
-    chains of the operand's width, a select, a logic operator or an equality test as a LUT level,
-    a variable shift as ``log4`` LUT levels, a division by a run-time value as an array divider, a
-    floating-point operator as a float add's path (both lower bounds, the note says so); an
-    assignment under a condition adds the select; an unrolled inner loop of ``T`` iterations
-    (counting up or down) repeats its assignments ``T`` times; a register that
-    only sums, ``x += a`` under conditions or not, carries one adder: the compiler folds the
-    conditions into the operands and reassociates integer sums into a tree), timed with
-    :mod:`~hlsnn.perf.timing`'s operator delays against the clock's budget: II = ceil(delay / budget)
-    (:mod:`hlsnn.perf.recurrence`).
+    a register (a scalar of the loop's function declared outside the loop, not the loop counter,
+    or an element of such an array that is registers: ``ARRAY_PARTITION ... complete``) whose value
+    the iteration computes from its own previous value, through any temporaries of the iteration
+    (``a0 = first ? 0 : acc[l]; a0 += p; acc[l] = a0``): the chain from its register back to it,
+    operator by operator along the AST, every unrolled copy of an inner loop in turn (adders,
+    subtractors and magnitude compares as carry chains of the operand's width, a select, a logic
+    operator or an equality test as a LUT level, a variable shift as ``log4`` LUT levels, a
+    multiplication by a run-time value as an array multiplier, a division by a run-time value as an
+    array divider, a floating-point operator as a float add's path (both lower bounds, the note says
+    so), ap_int's overloaded operators as the built-in ones, a read of a memory at an address
+    computed from the register as a cycle; an assignment under a condition adds the select). Sums
+    are timed as written: the model does not assume that Vitis reassociates them, so a register
+    added last (``acc = acc + (p0 + p1)``) carries one adder and one added first (``s = acc; s +=
+    p0; s += p1``) two. Timed with :mod:`~hlsnn.perf.timing`'s operator delays against the clock's
+    budget: II = the memory reads on it + ceil(delay / budget) (:mod:`hlsnn.perf.recurrence`).
 ``m_axi``
     an access to an ``m_axi`` port under a condition or at an index that is not affine in the
     loop's counter cannot be inferred as a burst: each is a single transaction, and with
@@ -73,6 +76,7 @@ from .cparse import (_MEMO, _Consts, _Loop, _children, _id, _instantiation_file,
                      _strip, _text, _tokens, _trip, affine_index, cindex, declared_dims, names_read, parse_args,
                      plain_data, template_args)
 from .hlsrules import block_bank, port_ii, raw_pragma
+from .schedule_rows import format_table, ii_of, layer_depths, lookup  # noqa: F401  (the module's API)
 
 #: the recurrence of a carried memory dependence where no depth constant names the loop: a BRAM
 #: read (one cycle of latency) and the store of the value computed from it in the next cycle
@@ -82,7 +86,7 @@ DEFAULT_DEPTH = 2
 #: ``num_write_outstanding`` default, UG1399 "INTERFACE pragma")
 AXI_OUTSTANDING = 16
 #: bumped when the analysis changes (the disk cache's key)
-VERSION = 6
+VERSION = 9
 
 _LOOPS = ("FOR_STMT", "WHILE_STMT", "DO_STMT")
 #: the overloaded assignments of ap_int and friends (an assignment to a class-typed element)
@@ -226,7 +230,7 @@ class Kernel:
         from ..engines import timing
         target = int(pp.kv.get("ii", 1) or 1)
         acc = []      # (name, [index cursors], rw, mult, spread_vars, conditional, unroll_vars, ctx)
-        assigns = []  # (var, rhs cursor or None, op, mult, conditional, type)
+        assigns = []  # the iteration's assignments in order (:meth:`_set`) and its unrolled loops' markers
         self._untripped, self._order = [], []
         self._body(lp, lp.body, acc, assigns, mult=1, unroll=(), cond=(), rename={}, depth=0)
         notes, bounds = [], {"pragma": target}
@@ -290,7 +294,8 @@ class Kernel:
         bounds["dependence"] = dep
         # ------------------------------------------------------------- register recurrences
         budget = timing.budget_ns(clock_mhz)
-        bounds["register"] = recurrence.register_bound(assigns, lp.var, self.consts, budget, ps, notes)
+        self._loop_banks = banks
+        bounds["register"] = recurrence.register_bound(assigns, self, self.consts, budget, ps, notes)
         # ------------------------------------------------------------- m_axi
         axi = 1
         for name, idx, rw, mult, uvars, cond_, key in acc:
@@ -456,12 +461,23 @@ class Kernel:
             t = _trip(inner, self.consts) if inner is not None else None
             var = inner.var if inner is not None else None
             n0, a0 = len(acc), len(assigns)
+            assigns.append(("loop", var if t else None, t or 1))
             self._body(lp, ch, acc, assigns, mult * (t or 1), unroll + ((var, t or 1),), cond, rename, depth)
-            if t is None and (assigns[a0:] or any(not self._registers(x[0], len(x[1])) for x in acc[n0:])):
+            assigns.append(("end",))
+            if t is None and (any(e[0] == "set" and e[6] for e in assigns[a0:])
+                              or any(not self._registers(x[0], len(x[1])) for x in acc[n0:])):
                 # counted once, and it reaches a memory, a stream, a port or a carried register: the note says so
                 self._untripped.append(inner.label if inner is not None else f"line {ch.location.line}")
             return
         if k == "DECL_STMT" and self._aliases(lp, ch, acc, assigns, mult, unroll, cond, rename, depth):
+            return
+        if k == "DECL_STMT":
+            self._body(lp, ch, acc, assigns, mult, unroll, cond, rename, depth)
+            for v in _children(ch):              # a temporary of the iteration: its initial value
+                if _kind(v) == "VAR_DECL" and "[" not in (v.type.spelling if v.type else "[") \
+                        and self._scope(v, lp, scalar=True) == "temp":
+                    init = [x for x in _children(v) if _kind(x) not in ("TYPE_REF", "NAMESPACE_REF", "TEMPLATE_REF")]
+                    self._set(assigns, ("var", v.spelling), init[-1] if init else None, "=", cond, v.type, False)
             return
         if k == "IF_STMT":
             kids = _children(ch)
@@ -524,23 +540,27 @@ class Kernel:
                 r = _root(lhs_s)
                 if r is not None:
                     name, idx = _renamed(r, rename)
+                    scope = self._scope(self._array_decl(lhs_s), lp) if name == r[0] else None
+                    if scope is not None and (scope == "temp" or self._registers(name, len(idx))):
+                        self._set(assigns, ("arr", name, idx), rhs, op, cond, lhs_s.type, scope == "carried")
                     acc.append((name, idx, "w", mult, unroll, cond, key))
                     self._order.append((name, "w", c.extent.end.offset, depth))   # stored after its operands
                     if op != "=":
                         acc.append((name, idx, "r", mult, unroll, cond, key))
                     for ix in idx:
                         self._expr(lp, ix, acc, assigns, mult, unroll, cond, rename, depth)
-                elif _kind(lhs_s) == "DECL_REF_EXPR" and self._local_scalar(lhs_s, lp):
-                    assigns.append((lhs_s.spelling, rhs, op, mult, cond,
-                                    lhs_s.type.spelling))
+                elif _kind(lhs_s) == "DECL_REF_EXPR" and self._scope(lhs_s.referenced, lp, scalar=True):
+                    self._set(assigns, ("var", lhs_s.spelling), rhs, op, cond, lhs_s.type,
+                              self._scope(lhs_s.referenced, lp, scalar=True) == "carried")
                 else:
                     self._expr(lp, lhs, acc, assigns, mult, unroll, cond, rename, depth)
                 self._expr(lp, rhs, acc, assigns, mult, unroll, cond, rename, depth)
                 return
         if k == "UNARY_OPERATOR" and _op(c) in ("++", "--"):
             x = _strip(_children(c)[0]) if _children(c) else None
-            if x is not None and _kind(x) == "DECL_REF_EXPR" and self._local_scalar(x, lp):
-                assigns.append((x.spelling, None, "+=", mult, cond, x.type.spelling))
+            if x is not None and _kind(x) == "DECL_REF_EXPR" and self._scope(x.referenced, lp, scalar=True):
+                self._set(assigns, ("var", x.spelling), None, "+=", cond, x.type,
+                          self._scope(x.referenced, lp, scalar=True) == "carried")
                 return
         r = _root(c) if k in ("ARRAY_SUBSCRIPT_EXPR", "CALL_EXPR") else None
         if r is not None:
@@ -597,26 +617,45 @@ class Kernel:
         for x in c.get_children():
             self._expr(lp, x, acc, assigns, mult, unroll, cond, rename, depth)
 
-    def _local_scalar(self, ref, lp):
-        d = ref.referenced
-        if d is None or _kind(d) not in ("VAR_DECL", "PARM_DECL"):
-            return False
+    def _set(self, assigns, target, rhs, op, cond, typ, carried):
+        """An assignment of the iteration, for :class:`~hlsnn.perf.recurrence.Flow`: ``("set", target,
+        rhs or None, op, conditions, (bits, float mantissa or None), carried)``, ``target`` ``("var",
+        name)`` or ``("arr", name, index cursors)``."""
+        assigns.append(("set", target, rhs, op, cond,
+                        (recurrence.type_bits(typ, self.consts), recurrence.type_mantissa(typ)), carried))
+
+    def memory(self, name, ndims):
+        """Whether array ``name`` is a memory of the loop being derived (a read takes a cycle): it
+        has banks (not registers, not a stream) or is an ``m_axi`` port."""
+        b = getattr(self, "_loop_banks", {}).get(name)
+        return name in self.m_axi or (b is not None and b["kind"] != "stream")
+
+    def _array_decl(self, c):
+        """The declaration of the array an access ``a[i][j]`` reads (None: not a named array)."""
+        while _kind(c) == "ARRAY_SUBSCRIPT_EXPR" and _children(c):
+            c = _strip(_children(c)[0])
+        return c.referenced if _kind(c) == "DECL_REF_EXPR" else None
+
+    def _scope(self, d, lp, scalar=False):
+        """``carried`` (declared in the loop's function outside the loop body: its value is carried
+        from one iteration to the next), ``temp`` (declared in the body: the iteration's own) or None
+        (a parameter, a constant, the loop counter, a stream, another function's local); ``scalar``:
+        only a scalar counts."""
+        if d is None or _kind(d) != "VAR_DECL":
+            return None
         t = d.type.spelling if d.type else ""
-        if "[" in t or "stream" in t or "Fifo" in t or _id(d) in self.loop_vars:
-            return False
+        if ("[" in t) == scalar or "stream" in t or "Fifo" in t or _id(d) in self.loop_vars:
+            return None
         f = d.location.file
         if f is None or lp.func is None or f.name != lp.file:
-            return False
-        # declared in the loop's function, outside the loop body: its value is carried from one
-        # iteration to the next (a callee's locals and the loop's own temporaries are not)
+            return None
         s, e = lp.body.extent.start.offset, lp.body.extent.end.offset
         o = d.extent.start.offset
-        in_func = lp.func.extent.start.offset <= o <= lp.func.extent.end.offset
-        inside = s <= o <= e
-        return in_func and not inside and _kind(d) == "VAR_DECL" and not d.type.is_const_qualified()
+        if not lp.func.extent.start.offset <= o <= lp.func.extent.end.offset:
+            return None
+        return "temp" if s <= o <= e else "carried"
 
 
-# ------------------------------------------------------------------------------- entry points
 def source_schedule(path, *, name=None, depths=None, clock_mhz=100.0, ps="zynq7", include_dirs=(), cache=True):
     """The schedule rows (module docstring) of every pipelined loop of the rendered C++ file
     ``path`` (its folder holds the rendered headers)."""
@@ -640,16 +679,6 @@ def _cached(key, path, name, depths, clock_mhz, ps, include_dirs, cache):
     return load_or_derive(cache_dir() / f"{key}.json", derive)
 
 
-def layer_depths(cfg):
-    """``{loop: pipeline depth}`` of the config's engine page (the recurrence of a carried dependence)."""
-    from .pages import PAGES
-    page = PAGES[cfg.engine]
-    try:
-        return {lp.name: lp.depth for lp in page.loops(cfg.params) if lp.ii}
-    except Exception:                          # noqa: BLE001 - a page whose loops need more than params
-        return {}
-
-
 def config_schedule(cfg) -> list:
     """The schedule of the layer kernel of config ``cfg`` (a :class:`~hlsnn.config.Config`)."""
     return [dict(r) for r in _config_schedule_cfg(cfg)]
@@ -669,31 +698,3 @@ def _config_schedule_cfg(cfg):
             _CFG_MEMO[key] = tuple(source_schedule(src, name=cfg.engine, depths=layer_depths(cfg),
                                                    clock_mhz=cfg.clock_mhz, ps=cfg.board.ps))
     return _CFG_MEMO[key]
-
-
-def ii_of(rows) -> dict:
-    """``{loop counter: II}`` of the rows whose derived II is above 1 (the name the cycle
-    models count the loop by: its ``HLSNN_ITER`` counter, else its label)."""
-    out = {}
-    for r in rows:
-        if r["ii"] > 1:
-            for k in r.get("counters") or [r.get("counter") or r["loop"]]:
-                out[k] = max(out.get(k, 1), r["ii"])
-    return out
-
-
-def lookup(iis, label):
-    """The II of counter ``label`` (``Loop`` or ``Loop.idx`` of ``HLSNN_ITER_AT``); 1 if none."""
-    return iis.get(label, iis.get(label.split(".")[0], 1))
-
-
-def format_table(rows, all_loops=False) -> str:
-    rows = [r for r in rows if all_loops or r["ii"] > 1]
-    if not rows:
-        return "no pipelined loop above II 1"
-    t = [("kernel", "loop", "II", "bound", "why")]
-    for r in rows:
-        notes = sorted(r["notes"], key=lambda n: "checked by" in n)    # what raises the II first
-        t.append((r["kernel"], r["loop"], str(r["ii"]), r["bound"], "; ".join(notes)[:160]))
-    w = [max(len(x[i]) for x in t) for i in range(4)]
-    return "\n".join("  ".join(c.ljust(w[i]) if i < 4 else c for i, c in enumerate(x)).rstrip() for x in t)

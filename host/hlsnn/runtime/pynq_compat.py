@@ -10,7 +10,10 @@ when, the real module cannot be imported. The stand-in offers what pynq and pynq
 
 * ``iter_entry_points(group, name=None)`` (pynq's extension discovery),
 * ``resource_filename(package, resource)`` and ``cleanup_resources(force=False)``,
-* ``NullProvider`` (pynqutils patches and restores its ``__init__``).
+* ``NullProvider`` (pynqutils patches and restores its ``__init__``),
+* ``fixup_namespace_packages(path)``, a no-op (pytest's ``monkeypatch.syspath_prepend`` calls
+  it whenever a ``pkg_resources`` is in ``sys.modules``; there are no old-style namespace packages
+  to fix up without setuptools' own).
 
 The board's and the simulated board's run-time paths call none of them; the import is what
 fails. ``sys.modules["pkg_resources"].HLSNN_STAND_IN`` is True when the stand-in is in use.
@@ -54,6 +57,7 @@ def _stand_in() -> types.ModuleType:
     mod.resource_filename = resource_filename
     mod.cleanup_resources = cleanup_resources
     mod.NullProvider = NullProvider
+    mod.fixup_namespace_packages = lambda path, parent=None: None
     mod.HLSNN_STAND_IN = True
     return mod
 

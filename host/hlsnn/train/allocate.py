@@ -40,7 +40,12 @@ def erk_sparsities(named, target, *, fixed=None, max_density=1.0, min_keep=1, po
     the zeros, whole per balanced unit, are at least ``target`` of all their weights; ``fixed``
     ``{name: sparsity}`` layers keep theirs (rounded to whole zeros per unit). ``power`` bends
     the rule (0: uniform, 1: ERK)."""
+    from .checks import COUNT, FRACTION, NONNEG, SPARSITY, Range
+    SPARSITY.check("target", target), NONNEG.check("power", power), COUNT.check("min_keep", min_keep)
+    Range(0, 1, lo_open=True).check("max_density", max_density)
     fixed = dict(fixed or {})
+    for name, s in fixed.items():
+        FRACTION.check(f"fixed[{name!r}]", s)
     unknown = set(fixed) - {n for n, _ in named}
     if unknown:
         raise ValueError(f"fixed sparsity for {sorted(unknown)}: not among the pruned layers "

@@ -48,6 +48,8 @@ def update_batchnorm(model, x, batch=64):
     mean over the batches of the batch statistics (torch's ``momentum=None``, the cumulative
     average), as ``torch.optim.swa_utils.update_bn`` does; the momentum and training flag are
     restored after. Returns the model."""
+    from .checks import COUNT1
+    batch = COUNT1.check("batch", batch)
     bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
     if not bns:
         return model

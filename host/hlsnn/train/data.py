@@ -20,11 +20,15 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..errors import InputError
+
 
 def validation_split(n, n_val, seed=0):
     """``(train_idx, val_idx)``: a seeded permutation of ``range(n)`` whose last ``n_val`` are the
     validation images (both sorted); the same ``n``, ``n_val`` and ``seed`` give the same split."""
-    n, n_val = int(n), int(n_val)
+    from .checks import COUNT
+    n, n_val = COUNT.check("n", n), COUNT.check("n_val", n_val)
+    COUNT.check("seed", seed)
     if not 0 < n_val < n:
         raise ValueError(f"n_val = {n_val}: between 1 and {n - 1} of the {n} training images")
     perm = np.random.default_rng(seed).permutation(n)
@@ -49,6 +53,10 @@ def cross_validation_fold(x_train, y_train, x_test, y_test, k, n, seed=0):
     the others the training set, each in pooled order. Over ``k = 0 .. n - 1`` every image is a
     test image exactly once, and each fold holds every class in proportion."""
     from sklearn.model_selection import StratifiedKFold
+    from .checks import COUNT, Range
+    n = Range(2, 20, integer=True).check("n", n)
+    k = Range(0, n - 1, integer=True).check("k", k)
+    COUNT.check("seed", seed)
     x = np.concatenate([np.asarray(x_train), np.asarray(x_test)])
     y = np.concatenate([np.asarray(y_train), np.asarray(y_test)])
     tr, te = list(StratifiedKFold(int(n), shuffle=True, random_state=seed).split(np.zeros(len(y)), y))[int(k)]
@@ -60,6 +68,8 @@ def split_images(ds, *, fold=None, val=0, val_seed=0):
     split, or with ``fold`` (``"K/N"``) :func:`cross_validation_fold`'s; then, with ``val`` > 0, the
     :func:`validation_split` (seed ``val_seed``) of those training images held out as ``x_val``,
     ``y_val`` (both None without ``val``)."""
+    from .checks import COUNT
+    val, val_seed = COUNT.check("val", val), COUNT.check("val_seed", val_seed)
     x_train, y_train, x_test, y_test = ds.x_train, ds.y_train, ds.x_test, ds.y_test
     if fold is not None:
         x_train, y_train, x_test, y_test = cross_validation_fold(x_train, y_train, x_test, y_test,
@@ -76,9 +86,8 @@ def random_shift(x, max_shift, generator=None):
     """``x`` (N, C, H, W) with image ``i`` shifted by ``(dy_i, dx_i)``, each uniform in
     ``[-max_shift, max_shift]`` (``out[i, :, y, x] = x[i, :, y - dy_i, x - dx_i]``, zero where that
     falls outside)."""
-    k = int(max_shift)
-    if k < 0:
-        raise ValueError(f"max_shift = {max_shift}: a whole number of pixels >= 0")
+    from .checks import COUNT
+    k = COUNT.check("max_shift", max_shift)
     if k == 0:
         return x
     n, _, h, w = x.shape
@@ -124,8 +133,9 @@ def random_affine(x, degrees, scale, generator=None):
     """:func:`affine_images` of ``x`` (N, C, H, W), image ``i`` rotated by an angle uniform in
     ``[-degrees, degrees]`` degrees and scaled by a factor uniform in ``[1 - scale, 1 + scale]``,
     both drawn from ``generator``; ``degrees = scale = 0`` returns ``x`` itself."""
-    if degrees < 0 or not 0 <= scale < 1:
-        raise ValueError(f"degrees = {degrees}, scale = {scale}: degrees >= 0 and 0 <= scale < 1")
+    from .checks import FRACTION_BELOW_1, NONNEG
+    if not NONNEG.ok(degrees) or not FRACTION_BELOW_1.ok(scale):
+        raise InputError(f"degrees = {degrees}, scale = {scale}: degrees >= 0 and 0 <= scale < 1")
     if degrees == 0 and scale == 0:
         return x
     n = x.shape[0]

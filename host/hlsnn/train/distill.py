@@ -19,11 +19,8 @@ from .smoothing import PHASES, parse_phases
 def distillation_loss(student, teacher, target, temperature=4.0, alpha=0.5):
     """The loss above for ``student`` and ``teacher`` logits ``(N, classes)`` and the labels
     ``target`` ``(N,)``; ``alpha = 0`` is plain cross entropy."""
-    t, a = float(temperature), float(alpha)
-    if not t > 0:
-        raise ValueError(f"temperature = {temperature}: a positive number (1 is the plain softmax)")
-    if not 0 <= a <= 1:
-        raise ValueError(f"alpha = {alpha}: the soft target's weight, between 0 and 1")
+    from .checks import FRACTION, POSITIVE
+    t, a = float(POSITIVE.check("temperature", temperature)), float(FRACTION.check("alpha", alpha))
     ce = F.cross_entropy(student, target)
     if a == 0:
         return ce
@@ -44,8 +41,9 @@ def parse_distill(text, default_temperature=4.0):
     if vals is None or len(vals) not in (1, 2):
         raise ValueError(f"--distill {text!r}: 'T,alpha' (e.g. 4,0.5) or 'alpha' alone")
     t, a = (default_temperature, vals[0]) if len(vals) == 1 else vals
-    if not t > 0 or not 0 <= a <= 1:
-        raise ValueError(f"--distill {text!r}: the temperature T > 0 and 0 <= alpha <= 1")
+    from .checks import FRACTION, POSITIVE
+    if not POSITIVE.ok(t) or not FRACTION.ok(a):
+        raise ValueError(f"--distill {text!r}: the temperature T > 0 and 0 <= alpha <= 1 (T finite)")
     return t, a
 
 
@@ -81,9 +79,8 @@ def phase_loss(student, teacher, target, phase, *, alpha=0.0, temperature=4.0, k
     ce = _smoothing.phase_cross_entropy(student, target, smoothing, ls_phases, phase)
     if teacher is None or not alpha or phase not in kd_phases:
         return ce
-    t, a = float(temperature), float(alpha)
-    if not t > 0 or not 0 < a <= 1:
-        raise ValueError(f"temperature = {temperature}, alpha = {alpha}: T > 0 and 0 <= alpha <= 1")
+    from .checks import FRACTION, POSITIVE
+    t, a = float(POSITIVE.check("temperature", temperature)), float(FRACTION.check("alpha", alpha))
     with torch.no_grad():
         soft = F.softmax(teacher.detach() / t, 1)
     kd = F.kl_div(F.log_softmax(student / t, 1), soft, reduction="batchmean")
@@ -102,7 +99,8 @@ def resolve(distill, distill_t, distill_in, alpha=None, temperature=None, phases
         a = float(alpha)
     if temperature is not None:
         t = float(temperature)
-    if not t > 0 or not 0 <= a <= 1:
-        raise ValueError(f"--distill-alpha {a}, --distill-temperature {t}: T > 0 and 0 <= alpha <= 1")
+    from .checks import FRACTION, POSITIVE
+    if not POSITIVE.ok(t) or not FRACTION.ok(a):
+        raise ValueError(f"--distill-alpha {a}, --distill-temperature {t}: T > 0 and 0 <= alpha <= 1 (T finite)")
     ph = parse_distill_phases(phases) if phases is not None else frozenset(LEGACY_IN[distill_in])
     return a, t, ph

@@ -38,6 +38,9 @@ def trained_config(deploy_config, onnx_path):
 def deployed(model, example, deploy_config, assignment=None, *, target="emu", workdir=None, **target_options):
     """The exported ``model`` as an open :class:`~hlsnn.deploy.runner.Deployment` (calibrate
     it, then ``run``), with the config's calibration settings and rounding."""
+    if workdir is not None and not os.path.isdir(workdir):
+        raise InputError(f"workdir = {printable(workdir)}: not an existing folder (the exported model is written "
+                         "there; None: a temporary one)")
     cfg = trained_config(deploy_config, "-")
     name = assignment or next(iter(cfg.assignments))
     if name not in cfg.assignments:
@@ -84,6 +87,8 @@ def modelled_latency(dep, x1):
 def deployed_accuracy(model, example, deploy_config, x_cal, x, y, assignment=None, **kw):
     """Top-1 accuracy of the deployed model on ``(x, y)`` after calibrating on ``x_cal``
     (numpy arrays, NCHW / NC as the model takes them) and the outputs."""
+    if len(x) != len(y):
+        raise InputError(f"x and y: {len(x)} inputs and {len(y)} labels; one label per input")
     with deployed(model, example, deploy_config, assignment, **kw) as dep:
         dep.calibrate(np.asarray(x_cal, np.float64))
         out = dep.run(np.asarray(x, np.float64))

@@ -30,6 +30,7 @@ class _QMixin:
 
     def _setup(self, spec, params, overflow_ratio, rounding="nearest_away"):
         self.fmt, self.params, self.spec_name = spec.type, dict(params), spec.name
+        self.accel = spec.accel     # the accel config as the deploy config names it (hlsnn.train.export's sidecar)
         self.aq = self.oq = None
         self.relu = False
         self.bfp_in = None
@@ -245,6 +246,8 @@ def prepare(model, deploy_config, assignment=None, *, layers=None, overflow_rati
     cfg = deploy_config if isinstance(deploy_config, DeployConfig) else load_deploy_config(deploy_config)
     if overflow_ratio is None:
         overflow_ratio = cfg.calibration["overflow_ratio"]
+    from .checks import OVERFLOW_RATIO
+    OVERFLOW_RATIO.check("overflow_ratio", overflow_ratio)
     rules = {"strided_stats": strided_stats, "clip_stats": clip_stats}
     for key, plain, other, _ in STATIC_RULES:
         if rules[key] is None:
@@ -260,6 +263,11 @@ def prepare(model, deploy_config, assignment=None, *, layers=None, overflow_rati
                              f"{', '.join(sorted(cfg.assignments))})")
         assignment = cfg.assignments[assignment]
     layers = dict(layers or {})
+    known = {n for n, m in model.named_modules() if isinstance(m, (nn.Conv2d, nn.Linear))}
+    unknown = sorted(str(k) for k in layers if k not in known)
+    if unknown:
+        raise InputError(f"layers: {', '.join(unknown)} is not a Conv2d / Linear of the model (its: "
+                         f"{', '.join(sorted(known)) or 'none'})")
     params = {}
     for parent_name, parent in list(model.named_modules()):
         for child_name, m in list(parent._modules.items()):
@@ -345,9 +353,15 @@ def calibrate(model, x_cal, *, in_training=False):
     from .quant import FixedAct
     acts = [m for m in model.modules() if isinstance(m, FixedAct)]
     for a in acts:
-        a.frozen, a.frozen_in_training = None, False
+        a.frozen, a.frozen_in_training, a.calibrated_on = None, False, None
     if x_cal is None:
         return model
+    if not torch.is_tensor(x_cal) or x_cal.ndim < 1 or x_cal.shape[0] < 1 or not x_cal.is_floating_point():
+        raise InputError(f"x_cal: a float tensor of at least one image (batch first), or None; got "
+                         f"{type(x_cal).__name__}{tuple(x_cal.shape) if torch.is_tensor(x_cal) else ''}")
+    if not bool(torch.isfinite(x_cal).all()):
+        raise InputError(f"x_cal: {int((~torch.isfinite(x_cal)).sum())} value(s) NaN or infinite; calibration "
+                         "images are finite")
     was = model.training
     p = next(model.parameters(), None)
     dtype = None if p is None or p.dtype == x_cal.dtype else p.dtype
@@ -357,6 +371,7 @@ def calibrate(model, x_cal, *, in_training=False):
     model(x_cal)
     for a in acts:
         a.frozen, a.frozen_in_training = a.last_f, bool(in_training)
+        a.calibrated_on = int(x_cal.shape[0])     # the images (the deploy config's calibration: samples)
     model.train(was)
     if dtype is not None:
         model.to(dtype)

@@ -37,6 +37,9 @@ from .allocate import erk_sparsities, is_depthwise
 def cubic_schedule(step, target, start, end, initial=0.0):
     """Sparsity at ``step``: ``initial`` before ``start``, ``target`` from ``end``, between them
     ``target + (initial - target) * (1 - t)**3``, ``t`` the fraction of the way."""
+    from .checks import NONNEG, SPARSITY
+    SPARSITY.check("target", target), SPARSITY.check("initial", initial)
+    NONNEG.check("start", start), NONNEG.check("end", end), NONNEG.check("step", step)
     if step <= start:
         return initial
     if step >= end:
@@ -63,6 +66,10 @@ def balanced_mask(w, sparsity, per_layer=False, lanes=None, row_min=0, row_scale
     e.g. the following BatchNorm's ``gamma / sqrt(var + eps)``, the factor folding multiplies the
     row by; with ``per_layer`` (a depthwise layer: one row a channel) the layer's smallest scaled
     magnitudes are zeroed (ties by position). With balanced rows it changes nothing."""
+    from .checks import COUNT, COUNT1, FRACTION
+    FRACTION.check("sparsity", sparsity), COUNT.check("row_min", row_min)
+    if lanes is not None:
+        COUNT1.check("lanes", lanes)
     rows = w.detach().reshape(1 if per_layer else w.shape[0], -1)
     k = rows.shape[1]
     n_zero = min(k, int(math.floor(sparsity * k + 0.5 + 1e-9)))
@@ -130,12 +137,17 @@ class BalancedPruner:
 
     def __init__(self, model, target, start, end, *, names=None, formats=("sparse",), every=1, sparsities=None,
                  allocation="uniform", lanes=None, row_min=0, lane_scale="weight", depthwise_scale="weight"):
-        if not 0.0 <= float(target) < 1.0:
-            raise ValueError(f"target = {target}: a sparsity in [0, 1)")
-        if lanes is not None and (isinstance(lanes, bool) or int(lanes) != lanes or lanes < 1):
-            raise ValueError(f"lanes = {lanes!r}: a whole number of multipliers per lane, at least 1 (or None)")
-        if row_min and (lanes is None or int(row_min) != row_min or row_min < 0):
+        from .checks import COUNT, COUNT1, SPARSITY, choice
+        SPARSITY.check("target", target)
+        start, end, every = COUNT.check("start", start), COUNT.check("end", end), COUNT1.check("every", every)
+        if lanes is not None:
+            COUNT1.check("lanes", lanes)
+        COUNT.check("row_min", row_min)
+        if row_min and lanes is None:
             raise ValueError(f"row_min = {row_min!r}: a whole number of weights >= 0, with lanes")
+        choice("allocation", allocation, ("uniform", "erk"))
+        for name, s in dict(sparsities or {}).items():
+            SPARSITY.check(f"sparsities[{name!r}]", s)
         self.lanes = None if lanes is None else int(lanes)
         self.row_min = int(row_min)
         if lane_scale not in ("weight", "folded"):

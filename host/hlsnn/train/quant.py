@@ -181,6 +181,7 @@ class FixedAct(nn.Module):
         self.last_f = None
         self.frozen = None      # a static deployment's calibrated radix (hlsnn.train.calibrate), used in eval
         self.frozen_in_training = False     # ... and in training mode too (calibrate(..., in_training=True))
+        self.calibrated_on = None   # the number of images :attr:`frozen` was calibrated on
 
     def forward(self, x, stats_of=None, lse=True):
         """``x`` converted; the radix from ``stats_of`` (default ``x``): the values the engine's

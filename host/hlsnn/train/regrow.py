@@ -73,11 +73,9 @@ class RegrowPruner(BalancedPruner):
     update reads ``weight.grad``)."""
 
     def __init__(self, model, target, start, end, *, stop, every_regrow=100, alpha=0.3, **kw):
+        from .checks import COUNT, COUNT1, FRACTION
+        FRACTION.check("alpha", alpha), COUNT1.check("every_regrow", every_regrow), COUNT.check("stop", stop)
         super().__init__(model, target, start, end, **kw)
-        if not 0.0 <= float(alpha) <= 1.0:
-            raise ValueError(f"alpha = {alpha}: the drop fraction, between 0 and 1")
-        if int(every_regrow) < 1:
-            raise ValueError(f"every_regrow = {every_regrow}: steps between updates, at least 1")
         self.stop, self.every_regrow, self.alpha = int(stop), int(every_regrow), float(alpha)
         self.updates = 0                      # prune-and-regrow updates done
         self.regrown = 0                      # weights regrown that were pruned before

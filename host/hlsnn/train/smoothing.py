@@ -18,4 +18,6 @@ def phase_cross_entropy(out, target, smoothing, phases, phase):
     """The cross entropy of one training step in `phase`: label-smoothed by `smoothing` if `phase` is in `phases`
     (None: no training phase, e.g. the float model, never smoothed)."""
     from torch.nn import functional as F
+    from .checks import FRACTION_BELOW_1
+    FRACTION_BELOW_1.check("smoothing", smoothing)
     return F.cross_entropy(out, target, label_smoothing=smoothing if phase in phases else 0.0)

@@ -33,10 +33,10 @@ within :data:`hlsnn.resources.MARGINS` of the board's DSPs, and ``S`` the larges
 reports, at :data:`NOMINAL_STEPS` steps, :data:`NOMINAL_WORDS` words a bank and the widest step
 table word such a program can need, :func:`nominal_tap_bits`), keeps LUT, FF, BRAM and DSP within
 :data:`hlsnn.resources.MARGINS` (:data:`~hlsnn.resources.FIT_SHARE`, 90% of each): the margins the fit check (:func:`hlsnn.resources.within_margins`,
-``hlsnn perf``'s "fits", ``hlsnn compile``'s refusal, :mod:`hlsnn.fit`) applies, so the nominal kernel
+``hlsnn perf``'s "fits", ``hlsnn compile``'s refusal, :mod:`hlsnn.network.fit`) applies, so the nominal kernel
 the sizer accepts passes the check. A program larger than the nominal one (more steps or words, or extra
 rules' logic) is checked on its own figures: ``hlsnn compile`` refuses it when it is over (naming the
-largest ``net_sub`` whose kernel holds that program, :func:`hlsnn.fit.network_fix`). The figures are the model's, not a
+largest ``net_sub`` whose kernel holds that program, :func:`hlsnn.network.fit.network_fix`). The figures are the model's, not a
 synthesis report.
 """
 from __future__ import annotations

@@ -45,7 +45,7 @@ from ....names import c_ident
 from ...network import kernel as netkernel
 from ..emulator import zero_row_exponent
 from . import reduce as netreduce
-from .perf import MAC_DEPTH, third_storage
+from .perf import FAMILIES, MAC_DEPTH, families, pool_odd, third_storage  # noqa: F401  (kernel's API)
 from .lower import ELEM_BITS, EXACT_BITS, WIDE_BITS, pack as netbfp_pack, taps as netbfp_taps
 from ...network.kernel import (ROUNDING, TOP, _ints, _most, _size, act_bufs, allocate, descriptor_head,
                                pool_or_add)
@@ -79,25 +79,6 @@ FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", 
 #: the model has), and the resource model (:func:`hlsnn.engines.bfp_systolic.network.perf.datapath`)
 #: counts a family's datapath only where it is rendered (a table's and a gate's loops have
 #: ``has_lut``, ``has_gate`` of their own)
-FAMILIES = {1: "has_pool", 2: "has_add", 3: "has_move", 4: "has_concat", 5: "has_transpose"}
-
-
-def families(t):
-    """``{template boolean: rendered}`` of :data:`FAMILIES` from the descriptor rows of
-    :func:`tables` ``t`` (the compiled program as the kernel walks it)."""
-    codes = {r["vals"][FIELDS.index("op")] for r in t["rows"]}
-    return {name: code in codes for code, name in FAMILIES.items()}
-
-
-def pool_odd(net):
-    """True where the kernel holds a global pool's sums rounded to odd (``AddPoolOdd``, issue 83):
-    a program with a global pool and no mean over a count with an odd factor (rule 6b reads a
-    pool's exact sums, :mod:`.anymean`). Then every word a conv reads is an element (a
-    ``kElemBits``-bit mantissa); otherwise the convs read the pool buffer's 54-bit sums as they are."""
-    from .anymean import mean_fields
-    return any(op.kind == "add" and op.f["gap"] for op in net.ops) and not mean_fields(net)["has_mean"]
-
-
 def shape(p):
     """``(P lanes, Q banks)`` of a bfp_systolic config (module docstring)."""
     return LANES, BANKS

@@ -65,6 +65,25 @@ LOOPS = {0: "ConvMac", 1: "NetPool", 2: "NetAdd", 3: "NetMove", 4: "NetConcat", 
          7: "NetGate"}
 
 
+FAMILIES = {1: "has_pool", 2: "has_add", 3: "has_move", 4: "has_concat", 5: "has_transpose"}
+
+
+def families(t):
+    """``{template boolean: rendered}`` of :data:`FAMILIES` from the descriptor rows of
+    :func:`hlsnn.engines.bfp_systolic.network.kernel.tables` ``t`` (the compiled program as the kernel walks it)."""
+    codes = {r["vals"][r["names"].index("op")] for r in t["rows"]}
+    return {name: code in codes for code, name in FAMILIES.items()}
+
+
+def pool_odd(net):
+    """True where the kernel holds a global pool's sums rounded to odd (``AddPoolOdd``, issue 83):
+    a program with a global pool and no mean over a count with an odd factor (rule 6b reads a
+    pool's exact sums, :mod:`.anymean`). Then every word a conv reads is an element (a
+    ``kElemBits``-bit mantissa); otherwise the convs read the pool buffer's 54-bit sums as they are."""
+    from .anymean import mean_fields
+    return any(op.kind == "add" and op.f["gap"] for op in net.ops) and not mean_fields(net)["has_mean"]
+
+
 def iterations(net, tables):
     """Per image, the iterations of each counted loop of the kernel (the C-simulation's
     ``HLSNN_ITER`` counters): ``{loop: count}``."""
@@ -82,8 +101,7 @@ def iterations(net, tables):
 def _pool_odd_words(net, tables, r):
     """``AddPoolOdd``'s iterations after the descriptor row ``r`` (issue 83): a global pool's
     ``ceil(C/Q)`` words in each of the ``Q`` banks where the kernel holds its sums rounded to odd
-    (:func:`hlsnn.engines.bfp_systolic.network.kernel.pool_odd`), else 0."""
-    from .kernel import pool_odd
+    (:func:`hlsnn.engines.bfp_systolic.network.perf.pool_odd`), else 0."""
     if _f(r, "op") != 2 or not _f(r, "gap") or not pool_odd(net):
         return 0
     return -(-_f(r, "cg") // tables["pc"]) * tables["pc"]
@@ -273,7 +291,7 @@ def datapath(net, tables):
     instantiates (``P`` lanes, ``Q`` banks, ``M`` mantissa bits, ``A`` acc_bits, ``sb`` a patch
     sum's bits, ``E`` = 54-bit wide mantissas, ``X`` = 12-bit exponents; the LUT rules above).
     An op family's part is counted only where the kernel renders its loop (issue 83:
-    :func:`hlsnn.engines.bfp_systolic.network.kernel.families` of the descriptor rows, the
+    :func:`hlsnn.engines.bfp_systolic.network.perf.families` of the descriptor rows, the
     template's booleans): ``maxpool`` (and ``wpool``, ``oddpool``: its loop's) with a max or
     average pool, ``add`` with a residual Add or a global pool. The parts:
 
@@ -334,7 +352,6 @@ def datapath(net, tables):
     pool = tables.get("pool_bits", E + 8)
     ops = getattr(net, "ops", ())
     from .anymean import mean_fields
-    from .kernel import pool_odd
     c = E if ops and mean_fields(net)["has_mean"] else w     # the convs' source: elements, or rule 6b's sums
     elem = _sel(c + 10) + c + c + x + -(-c // 6) + _sel(x) + 2 * _cmp(8)      # and the bank window [c0, c)
     exp_tree = 2 * pc * (_cmp(x) + _sel(x))             # 2Q - 1 in the tree, one with the carried value
@@ -350,7 +367,6 @@ def datapath(net, tables):
     add_align = w + w + x + _cmp(x) + lshift_luts(w, o, o - 1)
     add = (2 * add_align + 3 * (_cmp(x) + _sel(x)) + 2 * o + (o + 1) + (o + 1) + -(-(o + 1) // 2) + 2 * pool
            + _sel(w + 10), 2 * (o + 1) + 2 * pool + 2 * x)
-    from .kernel import families
     has = families(tables)                    # the op families the kernel renders (issue 83)
     parts = {"conv_exp": conv_exp, "conv_mac_banks": (pc * mac_bank[0], pc * mac_bank[1]),
              "conv_mac_lanes": (pz * mac_lane[0], pz * mac_lane[1]),

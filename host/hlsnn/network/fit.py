@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .errors import InputError, printable
-from .resources import FIT_SHARE, format_over, over_budget
+from ..errors import InputError, printable
+from ..resources import FIT_SHARE, format_over, over_budget
 
 #: the command-line switch that goes on with a kernel over the budget
 FLAG = "--allow-overfit"
@@ -39,8 +39,8 @@ def refusal(what: str, over, board: str, fix: str) -> str:
 
 def _boards():
     """The shipped boards (``configs/boards/*.yaml``), smallest (by LUTs) first."""
-    from .config import load_board
-    from .paths import CONFIGS_DIR
+    from ..config import load_board
+    from ..paths import CONFIGS_DIR
     boards = [load_board(p.stem) for p in sorted((CONFIGS_DIR / "boards").glob("*.yaml"))]
     return sorted(boards, key=lambda b: (b.resources["lut"], b.name))
 
@@ -72,7 +72,7 @@ LAYER_KNOBS = {"sparse_cluster": "units", "bfp_systolic": "rows", "shift_mac": "
 
 def _raw(cfg):
     """The config's data as :func:`hlsnn.config.load_config` reads it (its YAML where it has one)."""
-    from .config import read_yaml
+    from ..config import read_yaml
     if cfg.path:
         try:
             raw = read_yaml(cfg.path)
@@ -89,8 +89,8 @@ def config_fix(cfg) -> str:
     """A shape of layer config ``cfg`` that fits its board (the largest value of its
     :data:`LAYER_KNOBS` parameter whose estimate is within the budget), else the boards that
     would hold it as it is."""
-    from .config import load_config
-    from .errors import ConfigError
+    from ..config import load_config
+    from ..errors import ConfigError
     raw = _raw(cfg)
     knob = LAYER_KNOBS.get(cfg.engine)
     sec = dict(raw.get(cfg.engine) or {})
@@ -129,12 +129,12 @@ def kernel_tables(net, shape=None):
     engine's ``(lanes, banks[, multipliers])``, default its config's), :class:`InputError`
     where the kernel does not run the network."""
     if net.engine == "bfp_systolic":
-        from .engines.bfp_systolic.network import kernel, perf
+        from ..engines.bfp_systolic.network import kernel, perf
         return perf, kernel.tables(net, *(shape or kernel.shape(net.params)))
     if net.engine == "sparse_cluster":
-        from .engines.sparse_cluster.network import kernel, perf
+        from ..engines.sparse_cluster.network import kernel, perf
         return perf, kernel.tables(net, *(shape or kernel.shape(net.params)))
-    from .engines.shift_mac.network import kernel, perf
+    from ..engines.shift_mac.network import kernel, perf
     return perf, kernel.tables(net, *(shape or kernel.lanes(net.params)))
 
 
@@ -151,9 +151,9 @@ def network_resources(net, ps, shape=None):
 def network_kernel(program, arrays, source=""):
     """``(net, cfg)``: a compiled model's lowered network and its accelerator config, or None
     where it runs layer by layer (no network kernel)."""
-    from .deploy import program as netmode
-    from .engines.network.move import refuse_kernel
-    from .network.loader import config_of
+    from ..deploy import program as netmode
+    from ..engines.network.move import refuse_kernel
+    from .loader import config_of
     try:
         net = netmode.lower(program, arrays)
         refuse_kernel(net)
@@ -172,7 +172,7 @@ def network_fix(net, cfg) -> str:
     board = cfg.board
     p = net.params
     if net.engine == "sparse_cluster":
-        from .engines.sparse_cluster import netsize
+        from ..engines.sparse_cluster import netsize
         if "net_sub" not in p:                     # the layer-shaped kernel: the board sizer's pick
             try:
                 sz = netsize.size(dict(p), board)
@@ -190,7 +190,7 @@ def network_fix(net, cfg) -> str:
                 if _fits(network_resources(n2, board.ps), board):
                     return f"net_sub: {s} fits (the largest that holds this program; the sizer's nominal pick is over)"
     elif net.engine == "shift_mac":
-        from .engines.shift_mac.network.kernel import lanes
+        from ..engines.shift_mac.network.kernel import lanes
         pz0, pc0 = lanes(p)
         best = None
         for pz in range(pz0, 0, -1):
