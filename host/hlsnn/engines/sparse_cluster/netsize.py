@@ -45,10 +45,11 @@ import math
 
 import numpy as np
 
-#: LUTs of one LUT-built int8 x int8 signed product: ``(8 + 1) * 8`` (eight partial-product rows
-#: of 9 bits summed on carry chains; Vivado's LUT multipliers of this size report 60-80); an
-#: assumption of this model, not a synthesis result
-FABRIC_MUL_LUT = 72
+#: LUTs of one LUT-built int8 x int8 signed product: FINN's estimate of a Vivado LUT multiplier,
+#: ``(2 * ceil((W + A) / 6) - 1) * (W + A)`` = 80 (``MVAU_hls.lut_estimation``); yosys 0.23 maps
+#: the same product to 128-182 LUTs (``benchmarks/yosys_primitives.py``, docs/models.md). It was
+#: 72, ``(8 + 1) * 8``, below both references, until issue 83. A model figure, not a synthesis result
+FABRIC_MUL_LUT = 80
 #: the most read ports (replicas) per bank: a 3x3 kernel's 9 taps of one channel in one step
 MAX_SUB = 9
 #: the steps (ResNet-8 takes 160 at two replicas) and the words a bank (one RAMB18 at 9 bits) the sizing assumes
