@@ -223,7 +223,7 @@ def _pattern(template):
 
 # --- models the repository builds instead of storing ---
 #
-# docs/deploy-beyond-cnn.md quotes models of issue 52's families that scripts/variant_*.py train for
+# docs/history/deploy-beyond-cnn.md quotes models of issue 52's families that scripts/variant_*.py train for
 # seconds on bundled data and export offline (torch + onnxscript; nothing downloaded). A figure of
 # one names it ``built("variant_sixth", "k_ae_lin_ts17")``: the family's ``export`` step writes the
 # whole family (training reseeds for each model, but the other families build their tables' models in
@@ -489,14 +489,14 @@ FIGURES = [
         ("shift8, one term", "shift8_pynq-z2", 1, "{kernel_us:.1f} us, {e2e_us:.1f} us",
          "{lut:,} ({lut_pct:.0f} %), {bram} BRAM36 |")]
       for fmt in ["{type: twohot, accel: %s%s}" % (acc, ", weight_terms: 2" if terms == 2 else "")]
-      for f in [Figure("docs/deploy-beyond-cnn.md", f"| {name} | " + "{_} | {_} | " + one + " |", Net(DWA, "t", format=fmt)),
-                Figure("docs/deploy-beyond-cnn.md", f"| {name} | " + "{_} | {_} | {_} | {_} | " + lut, Net(DWA, "t", format=fmt)),
-                Figure("docs/deploy-beyond-cnn.md", f"| {name} | " + "{_} | {_} | {_} | {starts} starts, "
+      for f in [Figure("docs/history/deploy-beyond-cnn.md", f"| {name} | " + "{_} | {_} | " + one + " |", Net(DWA, "t", format=fmt)),
+                Figure("docs/history/deploy-beyond-cnn.md", f"| {name} | " + "{_} | {_} | {_} | {_} | " + lut, Net(DWA, "t", format=fmt)),
+                Figure("docs/history/deploy-beyond-cnn.md", f"| {name} | " + "{_} | {_} | {_} | {starts} starts, "
                        + ("{kernel_us:.1f} us kernel, " if terms == 2 else "") + "{e2e_us:,.1f} us |",
                        Net(DWA, "t", format=fmt, layers=True))]],
-    Figure(SHIFT, "Now it gives {cycles:,} ({util_pct:.1f}%) on the 8×11 array", Op("bfp16_pynq-z2", gemm=(64, 512, 512))),
-    Figure(SHIFT, "and {cycles:,} ({util_pct:.1f}%) on the 48×16 one", Op("bfp8_zcu104", gemm=(64, 512, 512))),
-    Figure(SHIFT, "now {cycles:,} ({util_pct:.1f}%) on 16×8", Op("shift8_pynq-z2", gemm=(64, 512, 512), mode="twohot")),
+    Figure(SHIFT, "the model gives {cycles:,} cycles ({util_pct:.1f}%) on the 8×11 array", Op("bfp16_pynq-z2", gemm=(64, 512, 512))),
+    Figure(SHIFT, "and {cycles:,} cycles ({util_pct:.1f}%) on the 48×16 one", Op("bfp8_zcu104", gemm=(64, 512, 512))),
+    Figure(SHIFT, "it gives {cycles:,} ({util_pct:.1f}%) on 16×8", Op("shift8_pynq-z2", gemm=(64, 512, 512), mode="twohot")),
     # sparse_cluster: the figures table at the derived II (every loop at its page's II since the
     # output loops' DEPENDENCE pragmas, session 33: OutPixels/PoolPixels derived 6/7 before)
     *[Figure(SPARSE, _row(op, "{cycles:,} | {ms:.%s} ms | {mpc:.1f} / %d | {util_pct:.1f}%% |" % (f, peak)),
@@ -582,24 +582,24 @@ FIGURES = [
     Figure("docs/deploy.md", "the 64-channel stage takes {s3a.ms+s3s.ms+s3b.ms:.1f} of the {kernel_ms:.1f} ms",
            Net(R8, "fixed8", layers=True)),
     Figure("docs/deploy.md", "It costs 648 of the ten layers' {kernel_cycles:,} cycles", Net(R8, "fixed8", layers=True)),
-    # performance.md: the modelled host of ResNet-8 fixed8_z2 (the measured columns are benchmarks)
-    Figure("docs/performance.md", "| ResNet-8 fixed8_z2 (PYNQ-Z2) | {_} | {_} | {host_us:.1f} us |",
+    # history/performance.md: the modelled host of ResNet-8 fixed8_z2 (the measured columns are benchmarks)
+    Figure("docs/history/performance.md", "| ResNet-8 fixed8_z2 (PYNQ-Z2) | {_} | {_} | {host_us:.1f} us |",
            Net(R8, "fixed8_z2", board="x86-sim")),
-    Figure("docs/performance.md", "| ResNet-8 fixed8_z2 (PYNQ-Z2) | {_} | {_} | {_} | {_} | {e2e_us:.0f} us (was 408) |",
+    Figure("docs/history/performance.md", "| ResNet-8 fixed8_z2 (PYNQ-Z2) | {_} | {_} | {_} | {_} | {e2e_us:.0f} us (was 408) |",
            Net(R8, "fixed8_z2")),
-    Figure("docs/performance.md", "ResNet-8 fixed8_z2 on the PYNQ-Z2: host {host_us:.0f} us (was 200): the C call "
+    Figure("docs/history/performance.md", "ResNet-8 fixed8_z2 on the PYNQ-Z2: host {host_us:.0f} us (was 200): the C call "
                                   "{c_call_us:.1f} us (rule 1 on the 3,072 float32 values {rule1_us:.1f} us of it",
            Net(R8, "fixed8_z2")),
-    Figure("docs/performance.md", "the loader's Python {loader_us:.1f} us (was 38.4)", Net(R8, "fixed8_z2")),
-    Figure("docs/performance.md", "input check of its own (was 17.1); {e2e_us:.0f} us end to end against",
+    Figure("docs/history/performance.md", "the loader's Python {loader_us:.1f} us (was 38.4)", Net(R8, "fixed8_z2")),
+    Figure("docs/history/performance.md", "input check of its own (was 17.1); {e2e_us:.0f} us end to end against",
            Net(R8, "fixed8_z2")),
     # deploy-models.md: weight_terms' table, the one-term column's modelled us (two-hot, layer by layer)
     *[Figure("docs/deploy-models.md", f"| {name} | " + "{_} | {_}, {kernel_us:.0f} us |", Net(m, "twohot", layers=True))
       for name, m in [("dscnn_ts17 (tiny)", DSCNN), ("mobilenet_relu6_ts17 (tiny)", MNET6),
                       ("mobilenet_relu_ts17 (tiny)", MNET), ("resnet8_ts17 (tiny)", "tests/data/torch/tiny/resnet8_ts17.yaml"),
                       ("resnet8_digits32 (`configs/models`)", R8)]],
-    # hardware-rules.md: the "now" column of issue 30's before/after table (bfp8_zcu104's rows: hzcu)
-    *[Figure("docs/hardware-rules.md", f"| {op} | " + "{_} | " + cell, Op(cfg, gemm=g), after=f"| {cfg} |")
+    # development.md (moved from hardware-rules.md): the "now" column of issue 30's before/after table (bfp8_zcu104's rows: hzcu)
+    *[Figure("docs/development.md", f"| {op} | " + "{_} | " + cell, Op(cfg, gemm=g), after=f"| {cfg} |")
       for cfg, op, g, cell in [
           ("bfp16_pynq-z2", "GEMV 1×1024×1024", GEMV, "{cycles:,} |"),
           ("bfp16_pynq-z2", "GEMM 256×1024×1024", GEMM, "{cycles:,} ({util_pct:.1f}%) |"),
@@ -609,7 +609,7 @@ FIGURES = [
           ("bfp8_ultra96v2", "GEMV", GEMV, "{cycles:,} |"),
           ("bfp8_ultra96v2", "GEMM 256×1024×1024", GEMM, "{cycles:,} ({util_pct:.1f}%) |"),
           ("bfp8_zcu104", "GEMM 256×1024×1024", GEMM, "{cycles:,} ({util_pct:.1f}%) |")]],
-    Figure("docs/hardware-rules.md", "Its \"now\" is {cycles:,} ({util_pct:.1f}%) since session 33",
+    Figure("docs/development.md", "Its \"now\" is {cycles:,} ({util_pct:.1f}%) since session 33",
            Op("bfp8_zcu104", gemm=GEMM)),
     # models.md: the sim target's DMA split leaves bfp16's GEMM's calls and cycles as on csim
     Figure("docs/models.md", "same {calls} calls and {cycles:,} cycles there", Op("bfp16_pynq-z2", gemm=GEMM, target="sim")),
@@ -619,13 +619,13 @@ FIGURES = [
 ]
 
 
-# --- docs/deploy-beyond-cnn.md (hbeyond): issue 52's models, one start and layer by layer ---
+# --- docs/history/deploy-beyond-cnn.md (hbeyond): issue 52's models, one start and layer by layer ---
 #
 # The committed files of tests/data/torch/beyond compiled with the families' formats (bfp8 on
 # bfp8_zcu104, two-hot on shift8_pynq-z2, fixed8 on sparse8_pynq-z2; a dense model's YAML a
 # regression one, as the families' own), and the families' models the repository builds (built()).
 
-BEYOND_PAGE = "docs/deploy-beyond-cnn.md"
+BEYOND_PAGE = "docs/history/deploy-beyond-cnn.md"
 FAMILY_FORMATS = {"bfp8": "{type: bfp, accel: bfp8_zcu104}", "twohot": "{type: twohot, accel: shift8_pynq-z2}",
                   "fixed8": "{type: fixed, accel: sparse8_pynq-z2}"}
 _DENSE = {"unet_upsample_ts17", "unet_convtranspose_ts17", "v_f_ae1d_lin_ts17", "v_f_unet_bil_ts17",

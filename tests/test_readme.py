@@ -4,7 +4,7 @@ checkout (issues 18 and 34).
 Every fenced block of those files is taken apart:
 
 * ```python blocks run, each on its own, in a fresh interpreter in a scratch folder that sees
-  the repository's ``configs/``, ``docs/``, ``overlays/``, ``scripts/`` and ``tests/`` (lines marked
+  the repository's ``benchmarks/``, ``configs/``, ``docs/``, ``overlays/``, ``scripts/`` and ``tests/`` (lines marked
   ``# board only`` are left out: they need a PYNQ board);
 * shell blocks run line by line in the same kind of folder. ``$ cmd`` lines are commands and the
   lines after them up to the next ``$`` are output that must appear; in a block without ``$``
@@ -92,7 +92,7 @@ CASES = _cases()
 
 
 def _scratch(tmp_path):
-    for name in ("configs", "docs", "host", "overlays", "scripts", "tests"):   # `PYTHONPATH=host` in a block
+    for name in ("benchmarks", "configs", "docs", "host", "overlays", "scripts", "tests"):   # `PYTHONPATH=host` in a block
         os.symlink(ROOT / name, tmp_path / name)
     # a checkout's build/ (the session's HLSNN_BUILD is elsewhere, so `--out build/...` finds it made)
     (tmp_path / "build").mkdir()

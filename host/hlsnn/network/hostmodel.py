@@ -71,7 +71,7 @@ X86 = {
 }
 
 _LOADER_RUN = ("OMP_NUM_THREADS=1 python benchmarks/bench_loader_host.py --hlsnn /tmp/hrep/*.hlsnn --calls 2000 "
-               "(the 18 one-start models of docs/performance.md, side by side; medians of wall time)")
+               "(the 18 one-start models of docs/history/performance.md, side by side; medians of wall time)")
 
 #: the loader's run path around the C call on this x86 (module docstring), measured by
 #: ``benchmarks/bench_loader_host.py``: the input check where ``net.run`` makes a finiteness pass
