@@ -29,7 +29,9 @@ GEMM = (256, 1024, 1024)
 CONV = (64, 56, 56, 64, 3)
 MODEL = ROOT / "configs" / "models" / "resnet8_digits32.yaml"
 #: the network table's rows, by their first cell's start: the assignments (joined by " / ")
-NET_ROWS = {"| two-hot": ("twohot",), "| fixed8 / sparse50": ("fixed8", "sparse50"),
+NET_ROWS = {"| two-hot, power of two (`shift_mac`, 128": ("twohot",),
+            "| two-hot / power of two, sized to the chip": ("twohot_z2", "pot_z2"),
+            "| fixed8 / sparse50": ("fixed8", "sparse50"),
             "| bfp16 / bfp8 (`bfp_systolic`, 128 DSP) | PYNQ-Z2": ("bfp16", "bfp8_z2"),
             "| bfp8 (`bfp_systolic`, 128 DSP) | ZCU104": ("bfp8",),
             "| fixed8, sized to the chip (`sparse_cluster`, 192 DSP": ("fixed8_z2",),

@@ -59,7 +59,7 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
    this value when the sum of the magnitudes is below ``2**53`` at ``e`` (then every partial
    sum of any order is exact); checked as in rule 5, with ``2**53`` (the kernel sums in 54-bit
    mantissas, then holds each sum rounded to odd at 25 bits, an element, for the conv that
-   reads it: rule 4o's argument of :mod:`.reduce`, ``K = 25 >= M + 1``, so that conv rounds it
+   reads it: rule 4o's argument of :mod:`hlsnn.engines.bfp_systolic.network.reduce`, ``K = 25 >= M + 1``, so that conv rounds it
    as the exact sum; issue 83. Where a rule 6b mean reads a pool, the kernel keeps the 54-bit
    sums). A mean over a count ``n = 2**a * d`` that is
    not a power of two (``d`` odd; also an ``AveragePool``, a ``ReduceMean``) is the sum at

@@ -71,7 +71,7 @@ FAMILIES = {1: "has_pool", 2: "has_add", 3: "has_move", 4: "has_concat", 5: "has
 def families(t):
     """``{template boolean: rendered}`` of :data:`FAMILIES` from the descriptor rows of
     :func:`hlsnn.engines.bfp_systolic.network.kernel.tables` ``t`` (the compiled program as the kernel walks it)."""
-    codes = {r["vals"][r["names"].index("op")] for r in t["rows"]}
+    codes = {r["vals"][0] for r in t["rows"]}         # "op", the descriptor's first field (kernel.FIELDS)
     return {name: code in codes for code, name in FAMILIES.items()}
 
 
