@@ -108,7 +108,7 @@ def _strict_csim_module(request):
 
 #: test files that hold compiled models to the fit budget (hlsnn.network.fit): the refusal's own tests and every
 #: shipped model's assignments; elsewhere the suite's synthetic nets are compiled past the budget
-FIT_BUDGET_FILES = ("test_fit.py", "test_every_shipped_model.py")
+FIT_BUDGET_FILES = ("test_fit.py", "test_every_shipped_model.py", "test_shift_sized.py")
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -337,7 +337,7 @@ def over_budget(used: dict, board_resources) -> list:
 
 
 def format_over(over) -> str:
-    """``over_budget``'s rows as text: ``LUT 58,664 of 53,200 (110%; budget 47,880)``, joined by ``, ``."""
+    """``over_budget``'s rows as text: ``LUT 58,664 of 53,200 (110%; budget 47,880)``, joined by commas."""
     def one(k, n, budget, avail):
         share = f"{100 * n / avail:.0f}%" if avail else "the board has none"
         return f"{RESOURCE_NAMES.get(k, k)} {n:,.0f} of {avail:,} ({share}; budget {budget:,.0f})"

@@ -50,7 +50,7 @@ def test_resnet8_on_the_sized_kernel_fits_closes_and_counts_by_hand(compiled, as
     closes), a 16 x 16 conv layer at 9,216 taps plus the pipeline
     depth, and 256 units of 72 LUTs: two left shifters of 8 bits by 0..7 (11 LUTs for the
     4:1 stage, ceil(15 / 2) = 8 for the 2:1 stage, each) and two 17-bit add/negate stages."""
-    from hlsnn import fit
+    from hlsnn.network import fit
     from hlsnn.engines.shift_mac.network import kernel, perf
     from hlsnn.network import schedule
     prog, arrays = artifact.read(compiled(assignment))
@@ -127,24 +127,13 @@ def test_net_lanes_without_net_shape_board_keep_the_layer_shape_and_its_hash():
 def test_the_16_x_16_kernel_gives_the_emulators_bits_in_one_strict_start(compiled, assignment):
     """The strict C-simulation of the sized kernel: one start for the batch, the layer-by-layer
     emulator's bits, every bank within its ports, the loop counters the cycle model's iterations."""
-    import numpy as np
     from conftest import checked_raw
     from hlsnn.deploy import datasets
-    from hlsnn.engines.shift_mac.network import perf
-    path = compiled(assignment)
-    x = datasets.load("digits32", layout="nchw").x_test[:3]
-    with hlsnn.load(path, "emu", network=False) as ref:
-        want = ref.logits(x)
-    with hlsnn.load(path, "csim", network=True) as net:
-        got = net.logits(x)
-        assert net.last_kernel_starts == 1
-        k = net._kernel
-        assert k.strict and checked_raw(k.strict_report) == {"act": 8}
-        assert all(b["sites"] <= b["ports"] for b in k.strict_report["banks"])
-        assert (k.tables["pz"], k.tables["pc"]) == (16, 16)
-        assert {n: it for n, (it, _) in k.counters.items()} == {
-            n: 3 * v for n, v in perf.iterations(net.network, k.tables).items()}
-    np.testing.assert_array_equal(np.asarray(got).view(np.uint64), np.asarray(want).view(np.uint64))
+    from netfixtures import check_kernel_run
+    run = check_kernel_run(compiled(assignment), "twohot", datasets.load("digits32", layout="nchw").x_test[:3])
+    k = run._kernel                               # bits, one start, counters and ports: check_kernel_run
+    assert k.strict and checked_raw(k.strict_report) == {"act": 8}
+    assert (k.tables["pz"], k.tables["pc"]) == (16, 16)
 
 
 def test_given_lanes_and_banks_win_over_the_sizer(tmp_path):

@@ -19,7 +19,7 @@ channels, a classifier of ten) leaves fewer lanes or banks idle. The nominal pro
 widest products and sums the config allows (shifts up to ``2**exp_bits - 1``, ``acc_bits``
 sums), :data:`NOMINAL_ACT_WORDS` words a bank and :data:`NOMINAL_WEIGHT_WORDS` words a weight
 ROM; a program larger than it is checked on its own figures, and ``hlsnn compile`` refuses one
-that is over (:mod:`hlsnn.fit`). The clock is the config's ``clock_mhz`` (the delay model's
+that is over (:mod:`hlsnn.network.fit`). The clock is the config's ``clock_mhz`` (the delay model's
 check of it: ``hlsnn perf``'s schedule). The figures are the model's, not a synthesis report.
 """
 from __future__ import annotations

@@ -220,7 +220,7 @@ ACC_FORWARD_MARGIN = 1
 
 def acc_addr_bits(p) -> int:
     """Bits of ``Forward``'s addresses (``Accumulate``'s bypass): signed, holding a word of an
-    accumulator bank (``0 .. max_z * tile_h - 1``) and -1 (no word). They were 32-bit ``int``s:
+    accumulator bank (``0 .. max_z * tile_h - 1``) and -1 (no word). They were 32-bit ``int`` values:
     on sparse8_pynq-z2 (max_z 16, tile_h 16: 9 bits) the 128 multipliers' 5 addresses took
     14,720 flip-flops more than they need, and put the kernel at 92% of the XC7Z020's FFs
     (issue 83)."""
