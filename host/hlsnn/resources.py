@@ -399,3 +399,25 @@ def memory_summary(est: dict) -> str:
     items = sorted((r for r in est["buffers"] if r["bram36"] or r["uram"]), key=lambda r: (-r["uram"], -r["bram36"]))
     return ", ".join((f"{r['name']} {r['bram36']:g} BRAM36" if r["bram36"] else f"{r['name']} {r['uram']} URAM")
                      for r in items) or "no block memory"
+
+
+def shifter_luts(in_bits: int, max_shift: int) -> int:
+    """LUTs of a logarithmic left shifter of an ``in_bits`` value by ``0 .. max_shift``.
+
+    The shift amount's bits are taken two at a time: each such stage is a 4:1 multiplexer per
+    output bit, one LUT6 (four data and two select inputs); an odd last bit is a 2:1 stage,
+    two output bits per LUT6 (its O5 and O6 outputs share the select). A stage's output is as
+    wide as the input plus the largest shift reached so far (bits below the shift are zeros
+    and bits above the value are sign copies, both free of multiplexers at the ends, which
+    the model does not subtract).
+    """
+    if max_shift <= 0:
+        return 0
+    sel = math.ceil(math.log2(max_shift + 1))
+    luts, b = 0, 0
+    while b < sel:
+        take = 2 if sel - b >= 2 else 1
+        width = in_bits + min(max_shift, (1 << (b + take)) - 1)
+        luts += width if take == 2 else math.ceil(width / 2)
+        b += take
+    return luts

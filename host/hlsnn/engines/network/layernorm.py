@@ -441,7 +441,7 @@ def logic(net, tables):
     rounding shifters and their increments, the ReLU and clamp (the two products only in a
     :data:`FABRIC` kernel); once (the sums loop's statistics) ``Vt``'s subtract
     and add, its leading one and its right shift by ``2 s``; a register per stage's value."""
-    from ..shift_mac.spec import shifter_luts
+    from ...resources import shifter_luts
     a = net.input["bits"]
     w = widths(net, a, tables["pc"])
     if not w["has_lnorm"]:

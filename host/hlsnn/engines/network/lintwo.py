@@ -266,7 +266,7 @@ def logic(net, tables):
     and the second rounding shifter with its clamp (``wb + wb + shifter_luts(wb, 31) + wb +
     16``), once for each op kind making two terms (``linwide``, ``add``); the ``kShl`` ROM (64
     steps a LUT) and each kind's pass flag (8)."""
-    from ..shift_mac.spec import shifter_luts
+    from ...resources import shifter_luts
     if not used(net):
         return {}
     pz, pc, sb, wb = tables["pz"], tables["pc"], tables["sum_bits"], tables["add_bits"]

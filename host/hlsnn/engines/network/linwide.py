@@ -166,7 +166,7 @@ def logic(net, pc, a, wb):
     per bank the two taps' selects and the ``3 q + x`` adders (``4 wb``), the requantization
     (``shifter_luts(wb, 31)``, its increment and clamp, ``wb + 2a``); the two registers
     ``s[i - 1]``, ``s[i]`` (``2 wb``) and the row counters (``48``, once)."""
-    from ..shift_mac.spec import shifter_luts
+    from ...resources import shifter_luts
     if not used(net):
         return {}
     return {"linwide": (pc * (4 * wb + shifter_luts(wb, 31) + wb + 2 * a) + 48, pc * 2 * wb + 48)}

@@ -278,7 +278,7 @@ def srs_luts(wi, wo, right_max, left_max):
     mask and remainder, its compare and tie test against the half, the increment; the left
     shift by up to ``left_max`` (at most ``wo``) into ``wi + wo + 2`` bits; the select between
     them, the two saturation compares and the clamp."""
-    from ...shift_mac.spec import shifter_luts
+    from ....resources import shifter_luts
     w, t = wi + 3, wi + wo + 2
     right = _stages(w, min(right_max, wi + 1))
     rnd = w + _cmp(w) + -(-w // 3) + w

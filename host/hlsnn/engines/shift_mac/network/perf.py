@@ -175,7 +175,7 @@ def datapath(net, tables):
     * ``axi``, ``control``: :data:`AXI_MASTER` x 2, :data:`AXI_LITE`, :data:`CONTROL`.
     """
     import math
-    from ..spec import shifter_luts
+    from ....resources import shifter_luts
     pz, pc = tables["pz"], tables["pc"]
     a, pb, sb, wb = net.input["bits"], tables["prod_bits"], tables["sum_bits"], tables["add_bits"]
     acc = net.params["acc_bits"]
@@ -210,7 +210,7 @@ def mean_logic(net, tables):
     ``L`` (``shifter_luts(db, 95)``) and the requantization's wider shifter (``shifter_luts(db,
     31) - shifter_luts(wb, 31)``); a ``db``-bit register a site. ``{}`` without a mean. Also
     the sparse kernel's."""
-    from ..spec import shifter_luts
+    from ....resources import shifter_luts
     db, wb, pc = tables.get("div_bits", 0), tables["add_bits"], tables["pc"]
     if not db:
         return {}
@@ -226,7 +226,7 @@ def wpool_logic(net, pc, a, wb):
     ``{}``: per bank the tap's left shift by 0..2 and the sum's adder (``wb`` bits), the
     requantization (``shifter_luts(wb, 31)``, its increment and clamp, ``wb + 2a``) and the
     output select (``a``); the sum's register (``wb``). Also the sparse kernel's."""
-    from ..spec import shifter_luts
+    from ....resources import shifter_luts
     if not any(op.kind == "avgpool" for op in getattr(net, "ops", ())):
         return {}
     return {"wpool": (pc * (shifter_luts(wb, 2) + wb + shifter_luts(wb, 31) + wb + 2 * a + a), pc * wb)}
