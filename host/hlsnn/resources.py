@@ -314,8 +314,7 @@ def within_margins(used: dict, board_resources, keys=None) -> bool:
     its :data:`MARGINS` share (:data:`FIT_SHARE`) of ``board_resources``. ``hlsnn perf``'s "fits",
     the refusals of :mod:`hlsnn.network.fit` and the board-sized kernel's sizing
     (:func:`hlsnn.engines.sparse_cluster.netsize.size`) all apply it."""
-    return all(used.get(k, 0) <= MARGINS.get(k, 1.0) * board_resources.get(k, 0)
-               for k in (keys or MARGINS) if used.get(k, 0))
+    return not [k for k, *_ in over_budget(used, board_resources) if keys is None or k in keys]
 
 
 def over_margin(est: dict, board_resources) -> list:

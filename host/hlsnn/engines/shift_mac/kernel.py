@@ -430,7 +430,7 @@ class Kernel:
         if b.shape != (n,):
             raise InputError(f"bias must have {n} values, got {b.shape}")
         b_scaled = np.rint(np.ldexp(b, fx + fw))
-        blim = min(31, self.p["acc_bits"] - 1)        # protocol.check_fields' bias field
+        blim = protocol.bias_bits(self.p) - 1          # the bias field check_fields holds it to
         if not (np.abs(b_scaled) < (1 << blim)).all():  # also inf: never a cast of an inf to int64
             raise InputError(f"bias values must fit {blim + 1} signed bits in accumulator units: at this "
                              f"call's scale 2^{-int(np.max(fx + fw))} (activations 2^{-int(fx)}) the largest "

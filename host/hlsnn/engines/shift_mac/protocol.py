@@ -141,6 +141,12 @@ def _weight_lanes(p, regs):
     return wt.reshape(-1)
 
 
+def bias_bits(p) -> int:
+    """Signed bits of the bias field in accumulator units: the 32-bit parameter lanes, or the
+    accumulator's width where it is narrower."""
+    return min(32, p["acc_bits"])
+
+
 def check_fields(p, *, regs, n, mode, bias, shift, x=None, fmap=None):
     """Host-side checks that every value fits the field the kernel reads it into."""
     if mode not in MODES:
@@ -148,8 +154,7 @@ def check_fields(p, *, regs, n, mode, bias, shift, x=None, fmap=None):
     if regs is not None and regs.shape[0] != register_rows(p, n, mode):
         raise InputError(f"register matrix has {regs.shape[0]} rows; N = {n} in mode {mode} needs "
                          f"{register_rows(p, n, mode)}")
-    A = p["acc_bits"]
-    blim = min(31, A - 1)
+    blim = bias_bits(p) - 1
     if np.any(np.abs(np.asarray(bias, np.int64)) >= (1 << blim)):
         raise InputError(f"bias values must fit {blim + 1} signed bits in accumulator units")
     if np.any(np.abs(np.asarray(shift, np.int64)) > 127):
