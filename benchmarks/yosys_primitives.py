@@ -24,7 +24,7 @@ Xilinx/finn ``src/finn/custom_op/fpgadataflow/hls/matrixvectoractivation_hls.py`
 FINN-R paper, Blott et al. 2018; its per-layer factor c1 = 1.1 and constant c0 = 300 left out).
 So a yosys LUT figure is an upper reference and FINN's (where FINN has one) the Vivado-side
 one. The acceptance rule (:func:`within_margin`, checked by ``tests/test_yosys_primitives.py``
-and stated in ``docs/models.md``): a model LUT figure is at least ``MARGINS["lut"]`` (0.85) of
+and stated in ``docs/models.md``): a model LUT figure is at least ``MARGINS["lut"]`` (the fit share, 0.90) of
 the lower of FINN's and yosys's figures where FINN has one (it may under-count Vivado, between
 the two, by the LUT share the sizer leaves free), at least
 :data:`YOSYS_FLOOR` of yosys's smallest (yosys's excess over FINN on the one primitive both
