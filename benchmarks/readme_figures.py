@@ -36,7 +36,8 @@ NET_ROWS = {"| two-hot, power of two (`shift_mac`, 128": ("twohot",),
             "| bfp8 (`bfp_systolic`, 128 DSP) | ZCU104": ("bfp8",),
             "| fixed8, sized to the chip (`sparse_cluster`, 192 DSP": ("fixed8_z2",),
             "| fixed8, sized to the chip (`sparse_cluster`, 320 / 640": ("fixed8_zu3", "fixed8_zcu104", "fixed8_kv260"),
-            "| bfp8 / two-hot (128 lanes, 100 MHz) | AUP-ZU3": ("bfp8_zu3", "twohot_zu3")}
+            "| bfp8 / two-hot (128 lanes, 100 MHz) | AUP-ZU3": ("bfp8_zu3", "twohot_zu3"),
+            "| 75% sparse, trained, zeros skipped": ("resnet8_digits32_sparse75:sparse75_z2",)}
 
 
 def _config_cells(name, op):
@@ -80,10 +81,14 @@ def recompute(text, only=None, log=print):
     cache = {}
 
     def compiled(a):
+        """``a``: an assignment of :data:`MODEL`, or ``MODEL_NAME:ASSIGNMENT`` of another config of
+        configs/models (a trained model ships as its own ONNX file and config)."""
         if a not in cache:
             from hlsnn.cli import main
-            out = Path(tmp.name) / f"r8_{a}.hlsnn"
-            if main(["compile", str(MODEL), "--assignment", a, "-o", str(out)]) != 0:     # every row within budget
+            model, _, name = a.rpartition(":")
+            cfg = ROOT / "configs" / "models" / f"{model}.yaml" if model else MODEL
+            out = Path(tmp.name) / f"r8_{name}.hlsnn"
+            if main(["compile", str(cfg), "--assignment", name, "-o", str(out)]) != 0:     # every row within budget
                 raise SystemExit(f"hlsnn compile --assignment {a} failed")
             cache[a] = str(out)
         return cache[a]

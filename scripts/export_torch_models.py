@@ -144,23 +144,45 @@ def _patterns(nn):
     }
 
 
+def _residual_block(nn):
+    """ResNet-8's residual stack (two 3x3 convs and a shortcut), a module-level class once made
+    (``ResidualBlock``: torch.save pickles a model by its classes' names)."""
+    global ResidualBlock
+    if "ResidualBlock" not in globals():
+        class ResidualBlock(nn.Module):
+            def __init__(self, c, z, stride):
+                super().__init__()
+                self.body = nn.Sequential(nn.Conv2d(c, z, 3, stride, 1, bias=False), nn.BatchNorm2d(z), nn.ReLU(),
+                                          nn.Conv2d(z, z, 3, 1, 1, bias=False), nn.BatchNorm2d(z))
+                self.short = (nn.Sequential(nn.Conv2d(c, z, 1, stride, bias=False), nn.BatchNorm2d(z))
+                              if stride != 1 or c != z else nn.Identity())
+
+            def forward(self, x):
+                return nn.functional.relu(self.body(x) + self.short(x))
+        ResidualBlock.__qualname__ = "ResidualBlock"
+        globals()["ResidualBlock"] = ResidualBlock
+    return globals()["ResidualBlock"]
+
+
+def resnet8_of(nn, widths):
+    """ResNet-8 (MLPerf Tiny's image-classification shape): a 3x3 stem to ``widths[0]`` channels,
+    three residual stacks to ``widths[1:]`` (two 3x3 convs, the first of the second and third
+    strided 2, a 1x1 strided shortcut where the shape changes), a global average pool and a dense
+    classifier of ten. The tiny model is (8, 8, 16, 24); MLPerf's, and
+    configs/models/resnet8_digits32's, (16, 16, 32, 64)."""
+    Block = _residual_block(nn)
+    w0, w1, w2, w3 = widths
+    return nn.Sequential(nn.Conv2d(3, w0, 3, 1, 1, bias=False), nn.BatchNorm2d(w0), nn.ReLU(),
+                         Block(w0, w1, 1), Block(w1, w2, 2), Block(w2, w3, 2),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(w3, 10))
+
+
 def _tiny_models(nn):
     """The model shapes of issue 32 at tiny widths (a few thousand weights each):
     (module, data set, layout, task)."""
     def dw(c, z, stride, act):
         return [nn.Conv2d(c, c, 3, stride=stride, padding=1, groups=c, bias=False), nn.BatchNorm2d(c), act(),
                 nn.Conv2d(c, z, 1, bias=False), nn.BatchNorm2d(z), act()]
-
-    class Block(nn.Module):             # ResNet-8's residual stack: two 3x3 convs and a shortcut
-        def __init__(self, c, z, stride):
-            super().__init__()
-            self.body = nn.Sequential(nn.Conv2d(c, z, 3, stride, 1, bias=False), nn.BatchNorm2d(z), nn.ReLU(),
-                                      nn.Conv2d(z, z, 3, 1, 1, bias=False), nn.BatchNorm2d(z))
-            self.short = (nn.Sequential(nn.Conv2d(c, z, 1, stride, bias=False), nn.BatchNorm2d(z))
-                          if stride != 1 or c != z else nn.Identity())
-
-        def forward(self, x):
-            return nn.functional.relu(self.body(x) + self.short(x))
 
     def mobilenet(act):
         return nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8), act(),
@@ -170,9 +192,7 @@ def _tiny_models(nn):
     dscnn = nn.Sequential(nn.Conv2d(3, 16, (10, 4), stride=2, padding=(4, 1)), nn.BatchNorm2d(16),
                           nn.ReLU(), *dw(16, 16, 1, nn.ReLU), *dw(16, 16, 1, nn.ReLU), *dw(16, 16, 1, nn.ReLU),
                           nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10))
-    resnet8 = nn.Sequential(nn.Conv2d(3, 8, 3, 1, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
-                            Block(8, 8, 1), Block(8, 16, 2), Block(16, 24, 2),
-                            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(24, 10))
+    resnet8 = resnet8_of(nn, (8, 8, 16, 24))
     autoencoder = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 8), nn.ReLU(),
                                 nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 64))
     return {"dscnn": (dscnn, "digits32", "nchw", "classification"),

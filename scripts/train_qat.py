@@ -67,9 +67,16 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 
+#: the accelerator configs --accel may name (configs/accel/*.yaml)
+ACCELS = sorted(p.stem for p in (pathlib.Path(__file__).resolve().parent.parent / "configs" / "accel").glob("*.yaml"))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default="resnet8", choices=["resnet8", "dscnn", "mobilenet_relu", "mobilenet_relu6"])
+    ap.add_argument("--model", default="resnet8", choices=["resnet8", "dscnn", "mobilenet_relu", "mobilenet_relu6",
+                                                           "resnet8_mlperf"],
+                    help="a tiny model of scripts/export_torch_models.py, or resnet8_mlperf: ResNet-8 at MLPerf "
+                         "Tiny's widths (16, 32, 64), configs/models/resnet8_digits32's shape")
     ap.add_argument("--format", default="pot", choices=["pot", "twohot", "sparse", "fixed", "bfp"])
     ap.add_argument("--sparsity", type=float, default=0.75)
     ap.add_argument("--mode", default="static", choices=["static", "dynamic"])
@@ -98,6 +105,13 @@ def main(argv=None):
                          "(BalancedPruner(lanes=M): the layer's count as balanced rows would keep, its largest "
                          "magnitudes anywhere, no row above the balanced count rounded up to a multiple of M; "
                          "8 is sparse8_pynq-z2's network kernel lane); 0: every row the same count")
+    ap.add_argument("--kernel-balance", default=None, metavar="P,B,S",
+                    help="sparse: prune in the shape the board-sized sparse kernel skips (BalancedPruner(kernel=...), "
+                         "hlsnn.train.prune.kernel_mask): per block of P output channels whole columns, the same "
+                         "count in each of B banks, a multiple of S there; 16,16,2 is sparse8net_pynq-z2's kernel")
+    ap.add_argument("--accel", default=None, choices=ACCELS,
+                    help="the accelerator config (configs/accel) the model is deployed on; default: by --format "
+                         "(shift8_pynq-z2, bfp8_pynq-z2, else sparse8_pynq-z2)")
     ap.add_argument("--row-min", type=int, default=0, metavar="N",
                     help="sparse, --lane-balance: every output channel keeps at least N weights (at most the "
                          "balanced count; BalancedPruner(row_min=N)); 0: a row may keep none")
@@ -271,10 +285,10 @@ def main(argv=None):
 
     import torch
     from torch import nn
-    from export_torch_models import _tiny_models
     from hlsnn.deploy import datasets
     from hlsnn.train import (BalancedPruner, calibrate, deployed, fold_batchnorm, fold_constant_channels,
                              hold_zeros, prepare)
+    from hlsnn.train.prune import parse_kernel
 
     torch.set_num_threads(1)
     torch.manual_seed(a.seed)
@@ -288,7 +302,7 @@ def main(argv=None):
     xte, yte = x_test.astype(np.float64), np.asarray(y_test)
     if a.val:
         xva, yva = xva.astype(np.float64), np.asarray(yva)
-    model = _tiny_models(nn)[a.model][0]
+    model = _model(nn, a.model)
     t0 = time.time()
 
     steps_per_epoch = (len(xtr) + 63) // 64
@@ -364,7 +378,7 @@ def main(argv=None):
         model.load_state_dict(ck["model"])
         model.eval()
         if ck.get("teacher") is not None:
-            teacher = _tiny_models(nn)[a.model][0]
+            teacher = _model(nn, a.model)
             teacher.load_state_dict(ck["teacher"])
             teacher = kd.frozen_teacher(teacher)
         float_acc, vals, pre, t_float = ck["float_acc"], dict(ck["vals"]), ck["pre"], ck["seconds_float"]
@@ -401,8 +415,12 @@ def main(argv=None):
                                       stop=int(a.regrow_stop * steps), every_regrow=a.regrow_every,
                                       alpha=a.regrow_alpha)
             else:
+                if a.kernel_balance and (a.lane_balance or a.row_min):
+                    ap.error("--kernel-balance: not with --lane-balance or --row-min (a column is pruned across a "
+                             "block's rows)")
                 pruner = BalancedPruner(model, a.sparsity, 0, end, allocation=a.allocation, sparsities=sparsities,
                                         lanes=a.lane_balance or None, row_min=a.row_min,
+                                        kernel=parse_kernel(a.kernel_balance) if a.kernel_balance else None,
                                         lane_scale=a.lane_scale, depthwise_scale=a.depthwise_scale)
             aug["phase"] = "prune"
             fit(model, a.prune_epochs, a.prune_lr, pruner.step, seed=a.prune_seed)
@@ -455,8 +473,8 @@ def main(argv=None):
                         "float_acc": float_acc, "vals": dict(vals), "pre": pre,
                         "seconds_float": t_float}, a.save_pruned)
 
-    accel = {"pot": "shift8_pynq-z2", "twohot": "shift8_pynq-z2",
-             "bfp": "bfp8_pynq-z2"}.get(a.format, "sparse8_pynq-z2")
+    accel = a.accel or {"pot": "shift8_pynq-z2", "twohot": "shift8_pynq-z2",
+                        "bfp": "bfp8_pynq-z2"}.get(a.format, "sparse8_pynq-z2")
     tmp = pathlib.Path(tempfile.mkdtemp())
     cfg = tmp / "deploy.yaml"
     if not 0 < a.calibration_samples <= len(xtr):
@@ -642,13 +660,14 @@ def option_rules():
     from hlsnn.train import checks as c
     from hlsnn.train.data import parse_affine, parse_fold
     from hlsnn.train.distill import parse_distill, parse_distill_phases
+    from hlsnn.train.prune import parse_kernel
     from hlsnn.train.smoothing import parse_phases
     epochs, rate = c.COUNT, c.POSITIVE
     return {
         "--sparsity": c.SPARSITY, "--float-epochs": epochs, "--qat-epochs": epochs, "--prune-epochs": epochs,
         "--recover-epochs": epochs, "--lr": rate, "--qat-lr": rate, "--prune-lr": rate, "--recover-lr": rate,
         "--seed": c.COUNT, "--prune-seed": c.COUNT, "--val-seed": c.COUNT, "--erk-power": c.NONNEG,
-        "--lane-balance": c.COUNT, "--row-min": c.COUNT, "--distill-t": c.POSITIVE,
+        "--lane-balance": c.COUNT, "--row-min": c.COUNT, "--kernel-balance": c.parsed(parse_kernel), "--distill-t": c.POSITIVE,
         "--distill-alpha": c.FRACTION, "--distill-temperature": c.POSITIVE, "--sgd-momentum": c.FRACTION_BELOW_1,
         "--val": c.COUNT, "--augment": c.Range(0, 31, integer=True), "--weight-decay": c.NONNEG,
         "--prune-end": c.Range(0, 1, lo_open=True), "--average-from": c.FRACTION_BELOW_1,
@@ -660,6 +679,12 @@ def option_rules():
         "--augment-affine": c.parsed(parse_affine), "--label-smoothing-phases": c.parsed(parse_phases),
         "--from-pruned": c.existing_file, "--save": c.writable_path, "--save-pruned": c.writable_path,
     }
+
+
+def _model(nn, name):
+    """A fresh torch model of ``--model`` (before the seed's training)."""
+    from export_torch_models import _tiny_models, resnet8_of
+    return resnet8_of(nn, (16, 16, 32, 64)) if name == "resnet8_mlperf" else _tiny_models(nn)[name][0]
 
 
 def _layer_sparsity_arg(text):
@@ -692,7 +717,7 @@ def declare_ranges(ap):
 
 
 #: the options of the int8 step (and of reporting): the only ones --from-pruned may change
-INT8_STEP_ARGS = frozenset({"mode", "qat_epochs", "qat_lr", "weight_scale", "qat_average_from", "latency", "save",
+INT8_STEP_ARGS = frozenset({"accel", "mode", "qat_epochs", "qat_lr", "weight_scale", "qat_average_from", "latency", "save",
                             "save_pruned", "from_pruned", "qat_radix", "qat_recalibrate", "calibration_samples",
                             "overflow_ratio", "strided_stats", "clip_stats", "fold_constants"})
 

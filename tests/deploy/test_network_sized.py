@@ -354,7 +354,7 @@ def test_planted_bugs_break_the_bits(compiled, tmp_path, plant):
 
 def _netmac_schedule(tmp_path, plant):
     """NetMac's derived II in the board-sized kernel of the shipped PYNQ-Z2 config (16 lanes, 32
-    taps, 24 packed slots, 142.86 MHz), ``plant`` applied to the rendered C++."""
+    taps, 24 packed slots, 200 MHz), ``plant`` applied to the rendered C++."""
     pytest.importorskip("clang.cindex")
     import re
     from test_network_depthwise import _grouped_net
@@ -395,7 +395,7 @@ def _old_form(text):
 def test_netmac_loop_back_is_derived(tmp_path, plant):
     """Issue 83 (review findings 1, 2): NetMac's carried sums, the step's products summed first and
     the accumulator added last, derive II 1 at the board's clock; the accumulator first (a chain of
-    32 adders as written: 0.75 + 32 x 1.12 ns of 5.11), a multiplication planted on the temporary
+    32 adders as written: 0.75 + 32 x 1.12 ns of the clock's 5.0), a multiplication planted on the temporary
     that carries an accumulator (``a0 = a0 * lo + 1``) and one on the partitioned accumulator itself
     (``acc[2 * i] = acc[2 * i] * a0``) each derive more."""
     fn = {"none": lambda t: t, "old_form": _old_form,

@@ -38,13 +38,13 @@ except ImportError as exc:          # pragma: no cover - the extra is missing
 from .quant import BfpWeight, FixedAct, FixedWeight, ShiftWeight, bfp_fake, fixed_fake  # noqa: E402
 from .prepare import QConv2d, QLinear, calibrate, fold_batchnorm, prepare, quantized_layers  # noqa: E402
 from .constants import fold_constant_channels  # noqa: E402
-from .prune import BalancedPruner, balanced_mask, cubic_schedule, hold_zeros, is_depthwise  # noqa: E402
+from .prune import BalancedPruner, balanced_mask, cubic_schedule, hold_zeros, is_depthwise, kernel_mask  # noqa: E402
 from .allocate import erk_sparsities, overall_sparsity  # noqa: E402
 from .distill import distillation_loss  # noqa: E402
 from .export import check_round_trip, export  # noqa: E402
 from .emulate import deployed, deployed_accuracy, trained_config  # noqa: E402
 
 __all__ = ["prepare", "calibrate", "fold_batchnorm", "fold_constant_channels", "quantized_layers", "QConv2d", "QLinear", "ShiftWeight", "BfpWeight",
-           "FixedWeight", "FixedAct", "bfp_fake", "fixed_fake", "BalancedPruner", "balanced_mask",
+           "FixedWeight", "FixedAct", "bfp_fake", "fixed_fake", "BalancedPruner", "balanced_mask", "kernel_mask",
            "cubic_schedule", "erk_sparsities", "overall_sparsity", "hold_zeros", "is_depthwise", "export", "check_round_trip", "deployed",
            "deployed_accuracy", "trained_config", "distillation_loss"]

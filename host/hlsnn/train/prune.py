@@ -17,6 +17,14 @@ target sparsity with the zeros balanced, and the zeros held through quantization
   multipliers (8 on ``sparse8_pynq-z2``: ``units * tile_w / max_z``), a lane taking at least
   ``ceil(n / M)`` steps for its ``n`` non-zeros, and the cap keeps that bound at the balanced
   rows' ``ceil(kept / M)``.
+* ``kernel=(P, B, S)`` (:func:`kernel_mask`, :class:`BalancedPruner`): the zeros in the shape the
+  board-sized ``sparse_cluster`` network kernel skips (``net_shape: board``,
+  :mod:`hlsnn.engines.sparse_cluster.netsize`: ``P`` output lanes, ``B`` channel banks read ``S``
+  times a cycle). That kernel runs a block of ``P`` output channels as a list of steps, each bank
+  reading the taps some lane of the block needs, ``S`` a step; a tap costs nothing only when all
+  ``P`` lanes' weights there are zero, and a block takes as many steps as its busiest bank needs.
+  So the mask zeroes whole columns (one input channel at one kernel position, across the block's
+  ``P`` rows), keeps the same count in every bank, and keeps a multiple of ``S`` there.
 * :class:`BalancedPruner` prunes the float model, BatchNorm still live (before
   :func:`~hlsnn.train.fold_batchnorm`: folding scales each output channel, so a zero stays zero),
   or a prepared model's sparse-format layers; call :meth:`~BalancedPruner.step` after each
@@ -102,6 +110,69 @@ def balanced_mask(w, sparsity, per_layer=False, lanes=None, row_min=0, row_scale
     return mask.reshape(w.shape)
 
 
+def parse_kernel(text):
+    """``P,B,S`` (``--kernel-balance``): three whole numbers >= 1, the board-sized kernel's
+    lanes, banks and reads a bank a cycle (:func:`kernel_mask`); a ValueError otherwise."""
+    parts = str(text).split(",")
+    try:
+        vals = tuple(int(v) for v in parts)
+    except ValueError:
+        vals = ()
+    if len(vals) != 3 or min(vals) < 1:
+        raise ValueError(f"{text!r}: P,B,S, the kernel's output lanes, channel banks and reads a bank a cycle, "
+                         "three whole numbers >= 1 (16,16,2 for sparse8net_pynq-z2)")
+    return vals
+
+
+def kernel_keep(n, sparsity, sub):
+    """The columns a bank of ``n`` keeps at ``sparsity`` (:func:`kernel_mask`): ``k = round((1 -
+    sparsity) * n)`` (halves to even) rounded down to a multiple of ``sub``, at least ``sub``,
+    at most ``n``. A step reads ``sub`` of a bank's columns: a kept column beyond a multiple would
+    cost a whole step, and fewer than ``sub`` would save none."""
+    k = int(round((1.0 - float(sparsity)) * n))
+    return min(int(n), max(int(sub), k - k % int(sub)))
+
+
+def kernel_banks(shape, banks, unfold=False):
+    """The bank of every column ``(c, ky, kx)`` of a conv's weights of ``shape`` (Z, C, kh, kw)
+    in the board-sized kernel (:func:`kernel_mask`): channel ``c`` in bank ``c mod B``; with
+    ``unfold`` (the stem whose taps the image load unfolds into banks,
+    :func:`hlsnn.engines.network.kernel.unfold_of`) ``c + C * kx``. An int tensor (C, kh, kw)."""
+    _, c, kh, kw = shape
+    ch = torch.arange(c).reshape(c, 1, 1).expand(c, kh, kw)
+    if unfold:
+        return ch + c * torch.arange(kw).reshape(1, 1, kw).expand(c, kh, kw)
+    return ch % int(banks)
+
+
+def kernel_mask(w, sparsity, lanes, banks, sub, unfold=False, row_scale=None):
+    """A 0/1 mask of ``w``'s shape (a conv's (Z, C, kh, kw), a dense layer's (Z, C)) in the shape
+    the board-sized sparse kernel skips (the module docstring's ``kernel`` bullet): per block of
+    ``lanes`` output channels (rows ``[zb * P, zb * P + P)``) and per bank (:func:`kernel_banks`),
+    the bank's :func:`kernel_keep` columns of the largest L2 norm over the block's rows are kept
+    and the others zeroed in every row of the block (ties by position). ``row_scale`` (``Z``
+    factors): the rows are compared as ``w * row_scale`` (what folding the next BatchNorm makes
+    of them)."""
+    from .checks import COUNT1, FRACTION
+    FRACTION.check("sparsity", sparsity)
+    lanes, banks, sub = (COUNT1.check(n, v) for n, v in (("lanes", lanes), ("banks", banks), ("sub", sub)))
+    w4 = w.detach().reshape(w.shape[0], w.shape[1], *(w.shape[2:] if w.dim() == 4 else (1, 1)))
+    mag = w4.double() ** 2
+    if row_scale is not None:
+        mag = mag * torch.as_tensor(row_scale, dtype=mag.dtype).detach().reshape(-1, 1, 1, 1) ** 2
+    bank = kernel_banks(w4.shape, banks, unfold).reshape(-1)
+    mask = torch.zeros_like(w4)
+    for z0 in range(0, w4.shape[0], lanes):
+        score = mag[z0:z0 + lanes].sum(0).reshape(-1)
+        keep = torch.zeros_like(score, dtype=torch.bool)
+        for b in torch.unique(bank).tolist():
+            cols = torch.nonzero(bank == b).reshape(-1)
+            k = kernel_keep(len(cols), sparsity, sub)
+            keep[cols[torch.argsort(-score[cols], stable=True)[:k]]] = True
+        mask[z0:z0 + lanes] = keep.reshape(w4.shape[1:]).to(mask.dtype)
+    return mask.reshape(w.shape)
+
+
 def _targets(model, names, formats):
     from .prepare import _QMixin
     out = []
@@ -130,13 +201,19 @@ class BalancedPruner:
     docstring, :func:`balanced_mask`), ``row_min`` weights a row kept at least;
     ``lane_scale="folded"`` compares a conv's weights across rows as folding will scale them (by
     the BatchNorm right after it: ``|w| * |gamma| / sqrt(var + eps)``), not as raw magnitudes,
-    which BatchNorm makes arbitrary per row (depthwise layers excepted: ``depthwise_scale``);
+    which BatchNorm makes arbitrary per row (depthwise layers excepted: ``depthwise_scale``; with
+    ``kernel`` too); ``kernel=(P, B, S)`` prunes the other layers in the shape the board-sized
+    sparse kernel skips (:func:`kernel_mask`), ``unfold`` naming the layers whose taps the
+    kernel's image load unfolds into banks (default: the model's first ``Conv2d``, when it has
+    groups 1 and its ``C * kw`` channels fit ``B`` banks: the stem of
+    :func:`hlsnn.engines.network.kernel.unfold_of`);
     ``depthwise_scale="folded"`` does the same across the channels of a depthwise layer, which
     is balanced over the layer (its channels' raw scales are as arbitrary, so a channel whose
     BatchNorm amplifies small weights loses them first by raw magnitude)."""
 
     def __init__(self, model, target, start, end, *, names=None, formats=("sparse",), every=1, sparsities=None,
-                 allocation="uniform", lanes=None, row_min=0, lane_scale="weight", depthwise_scale="weight"):
+                 allocation="uniform", lanes=None, row_min=0, lane_scale="weight", depthwise_scale="weight",
+                 kernel=None, unfold=None):
         from .checks import COUNT, COUNT1, SPARSITY, choice
         SPARSITY.check("target", target)
         start, end, every = COUNT.check("start", start), COUNT.check("end", end), COUNT1.check("every", every)
@@ -148,6 +225,13 @@ class BalancedPruner:
         choice("allocation", allocation, ("uniform", "erk"))
         for name, s in dict(sparsities or {}).items():
             SPARSITY.check(f"sparsities[{name!r}]", s)
+        if kernel is not None:
+            if lanes is not None or row_min:
+                raise ValueError("kernel = (P, B, S): not with lanes or row_min (a column is pruned across a block's rows)")
+            if len(tuple(kernel)) != 3:
+                raise ValueError(f"kernel = {kernel!r}: (lanes, banks, reads a bank a cycle), three whole numbers >= 1")
+            kernel = tuple(COUNT1.check(n, v) for n, v in zip(("kernel lanes", "kernel banks", "kernel reads"), kernel))
+        self.kernel = kernel
         self.lanes = None if lanes is None else int(lanes)
         self.row_min = int(row_min)
         if lane_scale not in ("weight", "folded"):
@@ -170,6 +254,13 @@ class BalancedPruner:
         if missing:
             raise ValueError(f"sparsities: no entry for the pruned layer(s) {missing}")
         self.final = {m: float(given.get(n, target)) for n, m in self.named}
+        if unfold is None and kernel is not None:
+            first = next((m for m in model.modules() if isinstance(m, nn.Conv2d)), None)
+            self.unfold = {first} if first is not None and first.groups == 1 and \
+                first.in_channels * first.kernel_size[1] <= kernel[1] and first.kernel_size[1] > 1 else set()
+        else:
+            mods = dict(model.named_modules())
+            self.unfold = {mods[n] for n in (unfold or ())}
         self.masks = {}
         self.n = 0
         self.sparsity = 0.0
@@ -188,6 +279,10 @@ class BalancedPruner:
         frac = sparsity / self.target if self.target else 0.0
         for m in self.layers:
             s = self.final[m] if sparsity == self.target else self.final[m] * frac
+            if self.kernel is not None and not is_depthwise(m):
+                self.masks[m] = kernel_mask(m.weight, s, *self.kernel, unfold=m in self.unfold,
+                                            row_scale=self._row_scale(m))
+                continue
             self.masks[m] = balanced_mask(m.weight, s, per_layer=is_depthwise(m), lanes=self.lanes,
                                           row_min=self.row_min, row_scale=self._row_scale(m))
         self._hold()
