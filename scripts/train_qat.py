@@ -255,8 +255,11 @@ def main(argv=None):
                  "--format sparse and without --regrow-every (regrowth keeps each row's count)")
     if a.row_min and (a.row_min < 0 or not a.lane_balance):
         ap.error(f"--row-min {a.row_min}: a number of weights >= 0, with --lane-balance M")
-    if a.lane_scale != "weight" and not a.lane_balance:
-        ap.error(f"--lane-scale {a.lane_scale}: with --lane-balance M")
+    if a.lane_scale != "weight" and not (a.lane_balance or a.kernel_balance):
+        ap.error(f"--lane-scale {a.lane_scale}: with --lane-balance M or --kernel-balance P,B,S")
+    if a.kernel_balance and (a.format != "sparse" or a.regrow_every):
+        ap.error(f"--kernel-balance {a.kernel_balance}: with --format sparse and without --regrow-every (regrowth "
+                 "keeps each row's count)")
     if a.depthwise_scale != "weight" and (a.format != "sparse" or a.regrow_every):
         ap.error(f"--depthwise-scale {a.depthwise_scale}: with --format sparse and without --regrow-every")
     if a.fold is not None:
