@@ -451,3 +451,49 @@ def test_sparse_pooled_window_read_in_two_branches_is_ii_2(tmp_path):
     rows = {r["loop"]: r for r in schedule.Kernel(f, name=cfg.engine).schedule(
         depths=schedule.layer_depths(cfg), clock_mhz=cfg.clock_mhz, ps=cfg.board.ps)}
     assert (rows["PoolPixels"]["ii"], rows["PoolPixels"]["bound"]) == (2, "ports")
+
+
+POOL = """
+#include <ap_int.h>
+typedef ap_int<17> wide_t;
+inline wide_t Twice(wide_t v) { return v << 1; }
+void k(const ap_int<8> in[256], int n, wide_t *out) {
+  wide_t pool[4];
+#pragma HLS ARRAY_PARTITION variable = pool complete
+  ap_uint<3> p = 0;  // a 3-bit counter: its own loop-back (a 3-bit adder) well within the clock
+Pool:
+  for (int i = 0; i < n; ++i) {
+#pragma HLS PIPELINE II = 1
+    for (int j = 0; j < 4; ++j) {
+#pragma HLS UNROLL
+      const wide_t s = wide_t(in[i & 255]) << 2;
+      const wide_t pooled = (p == 0) ? s : %s;
+      pool[j] = pooled;
+    }
+    p = p + 1;
+  }
+  *out = pool[0];
+}
+"""
+
+
+def _chain_ns(ops, ps="zynq7"):
+    """By hand: a register's clock-to-out, then each operator of ``ops`` (``("lut", 1)`` a LUT
+    level, ``("carry", n)`` an n-bit carry chain: a LUT and n carry bits)."""
+    d = timing.FAMILY_DELAYS[ps]
+    return d["reg"] + sum(d["lut"] if k == "lut" else d["lut"] + n * d["carry_bit"] for k, n in ops)
+
+
+def test_a_construction_in_a_select_costs_nothing_a_call_a_lut_level(tmp_path):
+    """A carried pool ``(p == 0) ? s : wide_t(pool[j] + s)``: the ``wide_t(...)`` around the sum
+    (clang's implicit construction, a call without a name) and the select's operand conversions
+    are wiring, so the loop-back is one 17-bit adder and one select; they had counted a LUT level
+    each (5 operators, II 2 at 200 MHz). A call of a function of the kernel (``Twice``) is a LUT
+    level: at 275 MHz (2.65 ns) the adder and the select fit (2.36 ns) and one more level does not."""
+    ops = [("carry", 17), ("lut", 1)]
+    budget = timing.budget_ns(275)
+    assert _chain_ns(ops) <= budget < _chain_ns(ops + [("lut", 1)])
+    r = derive(tmp_path, POOL % "wide_t(pool[j] + s)", clock_mhz=275)["Pool"]
+    assert r["ii"] == 1, r
+    r = derive(tmp_path, POOL % "Twice(pool[j] + s)", clock_mhz=275)["Pool"]
+    assert r["ii"] == 2 and r["bound"] == "register", r

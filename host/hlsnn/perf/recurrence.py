@@ -267,8 +267,8 @@ class Flow:
         ref = c.referenced
         rk = _kind(ref) if ref is not None else ""
         name = c.spelling
-        if rk in ("CONSTRUCTOR", "CONVERSION_FUNCTION") or name in _FREE_CALLS:
-            return []
+        if rk in ("CONSTRUCTOR", "CONVERSION_FUNCTION") or name in _FREE_CALLS or not name:
+            return []       # (no name: an implicit construction or conversion, e.g. wide_t(a + b) in a ?:)
         low = name.lower()
         if name.startswith("operator"):
             args = [x for x in kids if not (_kind(x) == "DECL_REF_EXPR" and x.spelling.startswith("operator"))

@@ -86,7 +86,7 @@ DEFAULT_DEPTH = 2
 #: ``num_write_outstanding`` default, UG1399 "INTERFACE pragma")
 AXI_OUTSTANDING = 16
 #: bumped when the analysis changes (the disk cache's key)
-VERSION = 9
+VERSION = 10
 
 _LOOPS = ("FOR_STMT", "WHILE_STMT", "DO_STMT")
 #: the overloaded assignments of ap_int and friends (an assignment to a class-typed element)
