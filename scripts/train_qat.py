@@ -257,6 +257,8 @@ def main(argv=None):
         ap.error(f"--row-min {a.row_min}: a number of weights >= 0, with --lane-balance M")
     if a.lane_scale != "weight" and not (a.lane_balance or a.kernel_balance):
         ap.error(f"--lane-scale {a.lane_scale}: with --lane-balance M or --kernel-balance P,B,S")
+    if a.kernel_balance and (a.lane_balance or a.row_min):
+        ap.error("--kernel-balance: not with --lane-balance or --row-min (a column is pruned across a block's rows)")
     if a.kernel_balance and (a.format != "sparse" or a.regrow_every):
         ap.error(f"--kernel-balance {a.kernel_balance}: with --format sparse and without --regrow-every (regrowth "
                  "keeps each row's count)")
@@ -418,9 +420,6 @@ def main(argv=None):
                                       stop=int(a.regrow_stop * steps), every_regrow=a.regrow_every,
                                       alpha=a.regrow_alpha)
             else:
-                if a.kernel_balance and (a.lane_balance or a.row_min):
-                    ap.error("--kernel-balance: not with --lane-balance or --row-min (a column is pruned across a "
-                             "block's rows)")
                 pruner = BalancedPruner(model, a.sparsity, 0, end, allocation=a.allocation, sparsities=sparsities,
                                         lanes=a.lane_balance or None, row_min=a.row_min,
                                         kernel=parse_kernel(a.kernel_balance) if a.kernel_balance else None,

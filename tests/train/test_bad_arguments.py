@@ -63,6 +63,9 @@ def _refused(script, capsys, argv):
     ("--save", "no/such/folder/m", "argument --save: 'no/such/folder/m': its folder"),        # a missing folder
     ("--model", "vgg", "argument --model: invalid choice: 'vgg'"),                             # an unknown choice
     ("--format", "int4", "argument --format: invalid choice: 'int4'"),
+    ("--kernel-balance", "16,16", "argument --kernel-balance: '16,16': P,B,S"),
+    ("--kernel-balance", "16,0,2", "argument --kernel-balance: '16,0,2': P,B,S"),
+    ("--accel", "sparse9_pynq-z2", "argument --accel: invalid choice: 'sparse9_pynq-z2'"),
 ])
 def test_script_refuses_each_kind_of_bad_value(script, capsys, tmp_path, monkeypatch, option, value, says):
     monkeypatch.chdir(tmp_path)
@@ -157,3 +160,10 @@ def test_library_refuses_each_kind_of_bad_argument(small, says, call):
     msg = str(e.value)
     assert says in msg and "\n" not in msg, msg
     assert isinstance(e.value, HlsnnError)          # hlsnn's own: the CLI's one line
+
+
+def test_kernel_balance_needs_the_sparse_format_and_no_lane_balance(script, capsys):
+    assert "--kernel-balance 16,16,2: with --format sparse" in _refused(
+        script, capsys, ["--format", "pot", "--kernel-balance", "16,16,2"])
+    assert "--kernel-balance: not with --lane-balance" in _refused(
+        script, capsys, ["--format", "sparse", "--kernel-balance", "16,16,2", "--lane-balance", "8"])
