@@ -583,6 +583,7 @@ FIGURES = [
     Figure(CM, "| the network kernel (`hlsnn.resources` + the datapath model) | {bram} BRAM36, {lut:,} LUT, {dsp} DSP (",
            Net(R8, "bfp16")),
     Figure(CM, "of the Z-7020's 53,200 LUTs) | {bram} BRAM36, {lut:,} LUT, {dsp} DSP |", Net(R8, "bfp8")),
+    Figure(CM, "digits_cnn bfp16: {kernel_us:.1f} us of kernel, {e2e_us:.1f} us end to end", Net(DIGITS, "bfp16")),
     # deploy.md: ResNet-8's layer path, the engine layers' modelled kernel time at batch 1 (host left out)
     *[Figure("docs/deploy.md", f"| {fmt} (" + "{_} | {_} | {_} | {_} | {kernel_ms:.2f} ms |", Net(R8, a, layers=True))
       for fmt, a in [("bfp16", "bfp16"), ("twohot", "twohot"), ("pot", "pot"), ("fixed8", "fixed8"),
