@@ -1,7 +1,7 @@
 """Accuracy with and without ``bias_correction: empirical`` (:mod:`hlsnn.deploy.biascorr`): each
 format of a deployment config run twice on emu, as it is (``bias_correction: none``) and with the
 correction, through ``hlsnn deploy``'s own evaluation; one Markdown table on stdout
-(``docs/deploy-models.md`` and ``docs/deploy-beyond-cnn.md`` show them)::
+(``docs/history/deploy-models.md`` and ``docs/history/deploy-beyond-cnn.md`` show them)::
 
     python scripts/bias_correction.py tiny                     # tests/data/torch/tiny: bfp8, twohot, fixed8
     python scripts/bias_correction.py models                   # configs/models: every format of each

@@ -1,6 +1,6 @@
 """The per-model choice of a shift format's radix rule and codes' fit (``radix: auto``,
 ``weight_fit: auto``, :mod:`hlsnn.deploy.shift_auto`) against each pair set by hand: one JSON
-line per deployment config (``docs/deploy-models.md`` shows the figures).
+line per deployment config (``docs/history/deploy-models.md`` shows the figures).
 
     python scripts/shift_choice.py OUT.jsonl configs/models/digits_cnn.yaml tests/data/torch/tiny/*_ts17.yaml
     python scripts/shift_choice.py --type pot OUT.jsonl CFG.yaml ...      # the two-hot format run as pot

@@ -173,11 +173,11 @@ def test_a_bug_after_the_schema_passed_is_an_internal_error_not_a_damaged_file(g
 
 
 def test_the_docs_list_every_host_op_and_its_attributes():
-    """docs/compiled-models.md's table of host ops is the table of hlsnn.network.hostschema."""
-    text = (ROOT / "docs" / "compiled-models.md").read_text()
+    """docs/compiled-format.md's table of host ops is the table of hlsnn.network.hostschema."""
+    text = (ROOT / "docs" / "compiled-format.md").read_text()
     rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| `([A-Za-z0-9_]+)` \|.*$", text, re.M)}
     for op, spec in hostschema.HOST_OPS.items():
-        assert op in rows, f"docs/compiled-models.md: no row for the host op {op}"
+        assert op in rows, f"docs/compiled-format.md: no row for the host op {op}"
         for k in list(spec.req) + list(spec.opt):
             where = text if op in hostschema.SW_FNS and k in spec.opt else rows[op]   # their fn's keys: one list
-            assert f"`{k}`" in where, f"docs/compiled-models.md: {op}'s attribute {k} is not in its row"
+            assert f"`{k}`" in where, f"docs/compiled-format.md: {op}'s attribute {k} is not in its row"
