@@ -532,6 +532,8 @@ FIGURES = [
         ("fixed8", "sparse8_pynq-z2"), ("sparse50", "sparse8_pynq-z2"), ("fixed8_kv260", "sparse8net_kv260"),
         ("fixed8_zu3", "sparse8net_aup-zu3"), ("bfp8_zu3", "bfp8_aup-zu3"), ("twohot_zu3", "shift8_aup-zu3"),
         ("fixed8_zcu104", "sparse8net_zcu104"), ("bfp8", "bfp8_zcu104")]],
+    Figure(CMP, "`resnet8_digits32_sparse75.yaml`) | {_} | {kernel_us:,.0f} us | {e2e_us:,.0f} us | {lut:,} | {dsp} | {bram} |",
+           Net(R8S, "sparse75_z2")),
     # network-kernels.md: the ResNet-8 and digits_cnn network-path tables
     Figure(CM, "| modelled kernel time on PYNQ-Z2 (`kernel_us`) | {kernel_us:.1f} us |", Net(DIGITS, "twohot")),
     Figure(CM, "| modelled kernel time on PYNQ-Z2 (`kernel_us`) | {_} | {kernel_ms:.2f} ms (", Net(R8, "twohot")),

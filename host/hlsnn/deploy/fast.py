@@ -16,7 +16,7 @@ on int32 maps in NHWC order, bit for bit.
 * **Data moves and average pools** (:data:`~hlsnn.deploy.program.MOVE_KINDS`: upsample,
   zerostuff, pad, concat, avgpool; rules 6-8, 11-14) between the compiled convs, so a U-Net runs
   here (before, such a program ran in numpy whole, and a U-Net's fixed8 ``radix: search`` with
-  it: docs/deploy.md): their rules written on the NHWC maps (:meth:`FastNet._move`: index
+  it: docs/history/deploy.md): their rules written on the NHWC maps (:meth:`FastNet._move`: index
   arithmetic on H and W, a concat along C, a window's exact sum as rows of column sums, the
   requantizations by ``hlsnn_net_add`` of one operand). A **transpose**, a move whose input is
   a view of another shape (a dense output read as a map) and an **add that divides** (rule 13, a

@@ -42,7 +42,7 @@ model's (no labels):
    se_cnn (issue 52) is such a model: the most faithful pair (``msb``/``network``, 9 test images
    of another class than float's) loses 4 of them (-1.11 points), while ``lse``/``output`` is 7
    calibration images more accurate with none less (its test accuracy +0.83); over 50
-   classifiers the rule changes no other choice (docs/deploy-models.md).
+   classifiers the rule changes no other choice (docs/history/deploy-models.md).
 
 The deployment is then exactly the one the chosen pair set by hand gives: the pairs calibrate
 in the reverse order of :data:`RADIX` x :data:`FIT`, so the first pair (the likeliest choice)
@@ -73,7 +73,7 @@ RADIX = ("lse", "msb")
 FIT = ("network", "output")
 
 #: choose on the first half of the calibration images, score on the other half, then calibrate
-#: on all with the pair chosen (measured against False: docs/deploy-models.md)
+#: on all with the pair chosen (measured against False: docs/history/deploy-models.md)
 HOLD_OUT = False
 
 #: the format types whose ``auto`` fields are chosen here (``fixed``'s radix is ``lse``, the config's)

@@ -30,7 +30,7 @@ the float bias that is then rounded into accumulator units as before.
    added to the bias, so the quantized layer's outputs have the float layer's mean.
 
 Measured (``python scripts/tiny_accuracy.py``, all 360 test images, 64 calibration images;
-see ``docs/deploy-models.md``): two-hot on the tiny DS-CNN goes from 88.6% to 91.9%
+see ``docs/history/deploy-models.md``): two-hot on the tiny DS-CNN goes from 88.6% to 91.9%
 (float 92.8%), and every tiny model's logit error shrinks.
 """
 from __future__ import annotations

@@ -17,7 +17,7 @@ resolve each field the config left ``auto`` to the calibration that minimises th
 * ``input_terms: 2`` (fixed, sparse): a conv giving the network's output takes an input the host
   quantizes in two int8 terms (:mod:`hlsnn.deploy.twoin`).
 
-Measured in ``docs/deploy.md`` (fixed8 on the dense models): g_unet_bn 3.76 -> 2.59 %, and every
+Measured in ``docs/history/deploy.md`` (fixed8 on the dense models): g_unet_bn 3.76 -> 2.59 %, and every
 dense model measured is better than with the classification defaults (``scripts/variant_dense.py``'s
 twelve all under 3 %). A classifier keeps those
 (``radix: lse``, ``weight_scale: auto``, ``bias_correction: none``, ``equalize: none``): the

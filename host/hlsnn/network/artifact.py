@@ -2,7 +2,7 @@
 arrays, read with ``allow_pickle=False``, so nothing in it is code).
 
 * ``__program__``: the layer program, UTF-8 JSON as a uint8 array (:data:`FORMAT`,
-  :data:`VERSION`; its keys are documented in ``docs/compiled-models.md``);
+  :data:`VERSION`; its keys are documented in ``docs/compiled-format.md``);
 * every other key is one array a layer's state names (``<layer>/<field>``), integers in
   the engine's codes (two-hot/power-of-two fields, int8 weights, BFP mantissas and
   exponents), the float biases, and the self-check inputs and outputs (``check/...``).

@@ -109,7 +109,7 @@ def check_overlay(folder, cfg, net):
         what = (f"the layer kernel's overlay (IP {cfg.name}: an AXI DMA and stream ports, no m_axi port)" if layer
                 else f"no IP {ip} with the m_axi ports {', '.join(M_AXI_PORTS)}")
         raise OverlayMismatch(f"overlay {bit.parent}: {hwh.name} is {what}; network=True needs the network overlay "
-                              f"of this compiled model (IP {ip}, m_axi ports gmem0 and gmem1: docs/compiled-models.md, "
+                              f"of this compiled model (IP {ip}, m_axi ports gmem0 and gmem1: docs/network-host.md, "
                               f"'The network overlay'), or run layer by layer with network=False")
     bad = {k: w for k, w in masters.items() if k in M_AXI_PORTS and w != 64}
     if bad:

@@ -17,7 +17,7 @@ deployment runner makes them: :func:`hlsnn.measure.layers.layer_kernel_cycles`):
 Host layers (the residual ``Add``, pooling, ``Flatten``, the final ``Softmax``) cost
 ``op_us + host_bytes * byte_us``. Nothing overlaps: the host waits for every call, so
 ``end_to_end_us`` is the sum over the layers of fabric and host time. ``host_bytes`` counts
-the runner's float64 work as it is today (see docs/compiled-models.md).
+the runner's float64 work as it is today (see docs/network-host.md, 'The latency model').
 
 The CPU constants (:data:`CPUS`) are stated with their source: ``x86-this-machine`` measured
 here (``benchmarks/bench_compiled_host.py`` and ``hlsnn run`` on the sim board), the boards'

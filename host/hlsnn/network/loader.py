@@ -174,7 +174,7 @@ class CompiledNet:
                 if self.network is not None and target == "pynq" and self.network.accel not in overlays:
                     raise InputError(f"network=True on pynq: give overlays={{{self.network.accel!r}: the network "
                                      f"overlay folder}} (hlsnn run: --overlay {self.network.accel}=FOLDER; "
-                                     f"docs/compiled-models.md, 'The network overlay')")
+                                     f"docs/network-host.md, 'The network overlay')")
             except InputError:
                 self.network = None
                 if network:
