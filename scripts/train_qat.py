@@ -105,10 +105,11 @@ def main(argv=None):
                          "(BalancedPruner(lanes=M): the layer's count as balanced rows would keep, its largest "
                          "magnitudes anywhere, no row above the balanced count rounded up to a multiple of M; "
                          "8 is sparse8_pynq-z2's network kernel lane); 0: every row the same count")
-    ap.add_argument("--kernel-balance", default=None, metavar="P,B,S",
+    ap.add_argument("--kernel-balance", default=None, metavar="P,B,S|ACCEL",
                     help="sparse: prune in the shape the board-sized sparse kernel skips (BalancedPruner(kernel=...), "
                          "hlsnn.train.prune.kernel_mask): per block of P output channels whole columns, the same "
-                         "count in each of B banks, a multiple of S there; 16,16,2 is sparse8net_pynq-z2's kernel")
+                         "count in each of B banks, a multiple of S there; or an accel config (sparse8net_pynq-z2: "
+                         "16,16,2) whose sized kernel gives P, B and S (hlsnn.train.prune.kernel_of)")
     ap.add_argument("--accel", default=None, choices=ACCELS,
                     help="the accelerator config (configs/accel) the model is deployed on; default: by --format "
                          "(shift8_pynq-z2, bfp8_pynq-z2, else sparse8_pynq-z2)")

@@ -107,3 +107,19 @@ def test_refusals():
     with pytest.raises(ValueError, match="P,B,S"):
         parse_kernel("16,0,2")
     assert parse_kernel("16,16,2") == (16, 16, 2)
+
+
+def test_the_shape_comes_from_the_sized_config():
+    """An accel config names the shape: its sizer's choice (net_lanes, net_banks, net_sub), read from
+    the config file as the kernel reads it; a config without a sized sparse kernel is refused."""
+    import hlsnn
+    from hlsnn.engines.sparse_cluster.network.kernel import sized
+    from hlsnn.paths import CONFIGS_DIR
+    for name in ("sparse8net_pynq-z2", "sparse8net_zcu104"):
+        sz = sized(hlsnn.load_config(CONFIGS_DIR / "accel" / f"{name}.yaml").params)
+        assert parse_kernel(name) == (sz["net_lanes"], sz["net_banks"], sz["net_sub"])
+    assert parse_kernel("sparse8net_pynq-z2") == (16, 16, 2)
+    for bad, says in (("sparse8_pynq-z2", "no net_shape: board"), ("shift8_pynq-z2", "shift_mac"),
+                      ("nope", "no such accel config")):
+        with pytest.raises(ValueError, match=says):
+            parse_kernel(bad)

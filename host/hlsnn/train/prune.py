@@ -110,17 +110,44 @@ def balanced_mask(w, sparsity, per_layer=False, lanes=None, row_min=0, row_scale
     return mask.reshape(w.shape)
 
 
+def kernel_of(accel):
+    """``(P, B, S)`` of the board-sized ``sparse_cluster`` network kernel of the accel config
+    ``accel`` (a path, or a name of ``configs/accel``): its output lanes, channel banks and
+    reads a bank a cycle as the sizer chose them (:mod:`hlsnn.engines.sparse_cluster.netsize`),
+    so the pruner prunes in the shape that kernel skips. A ValueError for a config that is not
+    such a kernel."""
+    from pathlib import Path
+    from ..config import load_config
+    from ..engines.sparse_cluster.network.kernel import sized
+    from ..paths import CONFIGS_DIR
+    path = Path(str(accel))
+    if not path.suffix:
+        path = CONFIGS_DIR / "accel" / f"{accel}.yaml"
+    if not path.is_file():
+        raise ValueError(f"{accel!r}: no such accel config (a YAML path, or a name in configs/accel)")
+    cfg = load_config(path)
+    sz = sized(cfg.params) if cfg.engine == "sparse_cluster" else None
+    if not sz:
+        raise ValueError(f"{accel!r}: its network kernel is not sparse_cluster's sized to the board ({cfg.engine}"
+                         f"{', no net_shape: board' if cfg.engine == 'sparse_cluster' else ''}); the pruner's "
+                         "shape is that kernel's (e.g. sparse8net_pynq-z2)")
+    return sz["net_lanes"], sz["net_banks"], sz["net_sub"]
+
+
 def parse_kernel(text):
     """``P,B,S`` (``--kernel-balance``): three whole numbers >= 1, the board-sized kernel's
-    lanes, banks and reads a bank a cycle (:func:`kernel_mask`); a ValueError otherwise."""
+    lanes, banks and reads a bank a cycle (:func:`kernel_mask`), or an accel config whose
+    board-sized kernel gives them (:func:`kernel_of`); a ValueError otherwise."""
     parts = str(text).split(",")
+    if len(parts) == 1 and not parts[0].strip().isdigit():
+        return kernel_of(parts[0].strip())
     try:
         vals = tuple(int(v) for v in parts)
     except ValueError:
         vals = ()
     if len(vals) != 3 or min(vals) < 1:
         raise ValueError(f"{text!r}: P,B,S, the kernel's output lanes, channel banks and reads a bank a cycle, "
-                         "three whole numbers >= 1 (16,16,2 for sparse8net_pynq-z2)")
+                         "three whole numbers >= 1 (16,16,2 for sparse8net_pynq-z2), or such an accel config")
     return vals
 
 
