@@ -4,7 +4,8 @@ path that builds one from a config: ``hlsnn deploy`` (:func:`hlsnn.evaluation.ru
 :func:`hlsnn.deploy.evaluate.open_deployment` and ``hlsnn compile``
 (:func:`hlsnn.network.build.compile_model`); hlsnn.train's ``deployed`` is checked in
 tests/train/test_strided_stats.py. The expected values are the YAML's, written out here; a
-recorder stands in for the Deployment (the arguments bound to its signature, defaults filled)."""
+recorder stands in for the Deployment (the arguments bound to its signature, defaults filled; ``qmap``
+is the file's Q/DQ mapping, empty for this float model)."""
 import inspect
 from pathlib import Path
 
@@ -19,12 +20,14 @@ SIG = inspect.signature(runner.Deployment.__init__)
 #: kept and clip_stats clipped
 DYNAMIC = ("{samples: 7, overflow_ratio: 0.01, mode: dynamic, update: e5, update_by: op_type, percent: 37}",
            dict(overflow_ratio=0.01, rounding="truncate", dynamic=True, host_bits=None, update="e5",
-                update_by="op_type", update_percent=37.0, strided_stats="all", clip_stats="off"))
+                update_by="op_type", update_percent=37.0, strided_stats="all", clip_stats="off", qmap={},
+                recalibrate=False))
 STATIC_E5 = ("{samples: 7, overflow_ratio: 0.01, mode: static, update: e5, update_by: op_type, percent: 37}",
              dict(DYNAMIC[1], dynamic=False))
 KEPT = ("{samples: 7, overflow_ratio: 0.02, strided_stats: kept, clip_stats: clipped}",
         dict(overflow_ratio=0.02, rounding="truncate", dynamic=False, host_bits=None, update="e1",
-             update_by="layer", update_percent=20.0, strided_stats="kept", clip_stats="clipped"))
+             update_by="layer", update_percent=20.0, strided_stats="kept", clip_stats="clipped", qmap={},
+             recalibrate=False))
 
 
 class _Stop(Exception):

@@ -81,10 +81,11 @@ def test_power_of_two_files_equal_onnxruntime_bit_for_bit(model, tmp_path):
     ds = datasets.load("digits", layout=_layout(name))
     net = load_onnx(DATA / f"{name}.onnx")
     mapping = qimport.layer_mapping(net, DATA / f"{name}.onnx")
-    with open_deployment(_config(tmp_path, name)) as dep:
+    with open_deployment(_config(tmp_path, name)) as dep:       # the documented path, as written
         dep.calibrate(ds.x_train[:128])
-        layers = qimport.for_assignment(mapping, dep)
         y = dep.run(ds.x_test)
+        layers = dep.imported                                   # the file's radix points, pinned by calibrate
+    assert layers == qimport.for_assignment(mapping, dep)       # the same record as hlsnn deploy's
     assert [v["mapping"] for v in layers.values()] == ["exact"] * len(net.engine_layers())
     s = _output_scale(name)
     want = _onnxruntime(name, ds.x_test) / s
@@ -108,7 +109,6 @@ def test_the_files_radix_points_are_the_ones_that_run(tmp_path):
     with open_deployment(_config(tmp_path, name)) as dep:
         dep.calibrate(ds.x_train[:128])
         mapping = qimport.layer_mapping(dep.net, DATA / f"{name}.onnx")
-        qimport.for_assignment(mapping, dep)
         assert {ln: ex.f_out for ln, ex in dep.execs.items()} == {ln: frac[conv_out[ln]] for ln in dep.execs}
         assert np.array_equal(dep.run(ds.x_test), want)
         first = next(iter(dep.execs))
@@ -259,9 +259,18 @@ def test_residual_file_on_csim_equals_onnxruntime(tmp_path):
     ds = datasets.load("digits", layout="nchw")
     with open_deployment(_config(tmp_path, name), target="csim") as dep:
         dep.calibrate(ds.x_train[:32])
-        qimport.for_assignment(qimport.layer_mapping(dep.net, DATA / f"{name}.onnx"), dep)
         y = dep.run(ds.x_test[:48])
     assert np.array_equal(y, _onnxruntime(name, ds.x_test[:48]))
+
+
+def test_the_python_path_recalibrates_on_request(tmp_path):
+    """``open_deployment(..., recalibrate=True)``: the calibrated radix points, every layer reported
+    approximated (as ``hlsnn deploy --recalibrate``)."""
+    ds = datasets.load("digits", layout="nchw")
+    with open_deployment(_config(tmp_path, "mlp_pot"), recalibrate=True) as dep:
+        dep.calibrate(ds.x_train[:128])
+    assert dep.imported and all(v["mapping"] == "approximated" and "--recalibrate" in v["why"]
+                                for v in dep.imported.values())
 
 
 def test_recalibrate_flag(tmp_path, capsys):

@@ -195,7 +195,8 @@ def open_accelerators(cfg, target, assignments=None, **target_options):
 
 
 @contextmanager
-def open_deployment(config_path, assignment=None, target="emu", *, host_fallback=False, **target_options):
+def open_deployment(config_path, assignment=None, target="emu", *, host_fallback=False, recalibrate=False,
+                    **target_options):
     """A :class:`~hlsnn.deploy.runner.Deployment` of one assignment of a deployment config, its
     accelerators open on ``target`` for the ``with`` block (closed after it), for running the
     model on your own inputs::
@@ -205,7 +206,9 @@ def open_deployment(config_path, assignment=None, target="emu", *, host_fallback
             y = dep.run(x)                # the model's outputs, float64, batch first
 
     ``assignment``: its name (default: the config's first); the deployment takes the config's
-    calibration settings and rounding."""
+    calibration settings and rounding. A file quantized elsewhere (QDQ or QONNX) keeps its own radix
+    points where they map exactly, as ``hlsnn deploy`` does (``recalibrate=True``: as
+    ``--recalibrate``, the calibrated ones); ``dep.imported`` says per layer which mapped exactly."""
     cfg = load_deploy_config(config_path)
     name = assignment or next(iter(cfg.assignments))
     if name not in cfg.assignments:
@@ -218,9 +221,12 @@ def open_deployment(config_path, assignment=None, target="emu", *, host_fallback
         cfg.formats = task_formats.resolve(cfg.formats, task, net)
     from . import trained                       # a model hlsnn.train exported: as hlsnn deploy follows it
     cfg.formats = trained.follow(cfg)
+    from . import qimport
+    qmap = qimport.layer_mapping(net, cfg.model)        # {} unless the file holds Q/DQ nodes
     accs = open_accelerators(cfg, target, [name], **target_options)
     try:
-        yield Deployment(net, cfg.assignments[name], cfg.formats, accs, **deployment_kwargs(cfg))
+        yield Deployment(net, cfg.assignments[name], cfg.formats, accs, **deployment_kwargs(cfg), qmap=qmap,
+                         recalibrate=recalibrate)
     finally:
         for acc in accs.values():
             acc.close()

@@ -93,8 +93,12 @@ class Deployment:
 
     def __init__(self, net, assignment, formats, accelerators, *, overflow_ratio=0.0, rounding="nearest_away",
                  dynamic=False, host_bits=None, update="e1", update_by="layer", update_percent=updates.DEFAULT_PERCENT,
-                 strided_stats="all", clip_stats="off"):
+                 strided_stats="all", clip_stats="off", qmap=None, recalibrate=False):
         self.net, self.assignment, self.formats = net, assignment, formats
+        # a quantized file's own quantization (hlsnn.deploy.qimport.layer_mapping): after every
+        # calibration the layers it maps exactly take the file's radix points (for_assignment), the
+        # record in :attr:`imported`; recalibrate keeps the calibrated ones (reported as such)
+        self.qmap, self.recalibrate, self.imported = dict(qmap or {}), bool(recalibrate), None
         rules = {"strided_stats": strided_stats, "clip_stats": clip_stats}
         for key, plain, other, unit in STATIC_RULES:
             if rules[key] not in (plain, other):
@@ -400,6 +404,9 @@ class Deployment:
             shift_auto.choose(self, x_cal, self._calibrate_once)
         else:
             self._calibrate_once(x_cal)
+        if self.qmap:                        # a quantized file: its radix points where they map exactly
+            from . import qimport
+            self.imported = qimport.for_assignment(self.qmap, self, self.recalibrate)
         return time.perf_counter() - t
 
     #: ``"classification"`` or ``"regression"`` where the caller knows it (``hlsnn deploy``,

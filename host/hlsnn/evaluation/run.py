@@ -111,11 +111,11 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
                 steps.set_postfix_str(name)
             asg = cfg.assignments[name]
             try:
-                dep = Deployment(net, asg, cfg.formats, accs, **dep_kwargs)
+                dep = Deployment(net, asg, cfg.formats, accs, **dep_kwargs, qmap=qmap, recalibrate=recalibrate)
                 dep.task = task                      # how a shift format's auto fields are scored (deploy.shift_auto)
                 dep.cal_labels = cal_labels(ds, len(x_cal), task)
                 t_cal = dep.calibrate(x_cal)
-                imported = qimport.for_assignment(qmap, dep, recalibrate) if qmap else None
+                imported = dep.imported                 # the file's own radix points where they map exactly
                 cnet = None
                 if network is not False and target in ("csim", "sim") and not per_layer:
                     cnet = network_net(dep, net, cfg, name, accs, x_test[:2], target, target_options,

@@ -59,15 +59,13 @@ def compile_model(config_path, assignment, output, *, check_samples=4, calibrati
     asg = cfg.assignments[assignment]
     accs = open_accelerators(cfg, "emu", [assignment])
     try:
-        dep = Deployment(net, asg, cfg.formats, accs, **deployment_kwargs(cfg))   # static: mode checked above
+        from ..deploy import qimport                    # issue 50: a file's own radix points where they map exactly
+        dep = Deployment(net, asg, cfg.formats, accs, **deployment_kwargs(cfg),   # static: mode checked above
+                         qmap=qimport.layer_mapping(net, cfg.model), recalibrate=recalibrate)
         dep.task = _task(cfg, ds)                       # how shift_auto scores a candidate, as hlsnn deploy does
         from ..deploy.shift_auto import cal_labels
         dep.cal_labels = cal_labels(ds, len(x_cal), dep.task)
-        dep.calibrate(x_cal)
-        from ..deploy import qimport                    # issue 50: a file's own radix points where they map exactly
-        qmap = qimport.layer_mapping(net, cfg.model)
-        if qmap:
-            qimport.for_assignment(qmap, dep, recalibrate)
+        dep.calibrate(x_cal)                            # and the file's radix points (Deployment.qmap)
         xc = np.asarray(ds.x_test[:check_samples], np.float64) if check_samples else None
         program, arrays = program_of(dep, dep.net, cfg, assignment, accs, x_cal=len(x_cal), x_check=xc,
                                      host_fallback=host_fallback)
