@@ -2,7 +2,7 @@
 QONNX (issue 50): the files under ``tests/data/qonnx/`` that ``tests/deploy/test_qonnx_import.py``
 deploys, with qonnx's own executor as the reference.
 
-    pip install torch==2.13.0 brevitas qonnx scikit-learn     # CPU wheel of torch
+    pip install torch==2.13.0 brevitas==0.13.4 qonnx==1.0.0 onnxoptimizer==0.4.2 scikit-learn   # CPU wheel of torch
     python scripts/make_qonnx_models.py                       # writes tests/data/qonnx/*.onnx
     python scripts/make_qonnx_models.py res_pot mlp_w4        # only these (the others' entries kept)
 
