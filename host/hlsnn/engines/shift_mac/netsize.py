@@ -43,8 +43,11 @@ def nominal(p, pz, pc):
     a = int(p["act_bits"])
     emax = (1 << int(p["exp_bits"])) - 1
     net = SimpleNamespace(ops=[], input={"bits": a}, params={"acc_bits": int(p["acc_bits"])})
-    pack = 2 if pz % 2 == 0 else 1
-    tables = dict(pz=pz, pc=pc, pack=pack, parts=1, terms=1, act_bufs=2, act_words=NOMINAL_ACT_WORDS,
+    from .network.kernel import code_bits, weight_pack
+    pot = p.get("default_mode") == "pot"
+    cw = code_bits(int(p["exp_bits"]), pot)
+    tables = dict(pz=pz, pc=pc, pack=weight_pack(pz, cw), code_bits=cw, parts=1, terms=1, pot=pot,
+                  tap_pairs=pc >= 2 * pz, act_bufs=2, act_words=NOMINAL_ACT_WORDS,
                   sc_words=NOMINAL_ACT_WORDS, sc_bits=a, weights=[[[0] * NOMINAL_WEIGHT_WORDS]],
                   biases=[[0] * NOMINAL_BLOCKS], luts=[0], prod_bits=a + emax + 2, sum_bits=int(p["acc_bits"]),
                   add_bits=max(a + 2, 16), div_bits=0)
