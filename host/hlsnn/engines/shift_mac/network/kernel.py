@@ -165,11 +165,12 @@ def lanes(p):
 
 
 def tree_fields(pc, parts):
-    """The template fields of a lane's adder tree over ``pc`` banks in ``parts`` slices:
-    ``tree_levels`` ``[(level, level below)]`` and ``slice_level`` (log2 of a slice's banks,
-    the level whose sums are the parts)."""
-    top = (pc // parts).bit_length() - 1
-    return dict(tree_levels=[(lv, lv - 1) for lv in range(1, top + 1)], slice_level=top)
+    """The template fields of a lane's adder tree over ``pc`` banks in ``parts`` slices (one tree
+    a slice): ``tree_levels`` (:func:`~hlsnn.engines.shift_mac.network.perf.tree_levels` of a slice's
+    banks) and ``top_level``."""
+    from .perf import tree_levels
+    lv = tree_levels(pc // parts)
+    return dict(tree_levels=lv, top_level=len(lv))
 
 
 def weight_pack(pz, cw=16):

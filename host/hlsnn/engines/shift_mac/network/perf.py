@@ -159,12 +159,14 @@ def datapath(net, tables):
       (``weight_terms: 2``, the ROM ``kWeights2``) all of it twice and the adder of the two
       products (``pb + 1``); in a power-of-two program (no code with a second term: the kernel
       renders a one-shifter ``ShiftMul``) one shifter and the negation (``pb``);
-    * ``trees`` (``P``): the lane's adder tree as the kernel writes it, level by level each one
-      bit wider (``Q / 2**k`` adders of ``leaf + k`` bits at level ``k``, ``leaf`` = ``pb``, + 1 in
-      a two-term program), each sum registered; with ``R = parts`` accumulators per lane (a
-      network with a depthwise conv, :func:`hlsnn.engines.shift_mac.network.kernel.tables`) the
-      levels stop at the parts, and ``R - 1`` adders of ``sb`` bits sum them; the ``R``
-      accumulators' adders and registers (``sb`` bits each);
+    * ``trees`` (``P``): the lane's adder trees as the kernel writes them, one per slice of
+      ``Q/R`` banks (``R = parts`` accumulators per lane: more than 1 in a network with a
+      depthwise conv, :func:`hlsnn.engines.shift_mac.network.kernel.tables`), level by level each
+      one bit wider: at level ``k``, ``floor(n/2)`` adders of ``leaf + k`` bits over the ``n``
+      entries below (``Q/R / 2**k`` in a power of two; ``leaf`` = ``pb``, + 1 in a two-term
+      program) and a register for every entry (:func:`tree_levels`);
+      the ``R - 1`` adders of ``sb`` bits that sum the parts; the ``R`` accumulators' adders and
+      registers (``sb`` bits each);
     * ``epilogues`` (``R P``): the bias add (``sb + 2``), the saturation's two compares and clamp
       (``3 A``), the rounding right shifter by 0..60 (``shifter_luts(A, 60)``), its increment
       and the output clamp (``A + 2a``), and a fused Clip's clamp to the descriptor's bounds
@@ -198,9 +200,9 @@ def datapath(net, tables):
     else:
         unit = (terms * (2 * shifter_luts(a, smax) + 2 * pb) + (terms - 1) * (pb + 1), terms * pb)
     leaf = pb + (terms - 1)
-    top = (pc // r).bit_length() - 1      # the tree's levels up to the parts (kernel.tree_fields)
-    levels = sum((pc >> lv) * (leaf + lv) for lv in range(1, top + 1))
-    tree = (levels + (r - 1) * sb + r * sb, levels + r * sb)
+    lv = tree_levels(pc // r)            # a slice's tree (kernel.tree_fields), one a part
+    tree = (r * sum(nb // 2 * (leaf + k) for k, _, _, nb in lv) + (r - 1) * sb + r * sb,
+            r * sum(n * (leaf + k) for k, _, n, _ in lv) + r * sb)
     epi = ((sb + 2) + 3 * acc + shifter_luts(acc, 60) + acc + 2 * a + 2 * a, 2 * acc + a)
     writers = pc // pz + 1 + (r > 1)
     bank = (16 + a + a + a * mux(writers) + 2 * a + 2 * shifter_luts(a, 8) + 3 * wb + shifter_luts(wb, 31),
@@ -217,6 +219,17 @@ def datapath(net, tables):
     from ...network.catmix import logic as split_logic         # rule 8m's channel-range shifts
     parts.update(split_logic(net, tables))
     return parts
+
+
+def tree_levels(n):
+    """``[(level, level below, entries, entries below)]`` of an adder tree over ``n`` leaves, each
+    level pairing the entries below (an odd last one passes up) until one is left."""
+    out, lv = [], 0
+    while n > 1:
+        lv += 1
+        out.append((lv, lv - 1, (n + 1) // 2, n))
+        n = (n + 1) // 2
+    return out
 
 
 def mean_logic(net, tables):
