@@ -497,7 +497,8 @@ def test_only_functions_the_top_calls_are_scheduled(tmp_path):
     assert set(called) == {"Copy", "SlowMax"}
     assert called["SlowMax"]["ii"] == _chain_ii(32) > 1 and called["SlowMax"]["bound"] == "register"
     # through another function: reached too
-    via = TOPPED.replace("out[i] = in[i] + 1;", "out[i] = in[i] + 1;\n  }\n  if (n < 0) {\n    out[0] = Slow((const int (*)[32])in, n);")
+    via = TOPPED.replace("out[i] = in[i] + 1;",
+                         "out[i] = in[i] + 1;\n  }\n  if (n < 0) {\n    out[0] = Slow((const int (*)[32])in, n);")
     assert set(derive(tmp_path, via % "")) == {"Copy", "SlowMax"}
     # a source without a top: every function's loops
     assert set(derive(tmp_path, TOPPED.replace("#pragma HLS INTERFACE", "// ") % "")) == {"Copy", "SlowMax"}

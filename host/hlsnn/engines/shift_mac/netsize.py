@@ -5,9 +5,9 @@ channel banks of shift-add units (``net_lanes``, ``net_banks``); a conv of ``C``
 ``Z`` takes ``ceil(Z/P) * ceil(C/Q)`` cycles per output pixel and tap
 (:mod:`hlsnn.engines.shift_mac.network.perf`), so for channel counts that are multiples of both
 its time is inversely proportional to ``P * Q``; a dense conv of ``C <= Q/2`` channels reads two
-taps a cycle when ``Q/2`` is a multiple of ``P`` (tap pairs, :mod:`.network.pairs`). Its products
-are shifts and adds: LUTs, no DSP, so the LUTs bound ``P * Q``, and the weight ROMs' read width
-the BRAM.
+taps a cycle when ``Q/2`` is a multiple of ``P`` (tap pairs,
+:mod:`hlsnn.engines.shift_mac.network.pairs`). Its products are shifts and adds: LUTs, no DSP, so
+the LUTs bound ``P * Q``, and the weight ROMs' read width the BRAM.
 
 **Sizing** (:func:`size`, at config load, when the config gives neither ``net_lanes`` nor
 ``net_banks``: a compiled model records the pick, so its config hash does not move with this

@@ -39,7 +39,14 @@ def tables(net, pz, pc):
     block, in bank ``k*pz + l``, whose code sits in ROM (``l``, ``k*pz + l``); the parts are the
     sums of the lane's ``pz``-bank slices of its adder tree, kept apart. So a depthwise conv takes
     ``ceil(C/pc) * OH * OW * kh * kw`` cycles, every bank feeding one MAC a cycle. The bias
-    and shift ROMs are ``parts x pz`` (row ``k*pz + l``); other convs use part 0."""
+    and shift ROMs are ``parts x pz`` (row ``k*pz + l``); other convs use part 0.
+
+    **Tap pairs** (:mod:`hlsnn.engines.shift_mac.network.pairs`): with ``pc/2`` a multiple of ``pz``,
+    narrow tensors are copied into the upper banks and the dense convs that read them take two taps
+    a cycle (descriptor ``dup``, ``pair``; their codes laid out by
+    :func:`hlsnn.engines.shift_mac.network.pairs.layout`). **ROM codes** (:func:`narrow_codes`): as
+    many bits as the program's largest shift needs, a power-of-two program's without the second
+    term's fields (``pot``: the kernel renders one-shifter units), :func:`weight_pack` codes a word."""
     if pc % pz:
         raise InputError(f"network kernel: {pc} channel banks is not a multiple of {pz} output lanes")
     place, act_words, sc_words = allocate(net, pc)
@@ -84,7 +91,8 @@ def tables(net, pz, pc):
                 if d["pair"]:                      # two taps a cycle (.pairs)
                     pers.append(pairs.layout(codes, pc))
                 else:
-                    cpad = expand_groups(codes, f, win, pc if wide else pz, pc, 1 << 15)    # a zero code outside its group
+                    # a zero code outside its group
+                    cpad = expand_groups(codes, f, win, pc if wide else pz, pc, 1 << 15)
                     # per output channel: tap t = (channel block, ky, kx), bank j: channel block*pc + j
                     pers.append(cpad.reshape(z, ncg, pc, -1).transpose(0, 2, 1, 3).reshape(z, pc, steps))
                 if "zero" + term in f["fields"]:
@@ -147,7 +155,8 @@ def tables(net, pz, pc):
                 parts=parts,
                 weights=weights, words=words, **(dict(terms=2, weights2=weights2, words2=words2) if terms == 2 else {}),
                 biases=[cat(x) for x in bl], shifts=[cat(x) for x in sl], win_base=cat(wins),
-                pot=not two, tap_pairs=bool(paired), prod_bits=a_bits + max_ea + 2, sum_bits=max(sum_bits, net.params["acc_bits"]),
+                pot=not two, tap_pairs=bool(paired),
+                prod_bits=a_bits + max_ea + 2, sum_bits=max(sum_bits, net.params["acc_bits"]),
                 add_bits=max(add_bits, a_bits + 2, 16), **div_bits(net, max(add_bits, a_bits + 2, 16)),
                 sc_bits=max([a_bits] + list(wide_sums.values())), in_slot=place[inp][0], in_dual=place[inp][1],
                 out_slot=place[out][0], in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
@@ -203,7 +212,8 @@ def narrow_codes(c, ebits, pot):
     if pot:
         out, back = ea | (so << ebits) | (zero << (ebits + 1)), (ea & m) | (so << 12) | (zero << 15)
     else:
-        out = ea | (eb << ebits) | (so << 2 * ebits) | (hb << 2 * ebits + 1) | (sb << 2 * ebits + 2) | (zero << 2 * ebits + 3)
+        out = (ea | (eb << ebits) | (so << 2 * ebits) | (hb << 2 * ebits + 1) | (sb << 2 * ebits + 2)
+               | (zero << 2 * ebits + 3))
         back = (ea & m) | ((eb & m) << 6) | (so << 12) | (hb << 13) | (sb << 14) | (zero << 15)
     if np.any(back != c):
         raise InputError(f"network kernel: a weight code does not fit the ROM's {code_bits(ebits, pot)}-bit codes")

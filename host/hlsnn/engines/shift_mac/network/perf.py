@@ -109,15 +109,16 @@ def buffers(net, tables):
     pz, pc = tables["pz"], tables["pc"]
     a = net.input["bits"]
     nw, nb = len(tables["weights"][0][0]), len(tables["biases"][0])
+    cw = tables.get("code_bits", 16)              # a ROM code's bits (kernel.narrow_codes)
     return [Buffer("act", "net_top", "array", a, (tables.get("act_bufs", 2), pc, tables["act_words"]),
                    partition=((1, "complete"), (2, "complete")),
                    static=True, note="ping-pong activation buffers, channel banks"),
             Buffer("sc", "net_top", "array", tables.get("sc_bits", a), (pc, tables["sc_words"]),
                    partition=((1, "complete"),), static=True, note="shortcut buffer, channel banks"),
-            Buffer("kWeights", "net_top", "array", tables.get("code_bits", 16) * tables["pack"], (pz // tables["pack"], pc, nw),
+            Buffer("kWeights", "net_top", "array", cw * tables["pack"], (pz // tables["pack"], pc, nw),
                    partition=((1, "complete"), (2, "complete")), static=True,
                    note=f"resident weight codes, {tables['pack']} units' codes per ROM word"),
-            *([Buffer("kWeights2", "net_top", "array", tables.get("code_bits", 16) * tables["pack"], (pz // tables["pack"], pc, nw),
+            *([Buffer("kWeights2", "net_top", "array", cw * tables["pack"], (pz // tables["pack"], pc, nw),
                       partition=((1, "complete"), (2, "complete")), static=True,
                       note="the weights' second codes (a two-term program)")] if tables.get("terms", 1) == 2 else []),
             Buffer("kBias", "net_top", "array", 32, (tables["parts"] * pz, nb), partition=((1, "complete"),),
