@@ -150,7 +150,13 @@ def tables(net, pz, pc):
         wd = [[sum(narrow_codes(ws[q * pack + h][j], ebits, not two) << (cw * h) for h in range(pack))
                for j in range(pc)] for q in range(pz // pack)]
         weights, words, weights2, words2 = (ws, wd, None, None) if w_ is wl else (weights, words, ws, wd)
+    # a board-sized kernel's unfolded load: a pixel of every input channel a cycle, plus a group of
+    # kWordLanes cycles to fetch the first words (network.cpp.j2's fast LoadImage)
+    wlanes = 64 // io["lane_bits"]
+    fast = bool(unfold and net.params.get("net_shape") == "board" and unfold["c"] <= wlanes
+                and hw(net.shapes[inp]) % wlanes == 0)
     return dict(rows=rows, act_bufs=act_bufs(place), act_words=act_words, sc_words=sc_words, place=place, pz=pz,
+                **({"load_iters": hw(net.shapes[inp]) + wlanes} if fast else {}),
                 pc=pc, pack=pack, code_bits=cw, exp_bits=ebits, unfold=unfold,
                 parts=parts,
                 weights=weights, words=words, **(dict(terms=2, weights2=weights2, words2=words2) if terms == 2 else {}),
@@ -237,7 +243,8 @@ def render(net, out_dir):
                header="network.h", data_header="network_data.h", act_bits=net.input["bits"],
                act_min=-(1 << (net.input["bits"] - 1)), lane_bits=t["lane_bits"], acc_bits=p["acc_bits"],
                prod_bits=t["prod_bits"], leaf_bits=t["prod_bits"] + (t.get("terms", 1) == 2), pot_units=t["pot"],
-               **tree_fields(pc, t["parts"]), tap_pairs=t["tap_pairs"],
+               **tree_fields(pc, t["parts"]), tap_pairs=t["tap_pairs"], fast_load="load_iters" in t,
+               unfold_c=(t["unfold"] or {}).get("c", 1),
                sum_bits=t["sum_bits"], add_bits=t["add_bits"], div_bits=t["div_bits"],
                pool_scale=t["pool_scale"], pool_scale_bits=t["pool_scale_bits"], div_xbits=t["div_xbits"],
                div_mbits=t["div_mbits"], add_div=t["add_div"], pool_div=t["pool_div"], sc_bits=t["sc_bits"], pz=pz,

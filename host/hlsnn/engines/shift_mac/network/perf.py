@@ -8,7 +8,8 @@ count, so the schedule is static):
   word, 4 above 8 bits: :mod:`hlsnn.engines.network.words`) (``LoadWords``, a plain
   sequential read, plus :data:`DDR_LATENCY` for its first word), then ``in_elems`` cycles to
   unpack them into the channel banks (one activation per cycle; the tables' ``load_iters``
-  where a kernel unpacks more a cycle: the board-sized sparse kernel's a pixel of every channel);
+  where a kernel unpacks more a cycle: the board-sized kernels' unfolded stem loads a pixel of
+  every channel a cycle, shift_mac's after one group of ``L`` cycles fetching the first words);
 * conv: one cycle per tap, pixel and block: ``ceil(Z/P) * OH * OW * ncb * kh * kw``
   (``P`` output lanes = the config's ``net_lanes``, ``Q`` channel banks = its ``net_banks``;
   ``ncb`` the blocks of ``Q`` input channels a block of outputs reads,
@@ -181,6 +182,10 @@ def datapath(net, tables):
       upper banks' tap cursor, :data:`PAIR_LOGIC` operators of 32 bits (the row and column adders
       and their four bound compares, the address adder and select, the channel bound's adder, the
       two tap counters and the column compare) and its three registers;
+    * ``load`` (a board-sized kernel's unfolded image load, the tables' ``load_iters``): per bank
+      it writes (``C * kw``) the select of the pixel's lane of its channel's word (``lane_bits``
+      LUT6 levels of a ``64 / lane_bits``:1 multiplexer), and each channel's current and next word
+      (``2 * C * 64`` flip-flops);
     * ``wpool`` (``Q``, a program with an average pool): :func:`wpool_logic`;
     * ``linwide`` (a program with rule 12w's resize): :func:`hlsnn.engines.network.linwide.logic`;
     * ``mean`` (a mean over a count that is not a power of two): :func:`mean_logic`;
@@ -211,6 +216,9 @@ def datapath(net, tables):
     parts = {"units": (pz * pc * unit[0], pz * pc * unit[1]), "trees": (pz * tree[0], pz * tree[1]),
              "epilogues": (r * pz * epi[0], r * pz * epi[1]), "banks": (pc * bank[0], pc * bank[1]),
              "axi": (2 * AXI_MASTER[0] + AXI_LITE[0], 2 * AXI_MASTER[1] + AXI_LITE[1]), "control": CONTROL}
+    if "load_iters" in tables and "unfold" in tables:    # the board-sized unfolded load (kernel.tables)
+        u, lb = tables["unfold"], int(tables.get("lane_bits", 8))
+        parts["load"] = (u["c"] * u["kw"] * lb * mux(64 // lb), 2 * u["c"] * 64)
     if tables.get("tap_pairs"):           # the upper banks' tap cursor (.pairs; rendered with a paired conv)
         parts["pairs"] = (PAIR_LOGIC * 32, 3 * 32)
     parts.update(wpool_logic(net, pc, a, wb))
