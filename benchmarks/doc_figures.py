@@ -481,6 +481,10 @@ FIGURES = [
     Figure(SHIFT, "and {lut_k:.1f}k LUTs ({lut_pct:.0f} %), {bram} BRAM36,\n{dsp} DSP by the network kernel's",
            Net(DWA, "t10", format=T10 + ", weight_terms: 2}")),
     Figure(SHIFT, "(one term: {lut_k:.1f}k, {lut_pct:.0f} %)", Net(DWA, "t10", format=T10 + "}")),
+    # shift_mac.md: ResNet-8 on the board-sized network kernels (issue 83)
+    *[Figure(SHIFT, f"| `{a}` (`{c}`) | " + "{_} | {lut:,} ({lut_pct:.0f}%) | {bram} | {dsp} | {kernel_us:.1f} us | "
+             "{e2e_us:.1f} us |", Net(R8, a))
+      for a, c in (("twohot_z2", "shift8net_pynq-z2"), ("pot_z2", "shift8net_pot_pynq-z2"))],
     # deploy-beyond-cnn.md: the same dw_a in shift10 / shift8, one and two terms
     *[f for name, acc, terms, one, lut in [
         ("shift10, two terms", "shift10_pynq-z2", 2, "{kernel_us:.1f} us kernel, {e2e_us:.1f} us end to end",

@@ -316,16 +316,18 @@ def test_the_weight_roms_pair_two_multipliers_where_that_halves_their_block_rams
 
 
 def test_datapath_model_of_the_wide_depthwise_blocks():
-    """Two parts per lane (8 lanes x 16 banks with a depthwise conv): twice the epilogues, one
-    more accumulator adder and register of 42 bits per lane, a 4:1 write select per bank (one
-    LUT6 per bit, as the 3:1 was); the units unchanged (netperf.datapath's docstring)."""
+    """Two parts per lane (8 lanes x 16 banks with a depthwise conv): twice the epilogues; per
+    lane the tree stops at the parts (its last adder, 25 + 4 = 29 bits, not built), and the parts'
+    sum and one more accumulator adder of 42 bits each take its place (one more accumulator
+    register); a 4:1 write select per bank (one LUT6 per bit, as the 3:1 was); the units
+    unchanged (netperf.datapath's docstring)."""
     from types import SimpleNamespace
     net = SimpleNamespace(input={"bits": 8}, params={"acc_bits": 42})
     t = dict(pz=8, pc=16, prod_bits=25, sum_bits=42, add_bits=18)
     one, two = netperf.datapath(net, dict(t, parts=1)), netperf.datapath(net, dict(t, parts=2))
     assert one == netperf.datapath(net, t)
     assert two["epilogues"] == tuple(2 * v for v in one["epilogues"])
-    assert two["trees"] == (one["trees"][0] + 8 * 42, one["trees"][1] + 8 * 42)
+    assert two["trees"] == (one["trees"][0] + 8 * (2 * 42 - 29), one["trees"][1] + 8 * (42 - 29))
     assert two["units"] == one["units"] and two["banks"] == one["banks"]
 
 

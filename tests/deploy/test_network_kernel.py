@@ -368,8 +368,9 @@ def test_network_datapath_model_hand_count():
     """The datapath model's rules (netperf.datapath's docstring) counted by hand for 8 lanes x
     16 banks, 8-bit activations, 25-bit products, 42-bit sums and accumulator, 18-bit residual
     sums: a unit is two shifters of 8 bits by 0..15 (a 4:1 stage of 11 bits, then one of 23:
-    34 LUTs each) plus the add/subtract and the negation (25 each): 118 LUTs; a lane's tree 16
-    adders of 42 bits; an epilogue the bias add (44), the saturation (3 x 42), the rounding
+    34 LUTs each) plus the add/subtract and the negation (25 each): 118 LUTs; a lane's tree of
+    16 products level by level, each level a bit wider (8 adders of 26 bits, 4 of 27, 2 of 28, one
+    of 29), and the accumulator's adder of 42 bits; an epilogue the bias add (44), the saturation (3 x 42), the rounding
     shifter, its increment (42), the output clamp (16) and a fused Clip's clamp (16); the AXI
     allowances as stated."""
     from types import SimpleNamespace
@@ -379,7 +380,7 @@ def test_network_datapath_model_hand_count():
     d = netperf.datapath(net, t)
     assert shifter_luts(8, 15) == 11 + 23
     assert d["units"] == (128 * 118, 128 * 25)
-    assert d["trees"][0] == 8 * 16 * 42
+    assert d["trees"] == (8 * (8 * 26 + 4 * 27 + 2 * 28 + 29 + 42), 8 * (8 * 26 + 4 * 27 + 2 * 28 + 29 + 42))
     assert d["epilogues"][0] == 8 * (44 + 3 * 42 + shifter_luts(42, 60) + 42 + 16 + 16)
     assert d["axi"] == (2 * 1200 + 300, 2 * 1600 + 400)
     # twice the lanes: twice the units, trees and epilogues, the same banks

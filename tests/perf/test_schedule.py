@@ -246,7 +246,11 @@ def test_every_pipelined_loop_of_every_shipped_config_has_a_derived_ii(name, tmp
     rows = k.schedule(depths=schedule.layer_depths(cfg), clock_mhz=cfg.clock_mhz, ps=cfg.board.ps)
     # one row per PIPELINE pragma (not "off") in the files the kernel's translation unit reads
     n = sum(len(re.findall(r"^\s*#pragma HLS PIPELINE(?!.*\boff\b)", Path(f).read_text(), re.M)) for f in k.files)
-    assert len(rows) == n > 0
+    # but the loops of functions the top does not call (schedule.reached: not synthesized)
+    live = schedule.reached(k.funcs, k.pragmas)
+    assert live
+    dead = [lp for lp in k.loops if lp.pipeline is not None and lp.func.spelling not in live]
+    assert len(rows) == n - len(dead) > 0
     for row in rows:
         assert row["ii"] >= max(1, row["target_ii"]) and row["bound"] in row["bounds"]
     # the cycle model takes them (the config's schedule, cached)
@@ -477,6 +481,37 @@ Pool:
 """
 
 
+TOPPED = """
+static int Slow(const int v[1024][32], int n) {
+#pragma HLS ARRAY_PARTITION variable = v dim = 2 complete
+  int m = 0;
+SlowMax:
+  for (int i = 0; i < n; ++i) {
+#pragma HLS PIPELINE II = 1
+    for (int j = 0; j < 32; ++j) {
+#pragma HLS UNROLL
+      m = v[i][j] > m ? v[i][j] : m;
+    }
+  }
+  return m;
+}
+
+static void Fast(const int *in, int *out, int n) {
+Copy:
+  for (int i = 0; i < n; ++i) {
+#pragma HLS PIPELINE II = 1
+    out[i] = in[i] + 1;
+  }
+}
+
+void top(const int in[1024], int out[1024], const int v[1024][32], int n, int *m) {
+#pragma HLS INTERFACE s_axilite port = return bundle = control
+  Fast(in, out, n);
+%s
+}
+"""
+
+
 def _chain_ns(ops, ps="zynq7"):
     """By hand: a register's clock-to-out, then each operator of ``ops`` (``("lut", 1)`` a LUT
     level, ``("carry", n)`` an n-bit carry chain: a LUT and n carry bits)."""
@@ -497,3 +532,19 @@ def test_a_construction_in_a_select_costs_nothing_a_call_a_lut_level(tmp_path):
     assert r["ii"] == 1, r
     r = derive(tmp_path, POOL % "Twice(pool[j] + s)", clock_mhz=275)["Pool"]
     assert r["ii"] == 2 and r["bound"] == "register", r
+
+
+def test_only_functions_the_top_calls_are_scheduled(tmp_path):
+    # a function no top calls is not synthesized: its slow loop sets no II (and gets no row)
+    unc = derive(tmp_path, TOPPED % "")
+    assert set(unc) == {"Copy"} and unc["Copy"]["ii"] == 1
+    # called by the top, the same loop is derived, and its carried compare chain is above II 1
+    called = derive(tmp_path, TOPPED % "  *m = Slow(v, n);")
+    assert set(called) == {"Copy", "SlowMax"}
+    assert called["SlowMax"]["ii"] == _chain_ii(32) > 1 and called["SlowMax"]["bound"] == "register"
+    # through another function: reached too
+    via = TOPPED.replace("out[i] = in[i] + 1;",
+                         "out[i] = in[i] + 1;\n  }\n  if (n < 0) {\n    out[0] = Slow((const int (*)[32])in, n);")
+    assert set(derive(tmp_path, via % "")) == {"Copy", "SlowMax"}
+    # a source without a top: every function's loops
+    assert set(derive(tmp_path, TOPPED.replace("#pragma HLS INTERFACE", "// ") % "")) == {"Copy", "SlowMax"}

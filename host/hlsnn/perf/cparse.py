@@ -444,3 +444,22 @@ def affine_index(ix):
     """Whether an m_axi index may be affine in the loop's counter (no shift, mask, division,
     remainder, multiplication, select or subscript): a burst can be inferred."""
     return not any(t in {"%", "/", ">>", "&", "|", "^", "<<", "?", "[", "*"} for t in _tokens(ix))
+
+
+def reached(funcs, pragmas):
+    """The names of the functions of ``funcs`` (name -> definition cursor) that a kernel's top
+    functions call, directly or through others, the tops included; a top is a function that declares
+    an ``INTERFACE`` pragma (STYLE H3). Vitis HLS synthesizes only these (:mod:`hlsnn.perf.schedule`).
+    None when no function declares one (a test source, a lone helper)."""
+    todo = sorted({name for p in pragmas if p.name == "INTERFACE" for name, fn in funcs.items()
+                   if fn.location.file is not None and fn.location.file.name == p.file
+                   and fn.extent.start.line <= p.line <= fn.extent.end.line})
+    seen = set(todo)
+    while todo:
+        for c in funcs[todo.pop()].walk_preorder():
+            if _kind(c) == "CALL_EXPR" and c.referenced is not None:
+                n = c.referenced.spelling
+                if n in funcs and n not in seen:
+                    seen.add(n)
+                    todo.append(n)
+    return seen or None

@@ -56,6 +56,10 @@ it; ``notes`` says why):
     :data:`AXI_OUTSTANDING` transactions in flight (Vitis's ``num_read_outstanding`` default) of
     :data:`hlsnn.engines.network.perf.DDR_LATENCY` cycles each, II >= ceil(latency / outstanding).
 
+Only the loops of functions the kernel's tops (those declaring ``INTERFACE`` pragmas) call, directly or
+through others, are scheduled (:func:`~hlsnn.perf.cparse.reached`): Vitis HLS synthesizes nothing else, so
+an uncalled helper (``IsqrtBits`` of ``hlsnn/primitives.h``) sets no II. A source without a top: every loop.
+
 It is a model of the scheduler's bounds, not the scheduler: it does not see operator chaining
 beyond the register chains above, nor a bound a called function's own pipeline sets. Calls to
 functions of the project are followed (three levels deep) with their reference parameters renamed
@@ -74,19 +78,18 @@ from pathlib import Path
 from . import recurrence
 from .cparse import (_MEMO, _Consts, _Loop, _children, _id, _instantiation_file, _kind, _op, _pragmas, _renamed, _root,
                      _strip, _text, _tokens, _trip, affine_index, cindex, declared_dims, names_read, parse_args,
-                     plain_data, template_args)
+                     plain_data, reached, template_args)
 from .hlsrules import block_bank, port_ii, raw_pragma
 from .schedule_rows import format_table, ii_of, layer_depths, lookup  # noqa: F401  (the module's API)
 
-#: the recurrence of a carried memory dependence where no depth constant names the loop: a BRAM
-#: read (one cycle of latency) and the store of the value computed from it in the next cycle
-#: (store stage 1 - load stage 0 + 1)
+#: the recurrence of a carried memory dependence where no depth constant names the loop: a BRAM read (one
+#: cycle of latency) and the store of the value computed from it in the next cycle (store 1 - load 0 + 1)
 DEFAULT_DEPTH = 2
 #: AXI transactions in flight per m_axi adapter (Vitis HLS ``num_read_outstanding`` and
 #: ``num_write_outstanding`` default, UG1399 "INTERFACE pragma")
 AXI_OUTSTANDING = 16
 #: bumped when the analysis changes (the disk cache's key)
-VERSION = 10
+VERSION = 11
 
 _LOOPS = ("FOR_STMT", "WHILE_STMT", "DO_STMT")
 #: the overloaded assignments of ap_int and friends (an assignment to a class-typed element)
@@ -109,26 +112,22 @@ class Kernel:
         errs = [d for d in self.tu.diagnostics if d.severity >= 3]
         if errs:
             raise ValueError(f"{path}: the C++ front end failed: {errs[0]}")
-        self.loops, self.funcs, mine = [], {}, []
-        self.loop_vars = set()
+        self.loops, self.funcs, mine, self.loop_vars = [], {}, [], set()
         self._in_folder = {}              # file handle -> (name, under the rendered folder): resolved once
         self._text_of = {}                # file name -> its bytes (cparse.plain_data)
         self._reads_of = {}               # cursor -> the names it reads (:meth:`_reads`)
         self._counters_of = {}            # id of a loop of self.loops -> its counters (:meth:`_counters`)
-        self.files = set()
+        self.files, self._dims_of = set(), {}
         self._untripped = []              # inner loops of the loop being walked whose trip count is unknown
         self._order = []                  # (array, "r"/"w", source offset, call depth) of its accesses
         self.decls = {}                   # name -> its declarations of the rendered folder (arrays' sizes)
-        self._dims_of = {}
         self._walk(self.tu.cursor, None, None, None, mine)
         self.consts = _Consts(self.tu)
         self.consts.collect(mine)
         self.pragmas = _pragmas(sorted(self.files))
         self.var_pragmas = {}          # variable -> {"partition": [(dim, type, factor)], "storage": type}
-        self.m_axi = set()
+        self.m_axi, self.streams, self.global_pragmas = set(), set(), []
         self.bundle = {}               # m_axi port -> its bundle (UG1399: none named -> gmem0)
-        self.streams = set()
-        self.global_pragmas = []
         for p in self.pragmas:
             loop = self._innermost(p.file, p.line)
             if p.name in ("PIPELINE", "UNROLL", "DEPENDENCE", "LOOP_TRIPCOUNT", "LOOP_FLATTEN") and loop is not None:
@@ -217,9 +216,10 @@ class Kernel:
         if ddr_latency is None:
             from ..engines.network.perf import DDR_LATENCY as ddr_latency
         rows = []
+        live = reached(self.funcs, self.pragmas)   # the functions the tops call (module docstring)
         for lp in self.loops:
             pp = lp.pipeline
-            if pp is None:
+            if pp is None or (live is not None and (lp.func is None or lp.func.spelling not in live)):
                 continue
             rows.append(self._loop(lp, pp, depths or {}, clock_mhz, ps, ddr_latency))
         for m in _MEMO:

@@ -4,8 +4,10 @@ The network kernel (:mod:`hlsnn.engines.shift_mac.network.kernel`) is ``P`` outp
 channel banks of shift-add units (``net_lanes``, ``net_banks``); a conv of ``C`` channels to
 ``Z`` takes ``ceil(Z/P) * ceil(C/Q)`` cycles per output pixel and tap
 (:mod:`hlsnn.engines.shift_mac.network.perf`), so for channel counts that are multiples of both
-its time is inversely proportional to ``P * Q``. Its products are shifts and adds: LUTs, no DSP,
-so the LUTs bound ``P * Q``.
+its time is inversely proportional to ``P * Q``; a dense conv of ``C <= Q/2`` channels reads two
+taps a cycle when ``Q/2`` is a multiple of ``P`` (tap pairs,
+:mod:`hlsnn.engines.shift_mac.network.pairs`). Its products are shifts and adds: LUTs, no DSP, so
+the LUTs bound ``P * Q``, and the weight ROMs' read width the BRAM.
 
 **Sizing** (:func:`size`, at config load, when the config gives neither ``net_lanes`` nor
 ``net_banks``: a compiled model records the pick, so its config hash does not move with this
@@ -18,9 +20,17 @@ among as many units the squarest (``P = Q``, else ``Q = 2P``): a narrow layer (a
 channels, a classifier of ten) leaves fewer lanes or banks idle. The nominal program has the
 widest products and sums the config allows (shifts up to ``2**exp_bits - 1``, ``acc_bits``
 sums), :data:`NOMINAL_ACT_WORDS` words a bank and :data:`NOMINAL_WEIGHT_WORDS` words a weight
-ROM; a program larger than it is checked on its own figures, and ``hlsnn compile`` refuses one
-that is over (:mod:`hlsnn.network.fit`). The clock is the config's ``clock_mhz`` (the delay model's
-check of it: ``hlsnn perf``'s schedule). The figures are the model's, not a synthesis report.
+ROM, tap pairs where the shape has them, and the units of the config's ``default_mode``: a
+``pot`` config is sized for one-shifter units and 5-bit ROM codes at 3-bit exponents (four a
+word), a ``twohot`` one for two shifters and an adder a unit and 10-bit codes (two a word). A
+program larger than the nominal one (or of the other mode: two-hot weights on a kernel sized for
+pot) is checked on its own figures, and ``hlsnn compile`` refuses one that is over
+(:mod:`hlsnn.network.fit`). The clock is the config's ``clock_mhz`` (the delay model's check of
+it: ``hlsnn perf``'s schedule). The figures are the model's, not a synthesis report.
+
+On the PYNQ-Z2 at 3-bit exponents and ``acc_bits`` 34 (``shift8net_pynq-z2``,
+``shift8net_pot_pynq-z2``): two-hot 16 x 16 (16 x 32 models ~65k LUTs, above 47,880), power of
+two 16 x 32 (46.7k LUTs, 121 BRAM36 nominal; 32 x 32 ~81k LUTs).
 """
 from __future__ import annotations
 
@@ -30,8 +40,8 @@ from types import SimpleNamespace
 #: words a channel bank's activation buffers hold (ResNet-8 at 16 banks: 1,024; one RAMB18 at 8
 #: bits holds 2,048)
 NOMINAL_ACT_WORDS = 2048
-#: words a weight ROM (a lane pair by a bank) holds: one RAMB18 in its 512 x 36 shape (ResNet-8 at
-#: 16 x 16: 305, at 8 x 16: 610)
+#: words a weight ROM (a word of lanes by a bank) holds: one RAMB18 in its 512 x 36 shape (ResNet-8 at
+#: 16 x 16: 305, at 8 x 16: 610, pot at 16 x 32 with tap pairs: 157)
 NOMINAL_WEIGHT_WORDS = 512
 #: blocks of output channels (the bias and shift ROMs' depth; ResNet-8 at 16 lanes: 22)
 NOMINAL_BLOCKS = 64
@@ -43,8 +53,11 @@ def nominal(p, pz, pc):
     a = int(p["act_bits"])
     emax = (1 << int(p["exp_bits"])) - 1
     net = SimpleNamespace(ops=[], input={"bits": a}, params={"acc_bits": int(p["acc_bits"])})
-    pack = 2 if pz % 2 == 0 else 1
-    tables = dict(pz=pz, pc=pc, pack=pack, parts=1, terms=1, act_bufs=2, act_words=NOMINAL_ACT_WORDS,
+    from .network.kernel import code_bits, weight_pack
+    pot = p.get("default_mode") == "pot"
+    cw = code_bits(int(p["exp_bits"]), pot)
+    tables = dict(pz=pz, pc=pc, pack=weight_pack(pz, cw), code_bits=cw, parts=1, terms=1, pot=pot,
+                  tap_pairs=pc >= 2 * pz, act_bufs=2, act_words=NOMINAL_ACT_WORDS,
                   sc_words=NOMINAL_ACT_WORDS, sc_bits=a, weights=[[[0] * NOMINAL_WEIGHT_WORDS]],
                   biases=[[0] * NOMINAL_BLOCKS], luts=[0], prod_bits=a + emax + 2, sum_bits=int(p["acc_bits"]),
                   add_bits=max(a + 2, 16), div_bits=0)

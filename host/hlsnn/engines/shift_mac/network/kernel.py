@@ -8,6 +8,7 @@ import numpy as np
 
 from ....errors import InputError
 from ....names import c_ident
+from . import pairs
 from ...network.kernel import (FIELDS, ROUNDING, TOP, _ints, _most, _size, act_bufs, allocate, descriptor_head,
                                div_bits, expand_groups, group_windows, pool_or_add, render_templates, unfold_fields,
                                unfold_of)
@@ -38,7 +39,14 @@ def tables(net, pz, pc):
     block, in bank ``k*pz + l``, whose code sits in ROM (``l``, ``k*pz + l``); the parts are the
     sums of the lane's ``pz``-bank slices of its adder tree, kept apart. So a depthwise conv takes
     ``ceil(C/pc) * OH * OW * kh * kw`` cycles, every bank feeding one MAC a cycle. The bias
-    and shift ROMs are ``parts x pz`` (row ``k*pz + l``); other convs use part 0."""
+    and shift ROMs are ``parts x pz`` (row ``k*pz + l``); other convs use part 0.
+
+    **Tap pairs** (:mod:`hlsnn.engines.shift_mac.network.pairs`): with ``pc/2`` a multiple of ``pz``,
+    narrow tensors are copied into the upper banks and the dense convs that read them take two taps
+    a cycle (descriptor ``dup``, ``pair``; their codes laid out by
+    :func:`hlsnn.engines.shift_mac.network.pairs.layout`). **ROM codes** (:func:`narrow_codes`): as
+    many bits as the program's largest shift needs, a power-of-two program's without the second
+    term's fields (``pot``: the kernel renders one-shifter units), :func:`weight_pack` codes a word."""
     if pc % pz:
         raise InputError(f"network kernel: {pc} channel banks is not a multiple of {pz} output lanes")
     place, act_words, sc_words = allocate(net, pc)
@@ -52,8 +60,10 @@ def tables(net, pz, pc):
     wins = []                                      # per block: its window's base (kWinBase)
     woff = boff = 0
     max_ea, sum_bits, add_bits = 0, 0, 0
+    two = terms == 2                               # a code with a second term (else pot: one shifter a unit)
     a_bits = net.input["bits"]
     unfold = unfold_of(net, place, pc)
+    dup, paired = pairs.plan(net, place, pz, pc, unfold)   # tap pairs (.pairs)
     from ...network.gate import lut_roms
     luts, lut_banks = lut_roms(net, a_bits, pc)    # rule 9ch: a ROM copy per bank, else None
     from ...network.layernorm import roms as ln_roms
@@ -62,13 +72,14 @@ def tables(net, pz, pc):
     wide_sums = wide_bits(net)                     # chained Adds' exact sums: wider shortcut words
     for op in net.ops:
         f, d = descriptor_head(op, unfold, place, name, pz, pc, sc_transpose=True)
+        d.update(pairs.fields(op, f, dup, paired))
         if op.kind == "conv":
             z, g = f["z"], f["group"]
             cg = f["c"] // g
             wide = parts > 1 and depthwise(f)
             win = group_windows(f, pc if wide else pz, pc)
             ncg = win["ncb"]
-            steps = ncg * f["kh"] * f["kw"]
+            steps = pairs.steps(f) if d["pair"] else ncg * f["kh"] * f["kw"]
             nb = -(-z // (pc if wide else pz))
             pers, mag = [], 0
             for term in ("", "2")[:terms]:
@@ -77,15 +88,20 @@ def tables(net, pz, pc):
                     kw0 = op.f["kw"]
                     codes = _code_words(op.f, term).reshape(z, cg // kw0, f["kh"], kw0).transpose(0, 3, 1, 2).reshape(
                         z, cg, -1)
-                cpad = expand_groups(codes, f, win, pc if wide else pz, pc, 1 << 15)    # a zero code outside its group
-                # per output channel: tap t = (channel block, ky, kx), bank j: channel block*pc + j
-                pers.append(cpad.reshape(z, ncg, pc, -1).transpose(0, 2, 1, 3).reshape(z, pc, steps))
+                if d["pair"]:                      # two taps a cycle (.pairs)
+                    pers.append(pairs.layout(codes, pc))
+                else:
+                    # a zero code outside its group
+                    cpad = expand_groups(codes, f, win, pc if wide else pz, pc, 1 << 15)
+                    # per output channel: tap t = (channel block, ky, kx), bank j: channel block*pc + j
+                    pers.append(cpad.reshape(z, ncg, pc, -1).transpose(0, 2, 1, 3).reshape(z, pc, steps))
                 if "zero" + term in f["fields"]:
                     live = np.asarray(f["fields"]["zero" + term]).reshape(z, -1) == 0
                     ea = int(np.max(np.where(live, np.asarray(f["fields"]["ea" + term]).reshape(z, -1), 0), initial=0))
                     eb = int(np.max(np.where(live, np.asarray(f["fields"]["eb" + term]).reshape(z, -1), 0), initial=0))
                     max_ea = max(max_ea, ea, eb)
                     mag += (1 << ea) + (1 << eb)
+                    two = two or bool(np.any(live & (np.asarray(f["fields"]["hb" + term]).reshape(z, -1) != 0)))
             bound = (1 << (a_bits - 1)) * mag * cg * f["kh"] * f["kw"]
             sum_bits = max(sum_bits, bound.bit_length() + 1)
             shift = np.broadcast_to(np.asarray(f["shift"], np.int64).reshape(-1), (z,))
@@ -118,24 +134,34 @@ def tables(net, pz, pc):
         else:
             add_bits = max(add_bits, pool_or_add(op, f, d, place, name, pc, a_bits, wide_sums))
         rows.append(dict(comment=f"{op.name}: {op.kind} {' + '.join(op.ins)} -> {op.out}",
-                         vals=[int(d[k]) for k in FIELDS], names=FIELDS))
+                         vals=[int(d[k]) for k in FIELDS + pairs.FIELDS], names=FIELDS + pairs.FIELDS))
     inp, out = name(net.input["name"]), name(net.output["tensor"])
     from ...network import words as networds
     io = networds.fields(_size(net.shapes[inp]), _size(net.shapes[out]), a_bits)   # the image words' lanes
     cat = lambda parts: np.concatenate(parts) if parts else np.zeros(1, np.int64)      # noqa: E731
     from ...network.program import _chw
     hw = lambda shape: int(np.prod(_chw(shape)[1:]))                                   # noqa: E731
-    pack = weight_pack(pz)
+    ebits = max(1, max_ea.bit_length())            # the ROM's codes (narrow_codes)
+    cw = code_bits(ebits, not two)
+    pack = weight_pack(pz, cw)
     weights, words, weights2, words2 = [], [], None, None
     for w_ in (wl, wl2)[:terms]:
         ws = [[cat(b) if b else np.full(1, 1 << 15, np.int64) for b in lane] for lane in w_]
-        wd = [[sum(ws[q * pack + h][j] << (16 * h) for h in range(pack)) for j in range(pc)] for q in range(pz // pack)]
+        wd = [[sum(narrow_codes(ws[q * pack + h][j], ebits, not two) << (cw * h) for h in range(pack))
+               for j in range(pc)] for q in range(pz // pack)]
         weights, words, weights2, words2 = (ws, wd, None, None) if w_ is wl else (weights, words, ws, wd)
+    # a board-sized kernel's unfolded load: a pixel of every input channel a cycle, plus a group of
+    # kWordLanes cycles to fetch the first words (network.cpp.j2's fast LoadImage)
+    wlanes = 64 // io["lane_bits"]
+    fast = bool(unfold and net.params.get("net_shape") == "board" and unfold["c"] <= wlanes
+                and hw(net.shapes[inp]) % wlanes == 0)
     return dict(rows=rows, act_bufs=act_bufs(place), act_words=act_words, sc_words=sc_words, place=place, pz=pz,
-                pc=pc, pack=pack, unfold=unfold,
+                **({"load_iters": hw(net.shapes[inp]) + wlanes} if fast else {}),
+                pc=pc, pack=pack, code_bits=cw, exp_bits=ebits, unfold=unfold,
                 parts=parts,
                 weights=weights, words=words, **(dict(terms=2, weights2=weights2, words2=words2) if terms == 2 else {}),
                 biases=[cat(x) for x in bl], shifts=[cat(x) for x in sl], win_base=cat(wins),
+                pot=not two, tap_pairs=bool(paired),
                 prod_bits=a_bits + max_ea + 2, sum_bits=max(sum_bits, net.params["acc_bits"]),
                 add_bits=max(add_bits, a_bits + 2, 16), **div_bits(net, max(add_bits, a_bits + 2, 16)),
                 sc_bits=max([a_bits] + list(wide_sums.values())), in_slot=place[inp][0], in_dual=place[inp][1],
@@ -153,11 +179,51 @@ def lanes(p):
     return int(p.get("net_lanes") or p["cols"]), int(p.get("net_banks") or p["rows"])
 
 
-def weight_pack(pz):
-    """Weight codes per ROM word: two 16-bit codes (two output lanes) in a 32-bit word when the
-    lanes pair up, so that a ROM of a few hundred codes fills a BRAM18 in its 512 x 36 shape
-    instead of half of one in 1K x 18 (:mod:`hlsnn.engines.shift_mac.network.perf`)."""
-    return 2 if pz % 2 == 0 else 1
+def tree_fields(pc, parts):
+    """The template fields of a lane's adder tree over ``pc`` banks in ``parts`` slices (one tree
+    a slice): ``tree_levels`` (:func:`~hlsnn.engines.shift_mac.network.perf.tree_levels` of a slice's
+    banks) and ``top_level``."""
+    from .perf import tree_levels
+    lv = tree_levels(pc // parts)
+    return dict(tree_levels=lv, top_level=len(lv))
+
+
+def weight_pack(pz, cw=16):
+    """Weight codes per ROM word: the most output lanes' codes of ``cw`` bits (:func:`code_bits`)
+    a 32-bit word holds, a power of two dividing ``pz``: two 10-bit two-hot codes, four 5-bit
+    power-of-two codes (3-bit exponents), so that a ROM of a few hundred words fills a BRAM18 in
+    its 512 x 36 shape and ``pz / pack`` ROMs a bank feed the lanes
+    (:mod:`hlsnn.engines.shift_mac.network.perf`)."""
+    pack = 1
+    while pz % (2 * pack) == 0 and 2 * pack * cw <= 32:
+        pack *= 2
+    return pack
+
+
+def code_bits(ebits, pot):
+    """Bits of a ROM code (:func:`narrow_codes`) with ``ebits``-bit shifts: ``ebits + 2`` in a
+    power-of-two program, ``2 * ebits + 4`` otherwise."""
+    return ebits + 2 if pot else 2 * ebits + 4
+
+
+def narrow_codes(c, ebits, pot):
+    """The 16-bit weight codes ``c`` (:func:`_code_words`: ea, eb in 6 bits each, so, hb, sb, zero)
+    as the ROM holds them, in :func:`code_bits` bits: ``ea`` in ``ebits`` bits, then (not ``pot``)
+    ``eb`` in ``ebits``, then ``so``, (not ``pot``) ``hb`` and ``sb``, then ``zero``; the kernel's
+    ``Widen`` puts the fields back. :class:`InputError` when a code does not survive the trip (a
+    shift wider than ``ebits``, a second term in a ``pot`` program)."""
+    c = np.asarray(c, np.int64)
+    m = (1 << ebits) - 1
+    ea, eb, so, hb, sb, zero = c & 63, (c >> 6) & 63, (c >> 12) & 1, (c >> 13) & 1, (c >> 14) & 1, (c >> 15) & 1
+    if pot:
+        out, back = ea | (so << ebits) | (zero << (ebits + 1)), (ea & m) | (so << 12) | (zero << 15)
+    else:
+        out = (ea | (eb << ebits) | (so << 2 * ebits) | (hb << 2 * ebits + 1) | (sb << 2 * ebits + 2)
+               | (zero << 2 * ebits + 3))
+        back = (ea & m) | ((eb & m) << 6) | (so << 12) | (hb << 13) | (sb << 14) | (zero << 15)
+    if np.any(back != c):
+        raise InputError(f"network kernel: a weight code does not fit the ROM's {code_bits(ebits, pot)}-bit codes")
+    return out
 
 
 def render(net, out_dir):
@@ -176,7 +242,9 @@ def render(net, out_dir):
                       f"do not edit.", net_name=net.name, accel=net.accel, guard=guard, cfg="NetCfg", top=TOP,
                header="network.h", data_header="network_data.h", act_bits=net.input["bits"],
                act_min=-(1 << (net.input["bits"] - 1)), lane_bits=t["lane_bits"], acc_bits=p["acc_bits"],
-               prod_bits=t["prod_bits"],
+               prod_bits=t["prod_bits"], leaf_bits=t["prod_bits"] + (t.get("terms", 1) == 2), pot_units=t["pot"],
+               **tree_fields(pc, t["parts"]), tap_pairs=t["tap_pairs"], fast_load="load_iters" in t,
+               unfold_c=(t["unfold"] or {}).get("c", 1),
                sum_bits=t["sum_bits"], add_bits=t["add_bits"], div_bits=t["div_bits"],
                pool_scale=t["pool_scale"], pool_scale_bits=t["pool_scale_bits"], div_xbits=t["div_xbits"],
                div_mbits=t["div_mbits"], add_div=t["add_div"], pool_div=t["pool_div"], sc_bits=t["sc_bits"], pz=pz,
@@ -188,6 +256,7 @@ def render(net, out_dir):
                in_dual="true" if t["in_dual"] else "false", out_elems=t["out_elems"],
                out_words=t["out_words"], out_slot=t["out_slot"], n_ops=len(t["rows"]), ops=t["rows"],
                w_words=len(t["weights"][0][0]), b_words=len(t["biases"][0]), pack=t["pack"], pz_words=pz // t["pack"],
+               pack_log=t["pack"].bit_length() - 1, code_bits=t["code_bits"], exp_bits=t["exp_bits"],
                weights=[[_ints(b) for b in q] for q in t["words"]], terms2=t.get("terms", 1) == 2,
                weights2=[[_ints(b) for b in q] for q in t.get("words2", ())], biases=[_ints(b) for b in t["biases"]],
                shifts=[_ints(s) for s in t["shifts"]], win_base=_ints(t["win_base"]),

@@ -8,7 +8,8 @@ count, so the schedule is static):
   word, 4 above 8 bits: :mod:`hlsnn.engines.network.words`) (``LoadWords``, a plain
   sequential read, plus :data:`DDR_LATENCY` for its first word), then ``in_elems`` cycles to
   unpack them into the channel banks (one activation per cycle; the tables' ``load_iters``
-  where a kernel unpacks more a cycle: the board-sized sparse kernel's a pixel of every channel);
+  where a kernel unpacks more a cycle: the board-sized kernels' unfolded stem loads a pixel of
+  every channel a cycle, shift_mac's after one group of ``L`` cycles fetching the first words);
 * conv: one cycle per tap, pixel and block: ``ceil(Z/P) * OH * OW * ncb * kh * kw``
   (``P`` output lanes = the config's ``net_lanes``, ``Q`` channel banks = its ``net_banks``;
   ``ncb`` the blocks of ``Q`` input channels a block of outputs reads,
@@ -34,9 +35,10 @@ The iteration counts are exact and checked against the C-simulation's loop count
 the depths are the model's, not a synthesis report. Nothing overlaps between layers.
 
 **Resources.** Memories (:mod:`hlsnn.resources`): the two ping-pong buffers and the shortcut
-buffer in ``Q`` banks each (``act_bits`` wide), the weight ROMs (``P/2 x Q`` banks of two 16-bit
-codes per word, twice in a two-term program,
-:func:`hlsnn.engines.shift_mac.network.kernel.weight_pack`), the bias ROMs (32-bit) and the
+buffer in ``Q`` banks each (``act_bits`` wide), the weight ROMs (``P/k x Q`` banks of ``k`` codes per word,
+the ROM's narrow codes of :func:`hlsnn.engines.shift_mac.network.kernel.narrow_codes`: two 10-bit two-hot
+codes or four 5-bit power-of-two ones at 3-bit shifts, :func:`~hlsnn.engines.shift_mac.network.kernel.weight_pack`;
+twice in a two-term program), the bias ROMs (32-bit) and the
 shift ROMs (8-bit), the blocks' window bases (32-bit) and a table program's ROM copies (``kLut``,
 ``2**act_bits`` entries a table, 8-bit, or 16-bit above 8 bits), each as the C++ declares it.
 No DSP but a channel gate's ``Q`` products (:func:`multipliers`): the convs' products are shifts and adds. The
@@ -50,6 +52,8 @@ from __future__ import annotations
 
 from ...network.perf import ADD_DEPTH, AXI_LITE, AXI_MASTER, CONTROL, DDR_LATENCY, LUT_DEPTH, MOVE_DEPTH, POOL_DEPTH, _f
 
+#: the 32-bit operators of the upper banks' tap cursor of tap pairs (:func:`datapath`'s ``pairs``)
+PAIR_LOGIC = 13
 CONV_DEPTH = 8       # act read (BRAM, 1), shift, the Q-input adder tree (4), accumulate, epilogue (bias, shift)
 
 
@@ -106,15 +110,16 @@ def buffers(net, tables):
     pz, pc = tables["pz"], tables["pc"]
     a = net.input["bits"]
     nw, nb = len(tables["weights"][0][0]), len(tables["biases"][0])
+    cw = tables.get("code_bits", 16)              # a ROM code's bits (kernel.narrow_codes)
     return [Buffer("act", "net_top", "array", a, (tables.get("act_bufs", 2), pc, tables["act_words"]),
                    partition=((1, "complete"), (2, "complete")),
                    static=True, note="ping-pong activation buffers, channel banks"),
             Buffer("sc", "net_top", "array", tables.get("sc_bits", a), (pc, tables["sc_words"]),
                    partition=((1, "complete"),), static=True, note="shortcut buffer, channel banks"),
-            Buffer("kWeights", "net_top", "array", 16 * tables["pack"], (pz // tables["pack"], pc, nw),
+            Buffer("kWeights", "net_top", "array", cw * tables["pack"], (pz // tables["pack"], pc, nw),
                    partition=((1, "complete"), (2, "complete")), static=True,
                    note=f"resident weight codes, {tables['pack']} units' codes per ROM word"),
-            *([Buffer("kWeights2", "net_top", "array", 16 * tables["pack"], (pz // tables["pack"], pc, nw),
+            *([Buffer("kWeights2", "net_top", "array", cw * tables["pack"], (pz // tables["pack"], pc, nw),
                       partition=((1, "complete"), (2, "complete")), static=True,
                       note="the weights' second codes (a two-term program)")] if tables.get("terms", 1) == 2 else []),
             Buffer("kBias", "net_top", "array", 32, (tables["parts"] * pz, nb), partition=((1, "complete"),),
@@ -154,11 +159,16 @@ def datapath(net, tables):
       shift, the add/subtract of the two terms and the conditional negation (``pb`` each; the
       zero flag folds into the negation); a ``pb``-bit product register; in a two-term program
       (``weight_terms: 2``, the ROM ``kWeights2``) all of it twice and the adder of the two
-      products (``pb + 1``);
-    * ``trees`` (``P``): ``Q - 1`` adders of ``sb`` bits and the accumulator's adder, a
-      register per level (``log2 Q + 1`` of ``sb`` bits); with ``R = parts`` accumulators per
-      lane (a network with a depthwise conv, :func:`hlsnn.engines.shift_mac.network.kernel.tables`), ``R - 1``
-      more accumulator adders and registers;
+      products (``pb + 1``); in a power-of-two program (no code with a second term: the kernel
+      renders a one-shifter ``ShiftMul``) one shifter and the negation (``pb``);
+    * ``trees`` (``P``): the lane's adder trees as the kernel writes them, one per slice of
+      ``Q/R`` banks (``R = parts`` accumulators per lane: more than 1 in a network with a
+      depthwise conv, :func:`hlsnn.engines.shift_mac.network.kernel.tables`), level by level each
+      one bit wider: at level ``k``, ``floor(n/2)`` adders of ``leaf + k`` bits over the ``n``
+      entries below (``Q/R / 2**k`` in a power of two; ``leaf`` = ``pb``, + 1 in a two-term
+      program) and a register for every entry (:func:`tree_levels`);
+      the ``R - 1`` adders of ``sb`` bits that sum the parts; the ``R`` accumulators' adders and
+      registers (``sb`` bits each);
     * ``epilogues`` (``R P``): the bias add (``sb + 2``), the saturation's two compares and clamp
       (``3 A``), the rounding right shifter by 0..60 (``shifter_luts(A, 60)``), its increment
       and the output clamp (``A + 2a``), and a fused Clip's clamp to the descriptor's bounds
@@ -168,6 +178,14 @@ def datapath(net, tables):
       lanes' blocks and the other ops; one more with ``R > 1``: the wide block's part), the
       maxpool compare (``2a``), and the residual Add: two
       aligning shifters, the sum, the pool accumulator and its rounding shifter (``wb`` bits);
+    * ``pairs`` (a program with a paired conv, :mod:`hlsnn.engines.shift_mac.network.pairs`): the
+      upper banks' tap cursor, :data:`PAIR_LOGIC` operators of 32 bits (the row and column adders
+      and their four bound compares, the address adder and select, the channel bound's adder, the
+      two tap counters and the column compare) and its three registers;
+    * ``load`` (a board-sized kernel's unfolded image load, the tables' ``load_iters``): per bank
+      it writes (``C * kw``) the select of the pixel's lane of its channel's word (``lane_bits``
+      LUT6 levels of a ``64 / lane_bits``:1 multiplexer), and each channel's current and next word
+      (``2 * C * 64`` flip-flops);
     * ``wpool`` (``Q``, a program with an average pool): :func:`wpool_logic`;
     * ``linwide`` (a program with rule 12w's resize): :func:`hlsnn.engines.network.linwide.logic`;
     * ``mean`` (a mean over a count that is not a power of two): :func:`mean_logic`;
@@ -181,11 +199,16 @@ def datapath(net, tables):
     acc = net.params["acc_bits"]
     smax = pb - a - 2
     mux = lambda n: math.ceil(n / 4) if n > 1 else 0          # noqa: E731 - LUT6s of an n:1 multiplexer, per bit
-    lvls = math.ceil(math.log2(max(pc, 2))) + 1
     r = tables.get("parts", 1)
     terms = tables.get("terms", 1)        # a two-term program: each unit's second shift-add and its adder
-    unit = (terms * (2 * shifter_luts(a, smax) + 2 * pb) + (terms - 1) * (pb + 1), terms * pb)
-    tree = (pc * sb + (r - 1) * sb, (lvls + r - 1) * sb)
+    if tables.get("pot"):                 # a power-of-two program: one shifter and the negation a unit
+        unit = (shifter_luts(a, smax) + pb, pb)
+    else:
+        unit = (terms * (2 * shifter_luts(a, smax) + 2 * pb) + (terms - 1) * (pb + 1), terms * pb)
+    leaf = pb + (terms - 1)
+    lv = tree_levels(pc // r)            # a slice's tree (kernel.tree_fields), one a part
+    tree = (r * sum(nb // 2 * (leaf + k) for k, _, _, nb in lv) + (r - 1) * sb + r * sb,
+            r * sum(n * (leaf + k) for k, _, n, _ in lv) + r * sb)
     epi = ((sb + 2) + 3 * acc + shifter_luts(acc, 60) + acc + 2 * a + 2 * a, 2 * acc + a)
     writers = pc // pz + 1 + (r > 1)
     bank = (16 + a + a + a * mux(writers) + 2 * a + 2 * shifter_luts(a, 8) + 3 * wb + shifter_luts(wb, 31),
@@ -193,6 +216,11 @@ def datapath(net, tables):
     parts = {"units": (pz * pc * unit[0], pz * pc * unit[1]), "trees": (pz * tree[0], pz * tree[1]),
              "epilogues": (r * pz * epi[0], r * pz * epi[1]), "banks": (pc * bank[0], pc * bank[1]),
              "axi": (2 * AXI_MASTER[0] + AXI_LITE[0], 2 * AXI_MASTER[1] + AXI_LITE[1]), "control": CONTROL}
+    if "load_iters" in tables and "unfold" in tables:    # the board-sized unfolded load (kernel.tables)
+        u, lb = tables["unfold"], int(tables.get("lane_bits", 8))
+        parts["load"] = (u["c"] * u["kw"] * lb * mux(64 // lb), 2 * u["c"] * 64)
+    if tables.get("tap_pairs"):           # the upper banks' tap cursor (.pairs; rendered with a paired conv)
+        parts["pairs"] = (PAIR_LOGIC * 32, 3 * 32)
     parts.update(wpool_logic(net, pc, a, wb))
     from ...network.linwide import logic as linwide_logic      # rule 12w's LinWide loop
     parts.update(linwide_logic(net, pc, a, wb))
@@ -200,6 +228,17 @@ def datapath(net, tables):
     from ...network.catmix import logic as split_logic         # rule 8m's channel-range shifts
     parts.update(split_logic(net, tables))
     return parts
+
+
+def tree_levels(n):
+    """``[(level, level below, entries, entries below)]`` of an adder tree over ``n`` leaves, each
+    level pairing the entries below (an odd last one passes up) until one is left."""
+    out, lv = [], 0
+    while n > 1:
+        lv += 1
+        out.append((lv, lv - 1, (n + 1) // 2, n))
+        n = (n + 1) // 2
+    return out
 
 
 def mean_logic(net, tables):
