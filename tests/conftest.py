@@ -106,19 +106,14 @@ def _strict_csim_module(request):
         yield
 
 
-#: test files that hold compiled models to the fit budget (hlsnn.network.fit): the refusal's own tests and every
-#: shipped model's assignments; elsewhere the suite's synthetic nets are compiled past the budget
-FIT_BUDGET_FILES = ("test_fit.py", "test_every_shipped_model.py", "test_shift_sized.py")
-
-
 @pytest.fixture(autouse=True, scope="module")
 def _synthetic_nets_past_the_fit_budget(request):
     """``hlsnn.network.build.compile_model`` (:func:`hlsnn.network.fit.check_network`) refuses a network kernel over 90% of its board. The suite's
     synthetic nets (a pool of every kind, branches, gates, ...) are there to hold a kernel to the layer
     path's bits, not to a board, and a few are over the PYNQ-Z2's budget: in-process compiles take
-    ``allow_overfit`` here, except in :data:`FIT_BUDGET_FILES` (subprocesses, the README's and the docs'
-    commands, always meet the budget)."""
-    if Path(str(request.node.fspath)).name in FIT_BUDGET_FILES:
+    ``allow_overfit`` here, except in a module marked ``fit_budget`` (the refusal's own tests and every
+    shipped model's assignments; subprocesses, the README's and the docs' commands, always meet the budget)."""
+    if request.node.get_closest_marker("fit_budget") is not None:
         yield
         return
     from hlsnn.network import fit

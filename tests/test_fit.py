@@ -10,6 +10,8 @@ import yaml
 from conftest import ROOT
 from hlsnn.cli import main
 
+pytestmark = pytest.mark.fit_budget      # compiled models held to the fit budget (tests/conftest.py)
+
 ACCEL = ROOT / "configs" / "accel"
 MODELS = ROOT / "configs" / "models"
 #: the XC7Z020's resources (AMD DS190) and 90% of each: the budgets, by hand

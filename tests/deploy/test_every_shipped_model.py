@@ -13,6 +13,8 @@ from compiled_fixtures import MODELS  # noqa: E402
 from hlsnn.network.loader import load  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 
+pytestmark = pytest.mark.fit_budget      # compiled models held to the fit budget (tests/conftest.py)
+
 CASES = [(p.stem, a) for p in sorted(MODELS.glob("*.yaml"))
          for a in yaml.safe_load(p.read_text())["assignments"]]
 

@@ -17,6 +17,8 @@ from hlsnn.network import artifact  # noqa: E402
 
 from conftest import ROOT  # noqa: E402
 
+pytestmark = pytest.mark.fit_budget      # compiled models held to the fit budget (tests/conftest.py)
+
 CONFIG = ROOT / "configs" / "accel" / "shift8net_pynq-z2.yaml"
 POT = ROOT / "configs" / "accel" / "shift8net_pot_pynq-z2.yaml"
 MODEL = ROOT / "configs" / "models" / "resnet8_digits32.yaml"
