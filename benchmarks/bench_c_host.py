@@ -37,7 +37,8 @@ Usage::
     python benchmarks/bench_c_host.py --model resnet8_digits32 --assignment bfp8_z2 --calls 3000
 
 A ``bfp_systolic`` network (float32 words in, its 64-bit words out, unpacked in C) reports
-``call_f32`` and, for comparison, ``numpy_unpack`` (:func:`hlsnn.engines.bfp_systolic.network.kernel.finish_words`
+``call_f32``, ``softmax_c`` when ``nethost.softmax_rule`` takes it (bfp8: the pairs' Softmax
+from its table, ``hlsnn_in_softmax_bfp``) and, for comparison, ``numpy_unpack`` (:func:`hlsnn.engines.bfp_systolic.network.kernel.finish_words`
 and the pairs' dequantization in numpy, which the C call does for a batch of one).
 
 CPU time (``time.process_time_ns`` is too coarse for one call: wall time, medians, on a shared
@@ -118,6 +119,8 @@ def main(argv=None):
         from hlsnn.engines.bfp_systolic.network.kernel import finish_words
         from hlsnn.engines.bfp_systolic.network.lower import dequantize
         res["call_f32"] = median_us(lambda: host.run(x32), args.calls)
+        if host.exps is not None:                    # bfp8: the C Softmax of the pairs (its table's rows)
+            res["softmax_c"] = _softmax_c(host, x32, args.calls)
         words = np.zeros((1, board.out_words), np.uint64)
         res["numpy_unpack"] = median_us(lambda: dequantize(finish_words(net, None, words)), args.calls)
         print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in res.items()}, indent=1))
@@ -126,14 +129,7 @@ def main(argv=None):
         res[f"call_{name}"] = median_us(lambda x=x: host.run(x, ints=False), args.calls)
     res["call_u8_ints"] = median_us(lambda: host.run(xu8), args.calls)
     if host.exps is not None:                        # with and without the C Softmax, alternately
-        ts = {True: [], False: []}
-        host.run(xu8, ints=False, softmax=True)
-        for i in range(2 * args.calls):
-            sm = bool(i & 1)
-            t0 = time.perf_counter_ns()
-            host.run(xu8, ints=False, softmax=sm)
-            ts[sm].append(time.perf_counter_ns() - t0)
-        res["softmax_c"] = (statistics.median(ts[True]) - statistics.median(ts[False])) / 1e3
+        res["softmax_c"] = _softmax_c(host, xu8, args.calls)
     empty = median_us(lambda: lib.hlsnn_in_quantize(x32.ctypes.data, 0, 0, f, bits, mode, dst.ctypes.data),
                        args.calls)
     res["ctypes_call"] = empty
@@ -153,6 +149,18 @@ def main(argv=None):
     res["softmax_with_dequantize"] = median_us(lambda: netmode.finish(net, q), args.calls)
     res["python_quantize"] = median_us(lambda: netmode.quantize_input(net, x64), max(100, args.calls // 10))
     print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in res.items()}, indent=1))
+
+
+def _softmax_c(host, x, calls):
+    """``run(softmax=True)`` less ``run()``, timed alternately in one loop (medians of each), us."""
+    ts = {True: [], False: []}
+    host.run(x, ints=False, softmax=True)
+    for i in range(2 * calls):
+        sm = bool(i & 1)
+        t0 = time.perf_counter_ns()
+        host.run(x, ints=False, softmax=sm)
+        ts[sm].append(time.perf_counter_ns() - t0)
+    return (statistics.median(ts[True]) - statistics.median(ts[False])) / 1e3
 
 
 if __name__ == "__main__":

@@ -291,6 +291,31 @@ def test_a_bfp_network_through_the_c_host_path(compiled):
     np.testing.assert_array_equal(one.view(np.uint64), want[1:2].view(np.uint64))
 
 
+@pytest.mark.slow
+@pytest.mark.csim
+def test_a_bfp8_networks_softmax_runs_in_the_c_call_with_the_emulators_bits(compiled):
+    """bfp8 (8-bit mantissas, 8-bit exponents): the Softmax after the logits runs in the C call
+    (nethost.softmax_rule: the logits are the fc's one output pixel, one exponent, which
+    bfp_exp_table covers): net.run on sim gives the layer-by-layer emulator's output (its numpy
+    Softmax) bit for bit; with a table that covers no row, CHost.run applies numpy's, the same bits."""
+    import hlsnn
+    from hlsnn.deploy import datasets
+    path = compiled("digits_cnn", "bfp8")
+    x = datasets.load("digits", layout="nchw").x_test[:5]
+    with hlsnn.load(path, "emu", network=False) as ref:
+        want = ref.run(x)
+    with hlsnn.load(path, "sim", self_check=False) as net:
+        assert net._c_run[-1] and not net._c_run[-2]     # folded: no host layer after the call
+        got = net.run(x)
+        host = net._kernel.board._chost
+        assert host._sm and host.ctx.softmax == 1 and host.ctx.sm_left == 0
+        host.ctx.sm_ne = 0                               # no row covered: numpy's Softmax after the call
+        again = net.run(x)
+        assert host.ctx.sm_left == 1
+    np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
+    np.testing.assert_array_equal(again.view(np.uint64), want.view(np.uint64))
+
+
 # ------------------------------------------------------------------ hlsnn perf NAME.hlsnn --json
 def test_perf_json_reports_both_windows_and_the_host_steps(compiled, capsys):
     """The host steps of the C path (their basis named; the boards' steps estimates), the image

@@ -432,8 +432,13 @@ def test_the_datapath_model_counts_the_kernels_operators():
     # leading one 26, the exponent difference 12 and bound compare 6, the left shifter of 26 bits
     # by 0..53 into 54 (stages of 29, 41 and 54 bits): 194; the three exponent compare-selects
     # 36, the exactness test's two |.| of 54 and their sum 55, the sum 55, ReLU 28, the pool's two
-    # adders of 62 bits and the 36-bit output element's select 18
-    assert d["add"][0] == 16 * (2 * (26 + 26 + 12 + 6 + 29 + 41 + 54) + 36 + 2 * 54 + 55 + 55 + 28 + 2 * 62 + 18)
+    # adders of 62 bits (run on unreset: one adder on each loop-back) and the two subtractors of
+    # 62 bits from their values at the channel's first pixel, and the 36-bit output element's select 18
+    assert d["add"][0] == 16 * (2 * (26 + 26 + 12 + 6 + 29 + 41 + 54) + 36 + 2 * 54 + 55 + 55 + 28 + 2 * 62
+                                + 2 * 62 + 18)
+    # its registers: the two aligned terms (55 bits each), the two sums and their two bases (62
+    # each), two exponents (12)
+    assert d["add"][1] == 16 * (2 * 55 + 4 * 62 + 2 * 12)
     assert set(d) == {"conv_exp", "conv_mac_banks", "conv_mac_lanes", "maxpool", "add", "axi", "control"}
 
 

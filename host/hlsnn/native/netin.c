@@ -38,9 +38,11 @@
  * (a bfp_systolic kernel) the input values are written as float32 words (counted bad when not
  * finite or not exact in float32), the out_n output bytes of each image copied to q, and its
  * elems output words unpacked into pm, pe (bfpkernel.unpack_output) and y (m * 2**e + 0.0, as
- * netbfp.dequantize), the status words OR-ed into status. With softmax set (not with words) y is
- * then each image's Softmax (hlsnn_in_softmax: the network's one host layer after the logits,
- * the bits of hlsnn.deploy.hostops' numpy Softmax).
+ * netbfp.dequantize), the status words OR-ed into status. With softmax set y is then each
+ * image's Softmax (the network's one host layer after the logits, the bits of
+ * hlsnn.deploy.hostops' numpy Softmax): hlsnn_in_softmax on the integers, or with words
+ * hlsnn_in_softmax_bfp on the pairs when every image's non-zero elements share one exponent that the
+ * caller's table covers (else sm_left is set and y left as the values, for the caller's Softmax).
  */
 #define _POSIX_C_SOURCE 199309L
 #include <math.h>
@@ -195,7 +197,10 @@ typedef struct {
   int64_t status;      /* words: the OR of the images' status words */
   int64_t lane16;      /* 1: 16-bit lanes (inputs of 9 to 16 bits): inbuf, outbuf, q and table hold int16 */
   int64_t softmax;     /* 1: y is the Softmax of each image's out_n values (hlsnn_in_softmax), not the values */
-  const double *exp_table; /* softmax: exp(-d * 2**-f_out) for each lane difference d, made by numpy's exp */
+  const double *exp_table; /* softmax: exp(-d * 2**-f_out) for each lane difference d, made by numpy's exp;
+                            * words: exp(-d * 2**e) for e = sm_emin ... sm_emin + sm_ne - 1 (rows), d < sm_w */
+  int64_t sm_emin, sm_ne, sm_w; /* words with softmax: the table's exponents and differences */
+  int64_t sm_left;     /* words with softmax: 1 when y was left as the values (an image the table does not cover) */
 } hlsnn_in_ctx;
 
 /* numpy's pairwise sum of n doubles (DOUBLE_pairwise_sum of numpy's loops: below 8 values in
@@ -241,6 +246,51 @@ int64_t hlsnn_in_softmax(const void *q, int64_t n, int64_t lane16, const double 
   }
   for (int64_t j = 0; j < n; ++j)
     y[j] = table[mx - (lane16 ? ((const int16_t *)q)[j] : ((const int8_t *)q)[j])];
+  const double s = 0.0 + pairwise_sum(y, n);
+  for (int64_t j = 0; j < n; ++j)
+    y[j] = y[j] / s;
+  return 0;
+}
+
+/* Whether a bfp_systolic image's n output elements (m, e) (pm, pe) are covered by the Softmax
+ * table of rows emin ... emin + ne - 1 and width w (nethost.bfp_exp_table): every non-zero
+ * element has one exponent e0 (a conv's output pixel: one exponent for all its channels; a zero
+ * may carry any), emin <= e0 < emin + ne, and the mantissas differ by less than w. Then (e0 in
+ * *e0, the largest mantissa in *mmax) each value is m 2**e0 and v - max v = -(mmax - m) 2**e0,
+ * exactly. */
+static int bfp_covered(const int64_t *pm, const int64_t *pe, int64_t n, int64_t emin, int64_t ne, int64_t w,
+                       int64_t *e0, int64_t *mmax) {
+  int64_t e = emin, lo = pm[0], hi = pm[0], any = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    if (pm[j] != 0) {
+      if (any && pe[j] != e)
+        return 0;
+      e = pe[j];
+      any = 1;
+    }
+    lo = pm[j] < lo ? pm[j] : lo; /* the zeros too: the value 0 = 0 2**e0 */
+    hi = pm[j] > hi ? pm[j] : hi;
+  }
+  if (e < emin || e >= emin + ne || hi - lo >= w)
+    return 0;
+  *e0 = e;
+  *mmax = hi;
+  return 1;
+}
+
+/* The Softmax of one bfp_systolic image's n output elements (pm, pe) into y, as
+ * hlsnn.deploy.hostops computes it on their float64 values m 2**e, when the table covers them
+ * (bfp_covered; else 1 is returned and y is not written): exp(v - max v) is the table's entry
+ * (made by numpy's exp on those values), the sum numpy's (pairwise_sum, plus its initial 0.0),
+ * each value divided by it (IEEE, as numpy). */
+int64_t hlsnn_in_softmax_bfp(const int64_t *pm, const int64_t *pe, int64_t n, int64_t emin, int64_t ne, int64_t w,
+                             const double *table, double *y) {
+  int64_t e0, mmax;
+  if (n < 1 || !bfp_covered(pm, pe, n, emin, ne, w, &e0, &mmax))
+    return 1;
+  const double *row = table + (e0 - emin) * w;
+  for (int64_t j = 0; j < n; ++j)
+    y[j] = row[mmax - pm[j]];
   const double s = 0.0 + pairwise_sum(y, n);
   for (int64_t j = 0; j < n; ++j)
     y[j] = y[j] / s;
@@ -342,6 +392,17 @@ int64_t hlsnn_in_run(hlsnn_in_ctx *c, const void *x) {
       }
       memcpy(w, c->q + b * c->out_n + 8 * c->elems, 8);
       c->status |= (int64_t)w[0];
+    }
+    if (c->softmax) { /* every image covered by the table, or none changed (the caller's numpy Softmax) */
+      c->sm_left = 0;
+      for (int64_t b = 0; b < c->batch && !c->sm_left; ++b) {
+        int64_t e0, mmax;
+        c->sm_left = c->elems < 1 || !bfp_covered(c->pm + b * c->elems, c->pe + b * c->elems, c->elems, c->sm_emin,
+                                                  c->sm_ne, c->sm_w, &e0, &mmax);
+      }
+      for (int64_t b = 0; b < c->batch && !c->sm_left; ++b)
+        hlsnn_in_softmax_bfp(c->pm + b * c->elems, c->pe + b * c->elems, c->elems, c->sm_emin, c->sm_ne, c->sm_w,
+                             c->exp_table, c->y + b * c->elems);
     }
     return 0;
   }

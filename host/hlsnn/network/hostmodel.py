@@ -52,6 +52,7 @@ X86 = {
     "quant_ns": {"float32": 1.0, "float64": 4.0, "uint8": 0.24, "float32 words": 0.45},
     "softmax_us": 4.2,             # netmode.finish on the C call's 10 values (the model: HOST_OPS["Softmax"])
     "softmax_c_ns": 1.0,           # the Softmax in the C call (hlsnn_in_softmax), per output value
+    "softmax_c_bfp_ns": 5.0,       # a bfp_systolic network's (hlsnn_in_softmax_bfp: pairs, a table row), per value
     "source": "measured on this x86 (AMD EPYC 2.6 GHz, 2 cores shared) by benchmarks/bench_c_host.py "
               "--model resnet8_digits32 --assignment twohot --calls 3000: call_u8 less its lookups 1.8 us "
               "(call_f32 7.8 us, call_u8 2.5 us per 3,072-value image), rule 1 in C 2.0 / 4.0 / 0.24 ns per "
@@ -67,7 +68,9 @@ X86 = {
               "run's (those loops unchanged). Rule 1 on float32 without data-dependent branches (netin.c q_f32): "
               "2.64 -> 1.27 ns per value side by side (old and new netin.c alternately, 196,608 digits32 values, "
               "nearest_away, built with CC='gcc -fno-tree-vectorize': scalar, as the boards' build without NEON "
-              "runs it; x86's own build vectorizes it to 0.68 ns), so 2.0 x 1.27 / 2.64 = 1.0 ns",
+              "runs it; x86's own build vectorizes it to 0.68 ns), so 2.0 x 1.27 / 2.64 = 1.0 ns. bfp8's Softmax in "
+              "the C call (--assignment bfp8_z2 --calls 3000 / 5000, three runs: softmax_c 0.06, 0.06, 0.041 us "
+              "for 10 values): 5 ns per value (the pairs' exponent check, the table row, the pairwise sum)",
 }
 
 _LOADER_RUN = ("OMP_NUM_THREADS=1 python benchmarks/bench_loader_host.py --hlsnn /tmp/hrep/*.hlsnn --calls 2000 "
@@ -276,15 +279,17 @@ def op_us(cpu, op, elements):
                      f"benchmarks/bench_loader_host.py"}
 
 
-def softmax_c_us(cpu, n_out):
-    """The Softmax of ``n_out`` output values in the C call (``hlsnn_in_softmax``: a network
+def softmax_c_us(cpu, n_out, bfp=False):
+    """The Softmax of ``n_out`` output values in the C call (``hlsnn_in_softmax``, or with ``bfp``
+    a ``bfp_systolic`` network's ``hlsnn_in_softmax_bfp``: a network
     :func:`hlsnn.network.nethost.softmax_rule` accepts): ``{"us", "basis"}``, the x86 figure per
     value times the CPU's C factor."""
     s = SCALE[cpu]["c"]
     ests = "measured" if cpu == "x86-this-machine" else "estimate"
-    return {"us": X86["softmax_c_ns"] * n_out * s / 1e3,
-            "basis": f"{ests}: {n_out:,} values x {X86['softmax_c_ns']} ns in C on x86 x {s:g}; "
-                     f"benchmarks/bench_c_host.py softmax_c"}
+    ns = X86["softmax_c_bfp_ns" if bfp else "softmax_c_ns"]
+    return {"us": ns * n_out * s / 1e3,
+            "basis": f"{ests}: {n_out:,} values x {ns} ns in C on x86 x {s:g}; "
+                     f"benchmarks/bench_c_host.py softmax_c{' (--assignment bfp8_z2)' if bfp else ''}"}
 
 
 def counts_in_c(words=False, prefix=False):

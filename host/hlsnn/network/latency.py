@@ -349,7 +349,7 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
         for j in ops_after:
             if in_c:
                 layers.append(row(j["name"], "host " + j["op"] + " (C)", host_bytes=16 * n_out,
-                                  host_us=hostmodel.softmax_c_us(b["cpu"], n_out)["us"]))
+                                  host_us=hostmodel.softmax_c_us(b["cpu"], n_out, bfp_words)["us"]))
                 continue
             layers.append(row(j["name"], "host " + j["op"], host_bytes=16 * n_out,
                               host_us=hostmodel.op_us(b["cpu"], j["op"], n_out)["us"]))

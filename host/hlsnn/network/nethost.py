@@ -53,7 +53,9 @@ class Ctx(ctypes.Structure):
                 ("y", ctypes.c_void_p), ("q", ctypes.c_void_p), ("polls", ctypes.c_int64),
                 ("table", ctypes.c_void_p), ("kernel_s", ctypes.c_double), ("words", ctypes.c_int64),
                 ("elems", ctypes.c_int64), ("pm", ctypes.c_void_p), ("pe", ctypes.c_void_p), ("status", ctypes.c_int64),
-                ("lane16", ctypes.c_int64), ("softmax", ctypes.c_int64), ("exp_table", ctypes.c_void_p)]
+                ("lane16", ctypes.c_int64), ("softmax", ctypes.c_int64), ("exp_table", ctypes.c_void_p),
+                ("sm_emin", ctypes.c_int64), ("sm_ne", ctypes.c_int64), ("sm_w", ctypes.c_int64),
+                ("sm_left", ctypes.c_int64)]
 
 
 def _lib():
@@ -77,6 +79,8 @@ def _lib():
         so.hlsnn_in_pipeline.restype = i64
         so.hlsnn_in_softmax.argtypes = [p, i64, i64, p, p]
         so.hlsnn_in_softmax.restype = i64
+        so.hlsnn_in_softmax_bfp.argtypes = [p, p, i64, i64, i64, i64, p, p]
+        so.hlsnn_in_softmax_bfp.restype = i64
         fast = ctypes.PyDLL(so._name).hlsnn_in_run
         fast.restype = i64
         so.run_fast = fast
@@ -108,13 +112,27 @@ def covers(net):
     return input_rule(net) is not None or net.engine == "bfp_systolic"
 
 
+#: a ``bfp_systolic`` network's Softmax table (:func:`bfp_exp_table`) at most this many entries
+#: (``2**(M + E)``: bfp8's 8-bit mantissas and 8-bit exponents, 512 KB of float64)
+BFP_TABLE_MAX = 1 << 16
+
+
 def softmax_rule(net):
     """True when the C call can apply the network's host layers after the logits itself
-    (``hlsnn_in_softmax`` of ``netin.c``, the bits of :func:`hlsnn.deploy.hostops.run`'s
-    Softmax): they are one ``Softmax`` over each image's output vector (axis 1 or -1 of a
-    (B, n) output) and the outputs are integers (not a ``bfp_systolic`` network's words)."""
+    (the bits of :func:`hlsnn.deploy.hostops.run`'s Softmax): they are one ``Softmax`` over
+    each image's output vector (axis 1 or -1 of a (B, n) output), and the outputs are integers
+    (``hlsnn_in_softmax`` of ``netin.c``) or a ``bfp_systolic`` network's words whose table
+    (:func:`bfp_exp_table`, ``2**(M + E)`` entries) is at most :data:`BFP_TABLE_MAX`
+    (``bfp_softmax`` of ``netin.c``: an image whose values the table does not cover gets the
+    numpy Softmax in :meth:`CHost.run`)."""
     after = getattr(net, "host_after", None) or []
-    if input_rule(net) is None or len(after) != 1 or len(tuple(net.output["shape"])) != 1:
+    if net.engine == "bfp_systolic":
+        p = getattr(net, "params", None) or {}
+        if "mantissa_bits" not in p or 1 << (int(p["mantissa_bits"]) + int(p["exponent_bits"])) > BFP_TABLE_MAX:
+            return False
+    elif input_rule(net) is None:
+        return False
+    if len(after) != 1 or len(tuple(net.output["shape"])) != 1:
         return False
     j = after[0]
     return (j["op"] == "Softmax" and int(j.get("attrs", {}).get("axis", -1)) in (1, -1)
@@ -128,6 +146,19 @@ def exp_table(f_out, lane16):
     return np.exp(np.ldexp(-np.arange(1 << (16 if lane16 else 8), dtype=np.float64), -int(f_out)))
 
 
+def bfp_exp_table(mantissa_bits, exponent_bits):
+    """``(emin, rows, width, table)`` of a ``bfp_systolic`` network's Softmax in the C call: row
+    ``e - emin`` holds ``exp(-d * 2**e)`` for ``d < width = 2**M`` (two M-bit mantissas differ by
+    less), one row for each exponent ``e`` of ``[emin, emax]`` (``E`` bits), by numpy's ``exp`` on
+    those float64 values: what the host Softmax's ``exp(v - max v)`` computes when an image's
+    values share one exponent (a conv's output pixel), as ``v - max v = -(mmax - m) 2**e``."""
+    m, e = int(mantissa_bits), int(exponent_bits)
+    emin, rows, width = -(1 << (e - 1)), 1 << e, 1 << m
+    d = np.arange(width, dtype=np.float64)
+    ex = np.arange(emin, emin + rows)
+    return emin, rows, width, np.ascontiguousarray(np.exp(np.ldexp(-d[None, :], ex[:, None])).ravel())
+
+
 def softmax(q, f_out, table=None):
     """The C Softmax (``hlsnn_in_softmax``) of the output integers ``q`` (B, n) int8 or int16 at
     radix ``f_out``, per row: float64 (B, n). For tests and benchmarks; :class:`CHost` applies it
@@ -139,6 +170,21 @@ def softmax(q, f_out, table=None):
     for b in range(q.shape[0]):
         _lib().hlsnn_in_softmax(q[b].ctypes, q.shape[1], int(lane16), table.ctypes, y[b].ctypes)
     return y
+
+
+def softmax_bfp(pm, pe, mantissa_bits, exponent_bits, table=None):
+    """The C Softmax of a ``bfp_systolic`` network's output pairs (``hlsnn_in_softmax_bfp``):
+    ``pm``, ``pe`` (B, n) int64, per row, float64 (B, n), and a bool per row: False where the
+    table (:func:`bfp_exp_table`) does not cover the row (its output left NaN; :class:`CHost`
+    then applies numpy's). For tests and benchmarks; :class:`CHost` applies it in its call."""
+    pm, pe = (np.ascontiguousarray(a, np.int64) for a in (pm, pe))
+    emin, rows, width, t = bfp_exp_table(mantissa_bits, exponent_bits) if table is None else table
+    y = np.full(pm.shape, np.nan)
+    done = np.zeros(pm.shape[0], bool)
+    for b in range(pm.shape[0]):
+        done[b] = _lib().hlsnn_in_softmax_bfp(pm[b].ctypes, pe[b].ctypes, pm.shape[1], emin, rows, width,
+                                              t.ctypes, y[b].ctypes) == 0
+    return y, done
 
 
 def _as_stored(x):
@@ -251,8 +297,15 @@ class CHost:
             raise InputError(f"u8_values: {v.shape} values; give the 256 values the uint8 codes stand for")
         self.lane = np.int8 if self.words or int(board.net.input["bits"]) <= 8 else np.int16   # (words)
         self.table = np.zeros(256, self.lane)
-        # the Softmax after the logits, applied in the call when the caller asks (run(softmax=True))
-        self.exps = exp_table(self.f_out, self.lane == np.int16) if softmax_rule(board.net) else None
+        # the Softmax after the logits, applied in the call when the caller asks (run(softmax=True));
+        # a bfp_systolic network's table: one row per exponent (bfp_exp_table)
+        self.exps, self.sm_rows = None, (0, 0, 0)
+        if softmax_rule(board.net):
+            if self.words:
+                p = board.net.params
+                *self.sm_rows, self.exps = bfp_exp_table(p["mantissa_bits"], p["exponent_bits"])
+            else:
+                self.exps = exp_table(self.f_out, self.lane == np.int16)
         self._sm = False
         if not self.words:
             from ..deploy.quant import to_fixed
@@ -301,7 +354,7 @@ class CHost:
                        self.wr, self.rd, self._sync_fn(), float(timeout), _ptr(b._y8), b.out_words * 8,
                        out_n, self.f_out, _ptr(self.y), _ptr(self.q8), 0, _ptr(self.table), 0.0,
                        int(self.words), b.n_out, _ptr(self.pm), _ptr(self.pe), 0, int(self.lane == np.int16), 0,
-                       None if self.exps is None else _ptr(self.exps))
+                       None if self.exps is None else _ptr(self.exps), *self.sm_rows, 0)
         self._sm = False
         self.ref = ctypes.byref(self.ctx)
         self._inb = b.inb
@@ -337,7 +390,12 @@ class CHost:
             if self.ctx.status & 1:                  # a status bit: NotExact raised there
                 from ..engines.bfp_systolic.network.kernel import finish_words
                 finish_words(b.net, None, self.q8.view(np.uint64).copy())
-            return ((self.pm.copy(), self.pe.copy()) if ints else None), self.y.copy()
+            y = self.y.copy()
+            if self._sm and self.ctx.sm_left:        # an image the table does not cover: numpy's Softmax
+                from ..deploy.netafter import host_stubs
+                for f in host_stubs(b.net):
+                    y = f(y, None)
+            return ((self.pm.copy(), self.pe.copy()) if ints else None), y
         return (self.q8.astype(np.int64) if ints else None), self.y.copy()
 
     def run_pipelined(self, x, *, timeout=10.0):

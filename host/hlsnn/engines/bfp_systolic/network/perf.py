@@ -322,7 +322,9 @@ def datapath(net, tables):
       kExactBits + 1 bits: a term below ``2**53``, issue 83), the smaller exponent's
       compare-selects (``2X``) and the pool's (``X``), the exactness test (two ``|.|`` of ``O``
       and their sum), the sum (``O + 1``), ReLU, the pool's sum and magnitude adders (``2 x``
-      pool bits) and the output element's select (``W + 10``);
+      pool bits, run on unreset), their values at the channel's first pixel (two registers of
+      pool bits with an enable) and the two subtractors that give the channel's sums, and the
+      output element's select (``W + 10``);
     * ``wpool`` (``Q``, a program with an average pool or a bilinear upsample,
       :mod:`hlsnn.engines.network.linpool`): four ``AlignExact`` (the term and its magnitude,
       the running sum and magnitudes' sum realigned to a smaller exponent), their two adders
@@ -366,7 +368,7 @@ def datapath(net, tables):
     align = E + E + x + _cmp(x) + _stages(E + 1, 53)          # the wide AlignExact (a pool window's sum)
     add_align = w + w + x + _cmp(x) + lshift_luts(w, o, o - 1)
     add = (2 * add_align + 3 * (_cmp(x) + _sel(x)) + 2 * o + (o + 1) + (o + 1) + -(-(o + 1) // 2) + 2 * pool
-           + _sel(w + 10), 2 * (o + 1) + 2 * pool + 2 * x)
+           + 2 * pool + _sel(w + 10), 2 * (o + 1) + 4 * pool + 2 * x)
     has = families(tables)                    # the op families the kernel renders (issue 83)
     parts = {"conv_exp": conv_exp, "conv_mac_banks": (pc * mac_bank[0], pc * mac_bank[1]),
              "conv_mac_lanes": (pz * mac_lane[0], pz * mac_lane[1]),
