@@ -160,7 +160,7 @@ def _slots(net, order, made, main_uses, sc_uses, name, n):
 #: fourth for one that keeps three maps live while a fourth is written (InceptionTime's second
 #: block: the model input for the shortcut, the first block's output for the max-pool branch, the
 #: bottleneck's output while a branch conv writes)
-MAX_ACT_BUFS = 4
+MAX_ACT_BUFS = 8
 _ORD = {3: "third", 4: "fourth", 5: "fifth"}
 
 
