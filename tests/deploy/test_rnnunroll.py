@@ -165,3 +165,76 @@ def test_torch_keyword_spotters_import_with_no_fallback_and_equal_onnxruntime(na
     sess = ort.InferenceSession(str(DATA / f"{name}.onnx"), providers=["CPUExecutionProvider"])
     ref = np.concatenate([sess.run(None, {sess.get_inputs()[0].name: x[i:i + 1]})[0] for i in range(len(x))])
     np.testing.assert_allclose(float_forward(net, x), ref, rtol=1e-4, atol=1e-5)
+
+
+def test_the_whole_sequence_flattened_into_a_gemm_reads_the_steps_states(tmp_path):
+    """TorchScript's ``out.flatten(1)`` of a ``batch_first`` GRU (``Y`` squeezed, transposed to
+    (N, T, H), reshaped to (N, T*H)) into a Gemm: the Gemm reads the ``Concat`` of the T states,
+    and the import equals onnxruntime on each sample of the batch-1 file."""
+    rng = np.random.default_rng(9)
+    w = lambda *s: (rng.normal(size=s) * 0.5).astype(np.float32)   # noqa: E731
+    inits = [numpy_helper.from_array(v, k) for k, v in (
+        ("W", w(1, 3 * H, F)), ("R", w(1, 3 * H, H)), ("B", w(1, 6 * H)), ("wf", w(2, T * H)), ("bf", w(2)),
+        ("ax1", np.array([1], np.int64)), ("shape", np.array([1, T * H], np.int64)))]
+    nodes = [helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0, 2]),
+             helper.make_node("GRU", ["xt", "W", "R", "B"], ["Y", "Y_h"], name="cell", hidden_size=H,
+                              linear_before_reset=1),
+             helper.make_node("Squeeze", ["Y", "ax1"], ["ys"]), helper.make_node("Transpose", ["ys"], ["yb"], perm=[1, 0, 2]),
+             helper.make_node("Reshape", ["yb", "shape"], ["flat"]),
+             helper.make_node("Gemm", ["flat", "wf", "bf"], ["y"], name="fc", transB=1)]
+    g = helper.make_graph(nodes, "seq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, T, F])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])], initializer=inits)
+    path = tmp_path / "seq.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    new = rnnunroll.rewrite(onnx.load(str(path)))
+    fc = next(n for n in new.graph.node if n.name == "fc")
+    cat = next(n for n in new.graph.node if fc.input[0] in n.output)
+    assert cat.op_type == "Concat" and len(cat.input) == T and not any(
+        n.op_type in ("Squeeze", "Reshape", "Transpose") for n in new.graph.node)
+    net = load_onnx(path)
+    assert not [la for la in net.layers if la.kind == "host" and la.op == "fallback"]
+    x = rng.normal(size=(6, T, F)).astype(np.float32)
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    ref = np.concatenate([sess.run(None, {"x": x[i:i + 1]})[0] for i in range(len(x))])
+    np.testing.assert_allclose(float_forward(net, x), ref, rtol=1e-5, atol=1e-5)
+
+
+def _kws_config(tmp_path, name, fmts):
+    text = (f"name: {name}\nmodel: {DATA / (name + '.onnx')}\ndata: digits\nlayout: ntf\nformats:\n"
+            + "".join(f"  {k}: {v}\n" for k, v in fmts.items())
+            + "assignments:\n" + "".join(f"  {k}: {{default: {k}}}\n" for k in fmts))
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("name", ["gru_kws_dynamo", "lstm_kws_ts17"])
+def test_a_keyword_spotter_compiles_to_one_start_with_the_layer_paths_bits(tmp_path, name):
+    """The unrolled cell on the PYNQ-Z2's sized sparse kernel: every layer up to the logits in the
+    network mode (one start), its logits the layer path's bits, within a point of the float
+    accuracy on the digits test split."""
+    import hlsnn
+    from hlsnn.deploy import datasets
+    from hlsnn.network.build import compile_model
+    cfg = _kws_config(tmp_path, name, {"fixed8_z2": "{type: fixed, accel: sparse8net_pynq-z2}"})
+    out = tmp_path / f"{name}.hlsnn"
+    compile_model(cfg, "fixed8_z2", out)
+    ds = datasets.load("digits", layout="ntf")
+    net, layers = hlsnn.load(out, "emu", network=True), hlsnn.load(out, "emu", network=False)
+    assert net.network is not None and net.network.engine == "sparse_cluster"
+    y = net(ds.x_test)
+    np.testing.assert_array_equal(y, layers(ds.x_test))
+    acc = np.mean(np.argmax(y, axis=1) == ds.y_test)
+    assert acc >= MANIFEST["models"][name]["float_accuracy"] - 0.01, acc
+
+
+@pytest.mark.slow      # the emu test above covers the lowering; this compiles the kernel's C++ (~30-40 s)
+@pytest.mark.csim
+def test_the_gru_network_kernel_is_bit_exact_on_csim_and_the_simulated_board(tmp_path):
+    from hlsnn.deploy import datasets
+    from hlsnn.network.build import compile_model
+    from netfixtures import check_kernel_run
+    cfg = _kws_config(tmp_path, "gru_kws_ts17", {"fixed8": "{type: fixed, accel: sparse8net_pynq-z2}"})
+    out = tmp_path / "gru.hlsnn"
+    compile_model(cfg, "fixed8", out)
+    check_kernel_run(out, "fixed8", datasets.load("digits", layout="ntf").x_test[:8], board=True)

@@ -12,8 +12,8 @@ with the ops hlsnn already runs on an engine or in the network mode:
 * the recurrent products ``H_{t-1} R_k^T`` as dense layers of the state (``Gemm``), added to the
   input products (``Add`` of two tensors);
 * ``Sigmoid`` and ``Tanh`` (tables in the network mode, rule 9), the gates' elementwise products
-  (``Mul`` of two tensors: rule 10's product of two maps) and sums (``Add``), ``1 - z`` as
-  ``Add(Mul(z, -1), 1)`` (a scale and a constant: tables too);
+  (``Mul`` of two tensors: rule 10's product of two maps) and sums (``Add``), ``1 - z`` as a
+  dense layer of weights ``-I`` and bias 1 (an affine op every engine runs);
 * the state carried to the next step by name; a state that is a sum and that a product of the
   next step reads (a GRU's ``H_t``, an LSTM's ``C_t``) through a dense layer of identity weights
   (exact in float): an engine layer, so every reader of the state reads the same codes, the sum
@@ -211,6 +211,7 @@ class _Emit:
     def __init__(self, g, fresh, node_name, opset, base):
         self.g, self.fresh, self.node_name, self.opset, self.base = g, fresh, node_name, opset, base
         self.nodes, self.inits = [], []
+        self.ones = None                # (H,) ones: set by _unroll
 
     def const(self, value, what):
         from onnx import numpy_helper
@@ -260,11 +261,11 @@ class _Emit:
         return self.node(op, [a], what)
 
     def one_minus(self, z, what):
-        """``1 - z`` as a scale by -1 and a constant added."""
+        """``1 - z`` as a dense layer of weights ``-I`` and bias 1 (exact in float; an engine layer,
+        which every engine's network mode takes after a table, BFP's too)."""
         if not isinstance(z, str):
             return 1 - z
-        return self.node("Add", [self.node("Mul", [z, self.const(np.float32(-1), what + "_m1")], what + "_neg"),
-                                 self.const(np.float32(1), what + "_one")], what)
+        return self.gemm(z, -np.eye(len(self.ones)), self.ones, what)
 
     def axes_node(self, op, a, axes, what):
         if self.opset >= 13:
@@ -283,6 +284,7 @@ def _unroll(m, node, p, e, flats):
     g, op = m.graph, node.op_type
     H, T, F, W, R, B = p["H"], p["T"], p["F"], p["W"], p["R"], p["B"]
     G = _GATES[op]
+    e.ones = np.ones(H)
     Wb, Rb = B[:G * H], B[G * H:]
     rows = [slice(k * H, (k + 1) * H) for k in range(G)]
     _, producer, _, _ = graphindex.index(g)
