@@ -179,7 +179,8 @@ def test_the_whole_sequence_flattened_into_a_gemm_reads_the_steps_states(tmp_pat
     nodes = [helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0, 2]),
              helper.make_node("GRU", ["xt", "W", "R", "B"], ["Y", "Y_h"], name="cell", hidden_size=H,
                               linear_before_reset=1),
-             helper.make_node("Squeeze", ["Y", "ax1"], ["ys"]), helper.make_node("Transpose", ["ys"], ["yb"], perm=[1, 0, 2]),
+             helper.make_node("Squeeze", ["Y", "ax1"], ["ys"]),
+             helper.make_node("Transpose", ["ys"], ["yb"], perm=[1, 0, 2]),
              helper.make_node("Reshape", ["yb", "shape"], ["flat"]),
              helper.make_node("Gemm", ["flat", "wf", "bf"], ["y"], name="fc", transB=1)]
     g = helper.make_graph(nodes, "seq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, T, F])],
@@ -238,3 +239,28 @@ def test_the_gru_network_kernel_is_bit_exact_on_csim_and_the_simulated_board(tmp
     out = tmp_path / "gru.hlsnn"
     compile_model(cfg, "fixed8", out)
     check_kernel_run(out, "fixed8", datasets.load("digits", layout="ntf").x_test[:8], board=True)
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_two_stacked_grus(n):
+    """``nn.GRU(num_layers=2)`` as TorchScript writes it: the first node's ``Y`` squeezed into the
+    second's input. The second reads the first's states flattened batch first (their
+    ``Concat``, no data move), at the file's batch 1 and 3 alike; both equal onnxruntime."""
+    rng = np.random.default_rng(21)
+    w = lambda *s: (rng.normal(size=s) * 0.5).astype(np.float32)   # noqa: E731
+    inits = [numpy_helper.from_array(v, k) for k, v in (
+        ("W1", w(1, 3 * H, F)), ("R1", w(1, 3 * H, H)), ("B1", w(1, 6 * H)),
+        ("W2", w(1, 3 * H, H)), ("R2", w(1, 3 * H, H)), ("B2", w(1, 6 * H)), ("ax1", np.array([1], np.int64)))]
+    nodes = [helper.make_node("GRU", ["X", "W1", "R1", "B1"], ["Y1"], name="l1", hidden_size=H, linear_before_reset=1),
+             helper.make_node("Squeeze", ["Y1", "ax1"], ["X2"]),
+             helper.make_node("GRU", ["X2", "W2", "R2", "B2"], ["", "Y_h"], name="l2", hidden_size=H,
+                              linear_before_reset=1)]
+    g = helper.make_graph(nodes, "two", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, n, F])],
+                          [helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, [1, n, H])], initializer=inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    new = rnnunroll.rewrite(model)
+    assert not {nd.op_type for nd in new.graph.node} & set(rnnunroll.OPS)
+    assert not any(nd.op_type == "Squeeze" for nd in new.graph.node)
+    x = rng.normal(size=(T, n, F)).astype(np.float32)
+    run = lambda m: ort.InferenceSession(m.SerializeToString()).run(None, {"X": x})[0]   # noqa: E731
+    np.testing.assert_allclose(run(new), run(model), rtol=1e-5, atol=2e-6)

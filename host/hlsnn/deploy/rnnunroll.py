@@ -135,7 +135,7 @@ def _plan(m, node, shapes, flat=None):
         states.append(v)
     return {"W": W[0], "R": R[0], "B": B[0], "H": hidden, "T": xs[layout], "F": W.shape[2], "layout": layout,
             "reverse": direction == "reverse", "states": states, "lbr": int(_attr(node, "linear_before_reset", 0)),
-            "flat": None if flat is None else flat[0]}
+            "flat": None if flat is None else flat[0], "N": xs[1 - layout] if isinstance(xs[1 - layout], int) else 1}
 
 
 def _s(v):
@@ -362,14 +362,24 @@ def _outputs(m, node, p, e, hs, c_last, last, flats):
     """Rename the readers of the node's outputs to the steps' states (module docstring); a
     recurrent node reading the whole sequence as its input gets it flattened batch first in
     ``flats`` (the Concat of the states)."""
-    T, H, layout = p["T"], p["H"], p["layout"]
+    T, H, layout, nb = p["T"], p["H"], p["layout"], p["N"]
     outs = list(node.output) + [""] * 3
-    # each output as an index array of its file shape: slot s * H + j (slot t: step t's H, slot T: C)
-    idx = {0: (np.arange(T)[:, None] * H + np.arange(H)).reshape(T, 1, 1, H),
-           1: (last * H + np.arange(H)).reshape(1, 1, H), 2: (T * H + np.arange(H)).reshape(1, 1, H)}
+    # each output as an index array of its file shape: sample n, slot s (step t's H; slot T: C), unit j
+    # as n * (T + 1) * H + s * H + j
+    per = (T + 1) * H
+    samples = (np.arange(nb) * per).reshape(1, nb, 1)
+    idx = {0: (np.arange(T)[:, None, None] * H + samples + np.arange(H)).reshape(T, 1, nb, H),
+           1: (last * H + samples + np.arange(H)), 2: (T * H + samples + np.arange(H))}
     if layout == 1:
         idx = {0: idx[0].transpose(2, 0, 1, 3), 1: idx[1].transpose(1, 0, 2), 2: idx[2].transpose(1, 0, 2)}
     slots = hs + ([c_last] if c_last is not None else [])
+
+    def rows(where):
+        """(N, K) samples by rows, each row the same slots: row 0 less its sample offset, or None."""
+        if where.ndim != 2 or where.shape[0] != nb or np.any(where - where[:1] != (np.arange(nb) * per)[:, None]):
+            return None
+        return where[0]
+
     for k in range(3):
         name = outs[k]
         if not name:
@@ -378,11 +388,11 @@ def _outputs(m, node, p, e, hs, c_last, last, flats):
         for reader, tensor, where in _follow(m.graph, name, idx[k]):
             if reader is not None and reader.op_type in OPS and reader.input[0] == tensor and where.ndim == 3:
                 lay = int(_attr(reader, "layout", 0))
-                order = (where.transpose(1, 0, 2) if lay == 0 else where).reshape(-1)
-                if where.shape[1 - lay] == 1 and np.array_equal(order, np.arange(T * H)):
+                order = rows((where.transpose(1, 0, 2) if lay == 0 else where).reshape(where.shape[1 - lay], -1))
+                if order is not None and np.array_equal(order, np.arange(T * H)):
                     flats[id(reader)] = (e.node("Concat", hs, "seq_flat", axis=1), T)
-            flat = where.reshape(-1)
-            if where.ndim == 2 and where.shape[0] == 1 and flat.size % H == 0 and all(
+            flat = rows(where)
+            if flat is not None and flat.size % H == 0 and all(
                     flat[j * H] % H == 0 and np.array_equal(flat[j * H:(j + 1) * H], flat[j * H] + np.arange(H))
                     for j in range(flat.size // H)):
                 parts = [slots[flat[j * H] // H] for j in range(flat.size // H)]
