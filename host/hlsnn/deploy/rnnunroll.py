@@ -37,11 +37,13 @@ layouts (0: ``X (T, N, F)``, 1: ``X (N, T, F)``) and both directions ``forward``
 (the steps in the other order) are taken.
 
 The outputs: the readers of ``Y``, ``Y_h`` and ``Y_c`` through data moves (``Transpose``,
-``Squeeze``, ``Unsqueeze``, ``Reshape``, ``Flatten``, ``Gather`` / ``Slice`` by constants; the file's
-batch is 1) are followed to the first tensor that is not such a move: one step's state
-(``h_n[-1]``, ``out[:, -1]``) is that step's ``H_t``, the steps' states in order along the last
-axis (``out.flatten(1)``) their ``Concat``. Any other reading of them is the ONNX tensor itself,
-built with ``Unsqueeze`` and ``Concat``.
+``Squeeze``, ``Unsqueeze``, ``Reshape``, ``Flatten``, ``Gather`` / ``Slice`` by constants) are
+followed, on an index array of the file's shapes, to the first tensor that is not such a move:
+where it is (N, K) with each sample's row its own states, one step's state (``h_n[-1]``,
+``out[:, -1]``) is that step's ``H_t`` and the steps' states in order (``out.flatten(1)``) their
+``Concat``; a second recurrent node reading the whole sequence (stacked layers) reads that
+``Concat`` as its flattened input. Any other reading of them is the ONNX tensor itself, built with
+``Unsqueeze`` and ``Concat``.
 
 Refused, with the node and attribute named (or, with ``--host-fallback``, left to run on the host
 in float): ``direction: bidirectional``, peepholes ``P`` (other than zeros), ``clip``,
