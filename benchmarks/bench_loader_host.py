@@ -121,7 +121,8 @@ def op_costs(calls, ops=None):
 def _fallback_layer(op, steps, f=16, h=32):
     """The ``--host-fallback`` layer of a GRU or LSTM (hidden ``h``) on ``steps`` steps of ``f``
     features, as PyTorch's TorchScript export of ``batch_first=True`` writes it (input transposed to
-    (T, 1, F), a file of batch 1): imported with ``host_fallback=True``."""
+    (T, 1, F), a file of batch 1): imported with ``host_fallback=True``, with a ``clip`` that never
+    binds (a one-direction cell without one is unrolled onto the engines at import)."""
     import tempfile
     import onnx
     from onnx import TensorProto, helper, numpy_helper
@@ -135,7 +136,8 @@ def _fallback_layer(op, steps, f=16, h=32):
               numpy_helper.from_array((rng.normal(size=(5, steps * h)) * 0.3).astype(np.float32), "wf"),
               numpy_helper.from_array(np.zeros(5, np.float32), "bf")]
     nodes = [helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0, 2]),
-             helper.make_node(op, ["xt", "W", "R", "B"], ["Y"], hidden_size=h),
+             helper.make_node(op, ["xt", "W", "R", "B"], ["Y"], hidden_size=h, clip=1e4),  # never binds: the
+             #                                      unrolling (hlsnn.deploy.rnnunroll) refuses a clip, the node falls back
              helper.make_node("Squeeze", ["Y", "ax1"], ["ys"]), helper.make_node("Transpose", ["ys"], ["yb"], perm=[1, 0, 2]),
              helper.make_node("Reshape", ["yb", "shape"], ["flat"]),
              helper.make_node("Gemm", ["flat", "wf", "bf"], ["y"], transB=1)]

@@ -4,7 +4,10 @@ recurrent node has several outputs of which the network reads one (a GRU's ``Y``
 input transposed to (T, 1, F), a tensor that holds the batch on another axis (a *lifted* one,
 hlsnn.deploy.samplewise). Both were refused even with ``--host-fallback`` (the message said the
 flag would run them); the node now runs on each sample with onnx's reference, and the float path
-equals onnxruntime run on each sample of the file, whose batch is 1."""
+equals onnxruntime run on each sample of the file, whose batch is 1. A one-direction cell without
+``clip`` is unrolled onto the engines at import (issue 79, tests/deploy/test_rnnunroll.py): these
+nodes carry a ``clip`` that never binds (:data:`CLIP`), which the unrolling refuses, so they are
+the fallback's."""
 import numpy as np
 import pytest
 
@@ -17,6 +20,8 @@ from hlsnn.deploy.runner import float_forward  # noqa: E402
 from hlsnn.errors import UnsupportedModelError  # noqa: E402
 
 T, F, H, C = 3, 2, 4, 5
+#: a clip far beyond every pre-activation here (it changes no value): hlsnn.deploy.rnnunroll refuses it
+CLIP = 1e4
 
 
 def _rnn_model(tmp_path, op, outputs, tail, name):
@@ -27,7 +32,8 @@ def _rnn_model(tmp_path, op, outputs, tail, name):
     inits = [numpy_helper.from_array((rng.normal(size=s) * 0.5).astype(np.float32), n) for n, s in
              (("W", (1, gates * H, F)), ("R", (1, gates * H, H)), ("B", (1, 2 * gates * H)))]
     nodes = [helper.make_node("Transpose", ["x"], ["xt"], name="to_tnf", perm=[1, 0, 2]),
-             helper.make_node(op, ["xt", "W", "R", "B"], outputs, name="rnn", hidden_size=H)] + tail(inits, rng)
+             helper.make_node(op, ["xt", "W", "R", "B"], outputs, name="rnn", hidden_size=H, clip=CLIP)] + \
+        tail(inits, rng)
     g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, T, F])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, C])], initializer=inits)
     p = tmp_path / f"{name}.onnx"
@@ -59,7 +65,7 @@ def test_a_gru_without_its_y_h_runs_on_each_sample(tmp_path):
                 helper.make_node("Transpose", ["ys"], ["yb"], name="to_ntf", perm=[1, 0, 2])] + \
             _head("yb", T * H)(inits, rng)
     path = _rnn_model(tmp_path, "GRU", ["Y", "Y_h"], tail, "gru")
-    with pytest.raises(UnsupportedModelError, match=r"rnn \(GRU\): no engine or host rule for GRU"):
+    with pytest.raises(UnsupportedModelError, match=r"rnn \(GRU\): clip is not supported"):
         load_onnx(path)
     net = load_onnx(path, host_fallback=True)
     assert [la.name for la in net.layers if la.op == "fallback"] == ["rnn"]

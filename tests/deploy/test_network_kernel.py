@@ -165,14 +165,22 @@ def test_buffers_ping_pong_and_shortcut():
     assert [place[t] for t in names] == [(0, False), (1, False), (2, False), (3, False), (None, True), (1, False),
                                          (None, False), (1, False)]
     assert act_bufs(place) == 4 and (act, sc) == (16, 16)
-    # five: refused with the tensor's name (t3 written while x, t0, t1 and t2 are still to be read)
+    # five (t3 written while x, t0, t1 and t2 are still to be read): a fifth buffer (up to eight, for
+    # an unrolled recurrent cell's input, state and gates: hlsnn.deploy.rnnunroll)
     ops = [O("conv", "c0", ["x"], "t0"), O("conv", "c1", ["x"], "t1"), O("conv", "c2", ["t0"], "t2"),
            O("conv", "c3", ["t0"], "t3"), O("conv", "c4", ["t3"], "t4"), O("conv", "c5", ["t2"], "t5"),
            O("conv", "c6", ["t1"], "t6"), O("add", "a", ["t6", "t5"], "u"), O("add", "b", ["u", "t4"], "v"),
            O("conv", "c7", ["x"], "t7")]
-    with pytest.raises(InputError, match=r"t3 needs a fifth activation buffer \(x, t0, t1 and t2 are still to be "
-                                         r"read\)"):
-        allocate(_net(ops, dict.fromkeys(["x", "t0", "t1", "t2", "t3", "t4", "t5", "t6", "u", "v", "t7"], s), "t7"))
+    place, _, _ = allocate(_net(ops, dict.fromkeys(["x", "t0", "t1", "t2", "t3", "t4", "t5", "t6", "u", "v", "t7"],
+                                                   s), "t7"))
+    assert act_bufs(place) == 5
+    # nine: refused with the tensor's name (t7 written while x and t0 .. t6 are still to be read)
+    ops = [O("conv", f"c{i}", ["x"], f"t{i}") for i in range(8)] + [O("conv", "cx", ["x"], "tx")] + \
+        [O("conv", f"r{i}", [f"t{i}"], f"u{i}") for i in range(8)]
+    names = ["x", "tx"] + [f"t{i}" for i in range(8)] + [f"u{i}" for i in range(8)]
+    with pytest.raises(InputError, match=r"t7 needs a ninth activation buffer \(x, t0, t1, t2, t3, t4, t5 and t6 "
+                                         r"are still to be read\)"):
+        allocate(_net(ops, dict.fromkeys(names, s), "u7"))
 
 
 def test_perf_of_the_network_path(compiled, capsys):

@@ -65,12 +65,11 @@ Rules (these are what :func:`load_onnx` does, in order):
   of an (N, K) tensor read only by a ``Gemm`` (after an activation: ``Linear -> ReLU -> BatchNorm1d
   -> Linear``) is folded forward into that ``Gemm``'s weights and bias (:mod:`hlsnn.deploy.bnforward`);
   ``torch.maximum(x, c * x)`` (``Max(x, Mul(x, c))``, one number ``0 <= c <= 1``) is ``LeakyRelu(alpha=c)``
-  (:mod:`hlsnn.deploy.maxleaky`).
+  (:mod:`hlsnn.deploy.maxleaky`). ``GRU``/``LSTM``/``RNN`` are unrolled into Gemm, tables, Mul, Add (:mod:`hlsnn.deploy.rnnunroll`).
 * An input whose batch dimension is fixed at 1 (``torch.onnx.export``'s default) gets a
   symbolic batch: the leading 1 of the input and of every constant ``Reshape`` target that
   starts with 1 (``[1, 128]`` before a classifier) stands for the batch.
-* Control flow (``Loop``, ``Scan``, ``If``: any node with a subgraph) is unsupported, also with
-  ``host_fallback``: evaluating it at import could run for ever (a constant trip count of 10^12).
+* Control flow (``Loop``, ``Scan``, ``If``: any node with a subgraph) is unsupported, also with ``host_fallback``.
 * Bounds (issue 33): an initializer holds at most :data:`MAX_INITIALIZER_ELEMENTS` values, every
   tensor whose size shape inference knows at most :data:`MAX_TENSOR_ELEMENTS` per sample, and a
   constant-folded node's output at most :data:`MAX_TENSOR_ELEMENTS`. Weights, biases and
@@ -92,7 +91,7 @@ import numpy as np
 
 from ..errors import InputError, MissingDependency, ModelError, UnsupportedModelError, printable
 from . import import_rules as rules
-from . import sklfold
+from . import rnnunroll, sklfold
 from . import biascorr, bnforward, chomp, constchan, maxleaky, constmm, gatherup2d, noopslice, ecafold, shufflefold, iffold, meanfold, qimport, repeatup, samplewise, shapefold, splitconv, subneg, torchdecomp, unshuffle, pixelshuffle
 from . import graphindex, onnx_attrs
 from .graph import Layer, Network
@@ -288,6 +287,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
                          f"({str(e).splitlines()[0] if str(e) else type(e).__name__}){qimport.checker_hint(e)}")
     onnx_attrs.check_model(model)                 # issue 84: the spec's bounds on attributes, also for --host-fallback
     model = qimport.float_model(model, path)      # issue 50: QDQ pairs folded (a no-op without them)
+    model = rnnunroll.rewrite(model, host_fallback, printable(path))  # GRU/LSTM/RNN: steps of Gemm, tables, Mul, Add
     model = sklfold.rewrite(model)                # skl2onnx's Scaler, c - x: standard ops (Sub, Mul, Add)
     model = torchdecomp.rewrite(model)            # Einsum as MatMul, dynamo's 1-D upsampling as Resize
     model = gatherup2d.rewrite(model)             # dynamo's 2-D nearest-exact (a GatherND): nearest Resize

@@ -16,7 +16,9 @@ vector, waiting for the max-pooled one's, while a third tensor is written) gets 
 second block: the model input, read last by the shortcut conv, the first block's output, read
 by the max-pool branch after the others, and the bottleneck's output while a branch conv
 writes) a fourth, ``act[3]``: always the fewest that hold it, so a network that two or three
-hold renders as before. One that needs a fifth is refused with the tensor's name. Each
+hold renders as before; up to eight (an unrolled recurrent cell keeps the input, the state and the
+gates' partial sums live: :mod:`hlsnn.deploy.rnnunroll`). One that needs a ninth is refused with
+the tensor's name. Each
 activation buffer is as large as the largest tensor any of them holds, ``sc`` as the most words
 live in it at once.
 
@@ -159,13 +161,15 @@ def _slots(net, order, made, main_uses, sc_uses, name, n):
 #: network whose branches keep a map and two vectors live at once (CBAM's channel attention), and a
 #: fourth for one that keeps three maps live while a fourth is written (InceptionTime's second
 #: block: the model input for the shortcut, the first block's output for the max-pool branch, the
-#: bottleneck's output while a branch conv writes)
-MAX_ACT_BUFS = 4
-_ORD = {3: "third", 4: "fourth", 5: "fifth"}
+#: bottleneck's output while a branch conv writes), up to eight for an unrolled recurrent cell (the
+#: input, the state, a gate and the two partial sums of the next)
+MAX_ACT_BUFS = 8
+_ORD = {3: "third", 4: "fourth", 5: "fifth", 6: "sixth", 7: "seventh", 8: "eighth", 9: "ninth"}
 
 
 def act_bufs(place):
-    """The activation buffers ``allocate``'s ``place`` uses: 2, or 3 or 4 where it needs more."""
+    """The activation buffers ``allocate``'s ``place`` uses: 2, or up to :data:`MAX_ACT_BUFS` where it
+    needs more."""
     return max([2] + [s + 1 for s, _ in place.values() if s is not None])
 
 
