@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 
-from export_torch_models import BEYOND, TWO_WAYS, _export, _ort_outputs, train
+from export_torch_models import BEYOND, TWO_WAYS, _export, export_entry, train
 
 
 def _models(torch, nn):
@@ -84,13 +84,7 @@ def main():
         example = torch.from_numpy(ds.x_test[:1].astype(np.float32))
         for variant, kwargs in TWO_WAYS.items():
             path = BEYOND / f"{name}_{variant}.onnx"
-            files = _export(torch, model, example, path, kwargs)
-            g = onnx.load(str(path), load_external_data=False).graph
-            y = _ort_outputs(ort, path, ds.x_test)
-            entry = {"layout": "ntf", "task": "classification", "export": kwargs, "files": files,
-                     "input_shape": list(ds.x_test.shape[1:]), "output_shape": list(y.shape[1:]),
-                     "ops": [n.op_type for n in g.node],
-                     "float_accuracy": float(np.mean(np.argmax(y, axis=1) == ds.y_test))}
+            entry, _ = export_entry(torch, ort, model, example, path, kwargs, ds, "ntf")
             manifest["models"][f"{name}_{variant}"] = entry
             print(f"{name}_{variant:8s} {entry['float_accuracy']:.4f}  {' '.join(entry['ops'])}")
     for name, (model, shape) in _patterns(nn).items():

@@ -237,6 +237,22 @@ def _ort_outputs(ort, path, x):
     return np.concatenate([sess.run(None, {inp: x[i:i + 1].astype(np.float32)})[0] for i in range(len(x))])
 
 
+def export_entry(torch, ort, model, example, path, kwargs, ds, layout, task="classification"):
+    """Export ``model`` to ``path`` one way (``kwargs``: TWO_WAYS' exporters) and return its MANIFEST
+    entry: layout, task, exporter, files, shapes, ops, and for a classifier its float accuracy on
+    ``ds``'s test split (onnxruntime's outputs)."""
+    import onnx
+    files = _export(torch, model, example, path, kwargs)
+    g = onnx.load(str(path), load_external_data=False).graph
+    y = _ort_outputs(ort, path, ds.x_test)
+    entry = {"layout": layout, "task": task, "export": kwargs, "files": files,
+             "input_shape": list(ds.x_test.shape[1:]), "output_shape": list(y.shape[1:]),
+             "ops": [n.op_type for n in g.node]}
+    if task == "classification":
+        entry["float_accuracy"] = float(np.mean(np.argmax(y, axis=1) == ds.y_test))
+    return entry, y
+
+
 def export_patterns(torch, nn, ort):
     """tests/data/torch/patterns/: each pattern module exported both ways (untrained, seeded)."""
     import onnx
@@ -424,15 +440,8 @@ def export_beyond(torch, nn, ort, datasets):
         example = torch.from_numpy(ds.x_test[:1].astype(np.float32))
         for variant, kwargs in TWO_WAYS.items():
             path = BEYOND / f"{name}_{variant}.onnx"
-            files = _export(torch, model, example, path, kwargs)
-            g = onnx.load(str(path), load_external_data=False).graph
-            y = _ort_outputs(ort, path, ds.x_test)
-            entry = {"layout": layout, "task": task, "export": kwargs, "files": files,
-                     "input_shape": list(ds.x_test.shape[1:]), "output_shape": list(y.shape[1:]),
-                     "ops": [n.op_type for n in g.node]}
-            if task == "classification":
-                entry["float_accuracy"] = float(np.mean(np.argmax(y, axis=1) == ds.y_test))
-            elif task == "regression":
+            entry, y = export_entry(torch, ort, model, example, path, kwargs, ds, layout, task)
+            if task == "regression":
                 entry["float_mse_vs_input"] = float(np.mean((y - ds.x_test) ** 2))
             manifest["models"][f"{name}_{variant}"] = entry
             print(f"{name}_{variant:8s} {entry.get('float_accuracy', '')}  {' '.join(entry['ops'])}")

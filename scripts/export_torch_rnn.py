@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 
-from export_torch_models import OUT, _export, _ort_outputs, train
+from export_torch_models import OUT, export_entry, train
 
 RNN = OUT / "rnn"
 
@@ -46,7 +46,6 @@ def main():
     except ImportError:
         print("this script needs PyTorch: pip install torch==2.13.0 onnxscript", file=sys.stderr)
         return 2
-    import onnx
     import onnxruntime as ort
     from hlsnn.deploy import datasets
     RNN.mkdir(parents=True, exist_ok=True)
@@ -58,13 +57,7 @@ def main():
         example = torch.from_numpy(ds.x_test[:1].astype(np.float32))
         for variant, kwargs in TWO_WAYS_17.items():
             path = RNN / f"{name}_{variant}.onnx"
-            files = _export(torch, model, example, path, kwargs)
-            g = onnx.load(str(path), load_external_data=False).graph
-            y = _ort_outputs(ort, path, ds.x_test)
-            entry = {"layout": "ntf", "task": "classification", "export": kwargs, "files": files,
-                     "input_shape": list(ds.x_test.shape[1:]), "output_shape": list(y.shape[1:]),
-                     "ops": [n.op_type for n in g.node],
-                     "float_accuracy": float(np.mean(np.argmax(y, axis=1) == ds.y_test))}
+            entry, _ = export_entry(torch, ort, model, example, path, kwargs, ds, "ntf")
             manifest["models"][f"{name}_{variant}"] = entry
             print(f"{name}_{variant:8s} {entry['float_accuracy']:.4f}  {' '.join(entry['ops'])}")
     (RNN / "MANIFEST.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
