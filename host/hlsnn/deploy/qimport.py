@@ -157,7 +157,7 @@ def strip(model, path=None):
     graph_out = {o.name for o in g.output}
     from onnx import helper
     from .graphindex import node_names
-    notes, drop, new_inits, alias, relus = {}, set(), [], {}, []
+    notes, drop, new_inits, alias, relus, stand_in = {}, set(), [], {}, [], {}
     nonneg = _nonneg_of(g, consts)
     opset = max((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), default=21)
     inferred = []
@@ -203,7 +203,21 @@ def strip(model, path=None):
             tq.name = n.input[0]
             notes[n.input[0]] = tq
             drop.add(id(n))
-            alias[n.output[0]] = n.input[0]
+            bounds = clamp_bounds(tq)
+            if bounds is None:
+                alias[n.output[0]] = n.input[0]
+            else:                                  # a range narrower than int8's: kept as a Clip (issue 82)
+                stand_in[id(n)] = _clip_node(helper, numpy_helper, n, tq, bounds, opset, node_name, new_inits)
+        else:                                      # an activation's sign: hlsnn's own op (issue 82)
+            stand_in[id(n)] = helper.make_node(BIPOLAR, [n.input[0]], [n.output[0]], domain=HLSNN_DOMAIN,
+                                               name=node_name(f"{n.output[0]}_bipolar"),
+                                               scale=float(np.asarray(tq.scale).reshape(-1)[0]))
+            if tq.scale.size != 1:
+                raise ModelError(f"node {n.name or n.output[0]!r} (BipolarQuant): scale of shape "
+                                 f"{tuple(tq.scale.shape)} on an activation; hlsnn takes one scale per tensor")
+            tq.name = n.output[0]
+            notes[n.output[0]] = tq
+            drop.add(id(n))
     for n in g.node:
         # a constant (a Constant node's value: onnxruntime quantizes GELU's `+ 1` as an activation) through a
         # Q -> DQ pair: folded to the value the pair gives, QuantizeLinear's (half to even, saturated)
@@ -265,6 +279,8 @@ def strip(model, path=None):
     for n in g.node:
         if id(n) not in drop:
             keep.append(n)
+        elif id(n) in stand_in:                     # a Quant's Clip, a BipolarQuant's sign, where it stood
+            keep.append(stand_in[id(n)])
         elif n.op_type == "QuantizeLinear":         # its ReLUs where it stood (topological order)
             keep.extend(r for r in relus if r.input[0] == n.input[0])
     for n in keep:
@@ -295,6 +311,38 @@ def strip(model, path=None):
                          f"QuantizeLinear -> DequantizeLinear pair of one scale or a DequantizeLinear of a "
                          f"constant; hlsnn folds only those ({len(left)} such node(s))")
     return m, notes
+
+
+#: hlsnn's own op for an activation's ``BipolarQuant`` in the float model (:func:`strip`): ``scale``
+#: for ``x >= 0``, ``-scale`` below (the host op ``Bipolar``, a table of rule 9 on an integer tensor)
+BIPOLAR, HLSNN_DOMAIN = "Bipolar", "hlsnn"
+
+
+def clamp_bounds(tq):
+    """The integer range ``(lo, hi)`` an activation's QONNX ``Quant`` ``tq`` saturates to, when it
+    is a proper part of int8's and the quantization otherwise int8's (one power-of-two scale, zero
+    point 0, rounding half to even): ``b <= 8`` bits, signed, unsigned or narrow (issue 82). Such a
+    ``Quant`` is an int8 activation at radix ``F`` whose requantization clamps to ``[lo, hi]``; the
+    float model keeps it as ``Clip(x, lo 2**-F, hi 2**-F)`` (the engines' fused output clamp,
+    rule 2 of :mod:`hlsnn.deploy.program`). None otherwise (int8 itself: the engines' saturation)."""
+    if tq.pow2_frac is None or tq.rounding != "ROUND":
+        return None
+    lo, hi = tq.int_range
+    if lo < -128 or hi > 127 or (lo, hi) == (-128, 127):
+        return None
+    return lo, hi
+
+
+def _clip_node(helper, numpy_helper, n, tq, bounds, opset, node_name, new_inits):
+    """The ``Clip`` that stands in for activation ``Quant`` ``n`` of ``tq`` (:func:`clamp_bounds`):
+    bounds ``lo 2**-F``, ``hi 2**-F`` (exact in float32), inputs from opset 11, attributes before."""
+    lo, hi = (float(np.ldexp(v, -tq.pow2_frac)) for v in bounds)
+    name = node_name(f"{n.output[0]}_clip")
+    if opset < 11:
+        return helper.make_node("Clip", [n.input[0]], [n.output[0]], name=name, min=lo, max=hi)
+    names = [f"{name}_{k}" for k in ("min", "max")]
+    new_inits.extend(numpy_helper.from_array(np.asarray(v, np.float32), t) for v, t in zip((lo, hi), names))
+    return helper.make_node("Clip", [n.input[0]] + names, [n.output[0]], name=name)
 
 
 #: the domains QONNX ops are written in (Brevitas' ``export_qonnx``: the first)
@@ -397,7 +445,10 @@ def layer_mapping(net, path, formats_of=None):
         return {}
     nodes = {n.output[0]: n for n in m.graph.node}
     producer = {o: n for n in m.graph.node for o in n.output}
-    by_output = {la.output: la for la in net.layers}
+    readers = {}
+    for n in m.graph.node:
+        for i in n.input:
+            readers.setdefault(i, []).append(n)
 
     def traced(t):
         """The annotation of tensor ``t`` or, through ops that only move values, of their input."""
@@ -405,29 +456,21 @@ def layer_mapping(net, path, formats_of=None):
             if t in notes:
                 return notes[t]
             n = producer.get(t)
-            if n is None or n.op_type not in MOVES:
+            if n is None or n.op_type not in MOVES + ("Clip",):    # a Quant's Clip (clamp_bounds) keeps it
                 return None
             t = n.input[0]
         return None
 
-    def after_relu(t):
-        """``t`` is (moved by host ops from) the output of an engine layer with a fused ReLU."""
-        for _ in range(64):
-            la = by_output.get(t)
-            if la is None:
-                return False
-            if la.is_engine:
-                return bool(la.relu)
-            if la.op not in MOVES:
-                return False
-            t = la.inputs[0]
-        return False
-
-    def fits(t, relu):
-        """An activation the engine's int8 holds exactly: int8 (or, after a ReLU, uint7), zero
-        point 0, a power-of-two scale, rounding half to even."""
-        return (t.pow2_frac is not None and t.rounding == "ROUND"
-                and (t.int_range == (-128, 127) or (relu and t.int_range == (0, 127))))
+    def fits(t):
+        """An activation the engine's int8 holds exactly: zero point 0, a power-of-two scale,
+        rounding half to even, a range within int8's (int8 itself; a narrower one, ``b <= 8``
+        bits signed, unsigned or narrow, is int8 clamped by the Clip :func:`strip` put in the
+        Quant's place: :func:`clamp_bounds`), or a ``BipolarQuant`` of a power-of-two scale
+        (+-1 codes at its radix; the sign is the table :func:`strip`'s ``Bipolar`` runs)."""
+        if t.rounding == "BIPOLAR":
+            return t.pow2_frac is not None
+        lo, hi = t.int_range
+        return t.pow2_frac is not None and t.rounding == "ROUND" and -128 <= lo and hi <= 127
 
     out = {}
     for layer in net.engine_layers():
@@ -437,6 +480,10 @@ def layer_mapping(net, path, formats_of=None):
         # the output: the Q of the layer's own result, and every Q on the fused chain (a Relu's)
         outs = [notes[t] for t in dict.fromkeys(([node.output[0]] if node is not None else []) + [layer.output])
                 if t in notes]
+        # or the sign of the result (an activation's BipolarQuant: strip's Bipolar, the only reader)
+        signs = [n for n in readers.get(layer.output, ()) if n.op_type == BIPOLAR and n.domain == HLSNN_DOMAIN]
+        if not outs and len(signs) == 1 and len(readers[layer.output]) == 1 and signs[0].output[0] in notes:
+            outs = [notes[signs[0].output[0]]]
         why = []
         if wnote is None:
             why.append("weights not quantized in the file")
@@ -444,10 +491,10 @@ def layer_mapping(net, path, formats_of=None):
             why.append(f"weights {wnote.describe()}: not int8 at one power-of-two scale with zero point 0")
         if xin is None:
             why.append("input not quantized in the file")
-        elif not fits(xin, after_relu(layer.inputs[0])):
-            why.append(f"input {xin.describe()}: not int8 at a power-of-two scale with zero point 0")
-        if outs and not fits(outs[0], layer.relu):
-            why.append(f"output {outs[0].describe()}: not int8 at a power-of-two scale with zero point 0")
+        elif not fits(xin):
+            why.append(f"input {xin.describe()}: not within int8 at a power-of-two scale with zero point 0")
+        if outs and not fits(outs[0]):
+            why.append(f"output {outs[0].describe()}: not within int8 at a power-of-two scale with zero point 0")
         if len({(t.pow2_frac, t.int_range) for t in outs}) > 1:
             why.append("the output is quantized twice at different scales (before and after its ReLU)")
         if not outs:
@@ -461,7 +508,10 @@ def layer_mapping(net, path, formats_of=None):
                  "output": outs[0].describe() if outs else "float",
                  "mapping": "approximated" if why else "exact", "why": "; ".join(why)}
         if not why:
-            entry.update(f_w=wnote.pow2_frac, f_in=xin.pow2_frac, f_out=outs[0].pow2_frac)
+            # a sign's input: the exact sum (radix F_x + F_w, a shift <= 0), int8's saturation keeps its sign
+            bipolar = outs[0].rounding == "BIPOLAR"
+            entry.update(f_w=wnote.pow2_frac, f_in=xin.pow2_frac,
+                         f_out=xin.pow2_frac + wnote.pow2_frac if bipolar else outs[0].pow2_frac)
         w = np.asarray(layer.w, np.float64)
         if wnote is not None:
             from .quant import weight_fracs
