@@ -85,7 +85,8 @@ def _cnv(torch, wbits, abits):
     """A CNV-style network (FINN's CNV, shrunk to the 8x8 digits): 8-bit input, three 3x3 convs
     (16, 16, 32 channels) and a 64-wide dense layer, each followed by a ``abits``-bit activation,
     max pools after the second and third conv, an 8-bit output. ``abits`` 1: binary weights and
-    sign activations (``SignedBinary*PerTensorConst``: ``BipolarQuant`` nodes); otherwise
+    sign activations (``SignedBinary*PerTensorConst``, the weights' constant scale 1/8: ``BipolarQuant``
+    nodes); otherwise
     ``wbits``-bit power-of-two weights and ``abits``-bit unsigned ReLU activations
     (``Uint8ActPerTensorFixedPoint``)."""
     import brevitas.nn as qnn
@@ -94,7 +95,9 @@ def _cnv(torch, wbits, abits):
                                 Uint8ActPerTensorFixedPoint)
     nn = torch.nn
     if abits == 1:
-        kw = dict(weight_quant=SignedBinaryWeightPerTensorConst, bias_quant=Int32Bias, return_quant_tensor=True)
+        # Brevitas' constant 0.1 is no power of two: +-1/8 instead (FINN's CNV-W1A1 has batch norms after)
+        kw = dict(weight_quant=SignedBinaryWeightPerTensorConst.let(scaling_const=0.125), bias_quant=Int32Bias,
+                  return_quant_tensor=True)
 
         def act():
             return qnn.QuantIdentity(act_quant=SignedBinaryActPerTensorConst, return_quant_tensor=True)

@@ -25,25 +25,35 @@ A pre-pass of the importer (:func:`float_model`, called once by
 * QONNX (domain ``qonnx.custom_op.general``): a ``Quant``/``IntQuant``/``BipolarQuant`` of a
   constant is folded into its quantized float values (:func:`qonnx_quant`, the op's definition);
   a ``Quant`` of an activation is removed (its readers read its input) and kept as an annotation
-  with its bit width (2..32), signedness, ``narrow`` and ``rounding_mode``. Scales are finite and
-  > 0, zero points finite integers, the bit width one finite integer (else a ModelError). A
-  ``BipolarQuant`` of an activation and ``Trunc`` are left to the importer, which names them as
-  unsupported.
+  with its bit width (2..32), signedness, ``narrow`` and ``rounding_mode``; where its range is a
+  proper part of int8's at a power-of-two scale (:func:`clamp_bounds`: 2..8 bits, say uint4
+  ``[0, 15]``, or narrow int8) a ``Clip`` to that range takes its place (issue 82). A
+  ``BipolarQuant`` of an activation becomes hlsnn's ``Bipolar`` op (``hlsnn`` domain, attribute
+  ``scale``: ``scale`` for ``x >= 0``, else ``-scale``), a host op with a table rule. Scales are finite and
+  > 0, zero points finite integers, the bit width one finite integer (else a ModelError). ``Trunc``
+  is left to the importer, which names it as unsupported.
 
 What was removed is kept as annotations (:func:`annotations`: bits, signedness, scale, zero point,
 axis, per float tensor name), from which :func:`layer_mapping` says per engine layer whether the
 file's quantization maps exactly onto a deployment format and :func:`pin` fixes a deployment's
 radix points to the file's (instead of calibrating them):
 
-* **exact** (``fixed``/``sparse`` formats on ``sparse_cluster``): weights of at most 8 bits with
-  zero point 0 and one power-of-two scale per tensor ``2**-F_w``, the layer's input and output
-  quantized to int8 (after a ReLU also uint7: the kernel's int8 saturation is then the same) with
+* **exact** (``fixed``/``sparse`` formats on ``sparse_cluster``): weights of at most 8 bits (or
+  bipolar) with zero point 0 and one power-of-two scale per tensor ``2**-F_w``, the layer's input
+  and output quantized within int8 (``b <= 8`` bits, signed, unsigned or narrow: int8 with the
+  ``Clip`` to the file's range, which the kernels fuse as their output clamp, so the requantization
+  is the ``Quant``'s: rounding the exact sum then clamping equals clamping then rounding for integer
+  bounds; or bipolar, below) with
   zero point 0, power-of-two scales ``2**-F_x``, ``2**-F_out`` and rounding half to even, and the
   bias a multiple of ``2**-(F_x + F_w)`` (an int32 bias at the product of the scales). The weights are then
   the integers of the file at radix ``F_w`` (or a finer one, the same values), the bias its int32
   at ``F_x + F_w``, and the output shift ``F_x + F_w - F_out`` with the kernel's round-half-even
   and int8 saturation is ``QuantizeLinear``'s rounding of the exact sum: the same integers as
-  onnxruntime's execution of the file (tested bit for bit).
+  onnxruntime's execution of the file (tested bit for bit). A layer whose output is an activation's
+  ``BipolarQuant`` (a sign) keeps its exact sum: ``F_out = F_x + F_w`` (a shift of 0 or a left
+  shift), whose int8 saturation keeps the sign, and the ``Bipolar`` table (rule 9 of
+  :mod:`hlsnn.engines.network.gate`) maps each code ``q >= 0`` to ``+scale``, the others to
+  ``-scale``, both exact at its radix; the readers take those values as int8 codes.
 * **approximated** otherwise (a non-power-of-two scale, a zero point, per-channel weight scales,
   uint8 activations): the dequantized float weights are re-quantized by the format's own rule and
   the activations' radix points are calibrated as for any float model; the mapping gives the
@@ -348,7 +358,7 @@ def _clip_node(helper, numpy_helper, n, tq, bounds, opset, node_name, new_inits)
 #: the domains QONNX ops are written in (Brevitas' ``export_qonnx``: the first)
 QONNX_DOMAINS = ("qonnx.custom_op.general", "onnx.brevitas", "finn.custom_op.general")
 #: why a QONNX op the pre-pass leaves (``Trunc``, an activation's ``BipolarQuant``) is refused
-QONNX_UNREAD = ("; a QONNX op hlsnn does not read yet (it folds Quant/IntQuant, and BipolarQuant of a constant), "
+QONNX_UNREAD = ("; a QONNX op hlsnn does not read yet (it reads Quant/IntQuant and BipolarQuant), "
                 "and --host-fallback cannot run it either: onnx's reference evaluator has no QONNX ops")
 
 
