@@ -23,7 +23,8 @@ activations (power-of-two scales, 8 bits), ``Int32Bias``; ``mlp_w4``: the same w
 ``mlp_float``, ``res_float``: Brevitas' defaults (``Int8WeightPerTensorFloat``, ``Int8ActPerTensorFloat``:
 scales that are not powers of two) with ``Int32Bias``; ``cnv_w4a4``, ``cnv_w2a2``, ``cnv_w1a1``: the
 CNV-style network of :func:`_cnv` (issue 82: low-bit weights and activations; W1A1 binary weights and
-sign activations, ``BipolarQuant``). ``MANIFEST.json`` records qonnx's accuracy
+sign activations, ``BipolarQuant``), each exported twice: with ``export_qonnx``'s default (dynamo) and, as
+``cnv_*_ts.onnx``, with its TorchScript exporter (``dynamo=False``). ``MANIFEST.json`` records qonnx's accuracy
 of each file (``qonnx.core.onnx_exec.execute_onnx``) on the 360 test images.
 """
 from __future__ import annotations
@@ -149,19 +150,23 @@ def main():
             continue
         model = _cnv(torch, wbits, wbits) if name == "cnv" else _models(torch, pot, wbits)[name]
         train(torch, model, x, y, epochs=15)
-        out = OUT / f"{name}_{variant}.onnx"
-        with torch.no_grad():
-            export_qonnx(model, torch.from_numpy(x[:1]), str(out))
-        data = Path(str(out) + ".data")
-        if data.exists():                         # the dynamo exporter's external weights: one file
-            import onnx
-            onnx.save(onnx.load(str(out)), str(out))
-            data.unlink()
-        acc = float(np.mean(np.argmax(qonnx_outputs(out, xt), 1) == yt))
-        manifest["files"][out.name] = {"model": name, "variant": variant, "weight_bits": wbits,
-                                       "qonnx_accuracy": acc, **({"act_bits": wbits} if name == "cnv" else {})}
-        print(out.name, acc, out.stat().st_size, flush=True)
-        (OUT / "MANIFEST.json").write_text(json.dumps(manifest, indent=1) + "\n")
+        # the cnv files also with Brevitas' other exporter (TorchScript, dynamo=False): the same trained model
+        for suffix, how in [("", {})] + ([("_ts", {"dynamo": False})] if name == "cnv" else []):
+            out = OUT / f"{name}_{variant}{suffix}.onnx"
+            with torch.no_grad():
+                export_qonnx(model, torch.from_numpy(x[:1]), str(out), **how)
+            data = Path(str(out) + ".data")
+            if data.exists():                         # the dynamo exporter's external weights: one file
+                import onnx
+                onnx.save(onnx.load(str(out)), str(out))
+                data.unlink()
+            acc = float(np.mean(np.argmax(qonnx_outputs(out, xt), 1) == yt))
+            manifest["files"][out.name] = {"model": name, "variant": variant, "weight_bits": wbits,
+                                           "qonnx_accuracy": acc,
+                                           **({"act_bits": wbits, "exporter": "torchscript" if suffix else "dynamo"}
+                                              if name == "cnv" else {})}
+            print(out.name, acc, out.stat().st_size, flush=True)
+            (OUT / "MANIFEST.json").write_text(json.dumps(manifest, indent=1) + "\n")
     (OUT / "MANIFEST.json").write_text(json.dumps(manifest, indent=1) + "\n")
 
 

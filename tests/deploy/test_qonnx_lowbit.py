@@ -94,6 +94,27 @@ def test_every_layer_exact_and_qonnx_bit_for_bit_through_the_python_api(name, tm
     assert np.array_equal(y, want) and np.abs(want).max() > 1
 
 
+@pytest.mark.parametrize("name", ["cnv_w1a1", "cnv_w2a2"])
+def test_shift_codes_that_hold_the_files_weights_run_them_exactly(name, tmp_path):
+    """Binary and 2-bit weights at a power-of-two scale are power-of-two codes: on ``shift_mac``
+    (``pot``, ``weight_fit: nearest``) every layer is exact and qonnx's bits come out; with
+    ``weight_fit: network`` (the codes refitted to the float network's outputs; ``auto``'s choice
+    here) the layers say why not."""
+    from hlsnn.deploy.evaluate import open_deployment
+    x = datasets.load("digits", layout="nchw").x_test[:40]
+    ds = datasets.load("digits", layout="nchw")
+    for fit in ("nearest", "network"):
+        cfg = _t._config(tmp_path, name, f"  pot: {{type: pot, accel: shift8_pynq-z2, weight_fit: {fit}}}\n")
+        with open_deployment(cfg) as dep:
+            dep.calibrate(ds.x_train[:128])
+            y, layers = dep.run(x), dep.imported
+        if fit == "nearest":
+            assert all(v["mapping"] == "exact" for v in layers.values()), layers
+            assert np.array_equal(y, _t._qonnx(DATA / f"{name}.onnx", x))
+        else:
+            assert any("weight_fit: nearest keeps the file's" in v["why"] for v in layers.values()), layers
+
+
 def test_the_deploy_report_says_exact_and_the_kernel_takes_the_clamps_and_signs(tmp_path):
     from hlsnn.evaluation.run import deploy
     for name in ("cnv_w4a4", "cnv_w1a1"):

@@ -509,6 +509,9 @@ def layer_mapping(net, path, formats_of=None):
             why.append("the output is quantized twice at different scales (before and after its ReLU)")
         if not outs:
             why.append("output not quantized in the file")
+        if not why and outs[0].rounding == "BIPOLAR" and xin.pow2_frac + wnote.pow2_frac + 8 < outs[0].pow2_frac:
+            why.append(f"a sign of scale 2^-{outs[0].pow2_frac} below the table's finest output (radix "
+                       f"{xin.pow2_frac + wnote.pow2_frac} + 8)")
         if not why:
             acc = np.ldexp(np.asarray(layer.b, np.float64), wnote.pow2_frac + xin.pow2_frac)
             if not np.array_equal(acc, np.rint(acc)):
@@ -533,90 +536,7 @@ def layer_mapping(net, path, formats_of=None):
     return out
 
 
-def _shift_codes(w):
-    """"pot" when every weight is 0 or a signed power of two, "twohot" when every one is a sum of at
-    most two, else None (a property of the values; the shift formats still choose their own codes)."""
-    a = np.abs(np.asarray(w, np.float64)).reshape(-1)
-    a = a[a > 0]
-    if not a.size:
-        return "pot"
-    m, _ = np.frexp(a)
-    if np.all(m == 0.5):
-        return "pot"
-    lead = np.ldexp(0.5, np.frexp(a)[1])          # the largest power of two <= a
-    rest = a - lead
-    mr, _ = np.frexp(rest[rest > 0])
-    return "twohot" if np.all(mr == 0.5) else None
-
-
-def _int8_layer(ex):
-    """``ex`` runs a ``fixed`` or ``sparse`` format (a :class:`~hlsnn.deploy.executors.SparseExec`,
-    :data:`~hlsnn.deploy.executors.EXECS`): int8 on ``sparse_cluster``."""
-    return ex.fmt.type in ("fixed", "sparse")
-
-
-def for_assignment(mapping, dep, recalibrate=False):
-    """Per engine layer of the deployment ``dep``, how the file's quantization ran: ``mapping``
-    (:func:`layer_mapping`) narrowed to the layer's format. A layer is **exact** when the file's
-    mapping is exact, its format is ``fixed`` or an unpruned ``sparse`` (int8 on ``sparse_cluster``),
-    the kernel and the deployment both round half to even (as ``QuantizeLinear`` does) and
-    ``recalibrate`` is off; those layers' radix points are then set to the file's (:func:`pin`).
-    Every other layer is **approximated**, with the reason; ``weight_max_abs_error`` is the largest
-    difference between the file's dequantized weights and the weights the layer ran (fixed-point
-    formats; None for the others)."""
-    out, exact = {}, []
-    for name, ex in dep.execs.items():
-        e = dict(mapping.get(name) or {"mapping": "approximated", "why": "not quantized in the file",
-                                       "weights": "float", "input": "float", "output": "float"})
-        why = [e["why"]] if e["why"] else []
-        fmt = ex.fmt
-        if not _int8_layer(ex):
-            why.append(f"format {fmt.name} ({fmt.type}) quantizes by its own rule")
-            codes = _shift_codes(ex.layer.w)
-            if codes and fmt.type in ("twohot", "pot") and (codes == "pot" or fmt.type == "twohot"):
-                why.append(f"the file's weights are all {codes} values")
-        else:
-            if getattr(fmt, "prune", 0):
-                why.append(f"format {fmt.name} prunes {fmt.prune:g} of the weights")
-            if ex.p.get("rounding") != "nearest_even" or dep.rounding != "nearest_even":
-                why.append(f"rounding {dep.rounding} (deployment) / {ex.p.get('rounding')} (kernel); QuantizeLinear "
-                           "rounds half to even: set `rounding: nearest_even`")
-            if recalibrate:
-                why.append("--recalibrate: radix points calibrated, not the file's")
-            elif dep.dynamic:
-                why.append("dynamic calibration: radix points re-chosen on every batch")
-            f_w = np.asarray(ex.f_w).reshape((-1,) + (1,) * (ex.w_taps.ndim - 1))
-            deployed = np.ldexp(ex.w_taps.astype(np.float64), -f_w).reshape(ex.layer.w.shape)
-            e["weight_max_abs_error"] = float(np.abs(deployed - ex.layer.w).max(initial=0.0))
-        if not _int8_layer(ex):
-            e["weight_max_abs_error"] = None
-        e["mapping"] = "approximated" if why else "exact"
-        e["why"] = "; ".join(why)
-        e["format"] = fmt.name
-        if not why:
-            exact.append(name)
-        out[name] = e
-    pin(dep, {n: out[n] for n in exact})
-    return out
-
-
-def pin(dep, mapping):
-
-    """Fix the radix points of ``dep``'s exactly mapped ``fixed``/``sparse`` layers to the file's
-    (after :meth:`~hlsnn.deploy.runner.Deployment.calibrate`, which set the others): each such
-    layer's output radix ``F_out`` and, where its input arrives as float (the network input, a
-    sum), its input radix ``F_x``. Returns the names of the layers pinned."""
-    pinned = []
-    for name, ex in dep.execs.items():
-        e = mapping.get(name)
-        if not e or e["mapping"] != "exact" or not _int8_layer(ex):
-            continue
-        ex.f_out = e["f_out"]
-        ex.stats.f_out = e["f_out"]
-        ex.f_x = e["f_in"]
-        pinned.append(name)
-    dep._fastnet = None           # a compiled program reads the radix points as they are
-    return pinned
+from .qassign import _int8_layer, _shift_codes, for_assignment, pin  # noqa: E402,F401  (qimport's API)
 
 
 def reference_ops():
