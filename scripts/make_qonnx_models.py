@@ -121,7 +121,8 @@ def qonnx_outputs(path, x):
     """qonnx's executor on the file, one image a call (the export fixes the batch at 1)."""
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.core.onnx_exec import execute_onnx
-    m = ModelWrapper(str(path))
+    from qonnx.transformation.infer_shapes import InferShapes
+    m = ModelWrapper(str(path)).transform(InferShapes())      # the TorchScript export declares no shapes
     inp, out = m.graph.input[0].name, m.graph.output[0].name
     return np.concatenate([execute_onnx(m, {inp: x[i:i + 1].astype(np.float32)})[out] for i in range(len(x))])
 

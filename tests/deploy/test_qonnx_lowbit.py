@@ -1,6 +1,7 @@
 """Low-bit QONNX activations (issue 82): Brevitas CNV-style models at W4A4 (unsigned 4-bit ReLU
 activations), W2A2 and W1A1 (binary weights, sign activations: ``BipolarQuant``), trained briefly on
-the digits and exported with ``export_qonnx`` (``scripts/make_qonnx_models.py``), deploy with every
+the digits and exported with ``export_qonnx`` (``scripts/make_qonnx_models.py``; its dynamo and its
+TorchScript exporter, ``cnv_*_ts.onnx``), deploy with every
 layer exact and give qonnx's executor's outputs bit for bit: through the Python API here (emu),
 through ``hlsnn compile`` and the network kernel on the simulated board (one start) in the slow test.
 
@@ -34,7 +35,8 @@ _spec.loader.exec_module(_t)           # its qonnx executor, deployment config a
 
 
 def test_the_low_bit_files_are_there():
-    assert LOWBIT == ["cnv_w1a1", "cnv_w2a2", "cnv_w4a4"]
+    assert LOWBIT == ["cnv_w1a1", "cnv_w1a1_ts", "cnv_w2a2", "cnv_w2a2_ts", "cnv_w4a4", "cnv_w4a4_ts"]
+    assert {MANIFEST["files"][f"{n}.onnx"]["exporter"] for n in LOWBIT} == {"dynamo", "torchscript"}
     for name in LOWBIT:
         m = onnx.load(str(DATA / f"{name}.onnx"))
         inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
@@ -159,7 +161,7 @@ def test_a_bipolar_activation_of_channel_scales_is_refused_by_name(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.csim
-@pytest.mark.parametrize("name", ["cnv_w4a4", "cnv_w1a1"])
+@pytest.mark.parametrize("name", ["cnv_w4a4", "cnv_w1a1_ts"])
 def test_compiled_network_kernel_on_the_sim_board_equals_qonnx(name, tmp_path):
     """hlsnn compile, then the network kernel on the simulated board: one start for the batch,
     qonnx's outputs bit for bit."""
