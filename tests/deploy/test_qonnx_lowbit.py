@@ -174,3 +174,45 @@ def test_compiled_network_kernel_on_the_sim_board_equals_qonnx(name, tmp_path):
         got = net.logits(x)
         assert net.last_kernel_starts == 1
     assert np.array_equal(got, _t._qonnx(DATA / f"{name}.onnx", x))
+
+
+def test_signed_narrow_low_bit_activations_are_exact_too(tmp_path):
+    """A hand-made QONNX MLP whose hidden activation is a signed narrow int4 Quant (no ReLU, so
+    the clamp [-7, 7] is all that bounds it; most values saturate) and whose output is int8: every
+    layer exact, qonnx's outputs bit for bit."""
+    from hlsnn.deploy.evaluate import open_deployment
+    rng = np.random.default_rng(3)
+    q = "qonnx.custom_op.general"
+    inits = {"w1": rng.integers(-7, 8, (64, 32)) * 2.0 ** -5, "w2": rng.integers(-127, 128, (32, 10)) * 2.0 ** -9,
+             "b1": rng.integers(-500, 500, 32) * 2.0 ** -11, "b2": rng.integers(-500, 500, 10) * 2.0 ** -9,
+             "s_x": 2.0 ** -6, "s_w1": 2.0 ** -5, "s_h": 2.0 ** -3, "s_w2": 2.0 ** -9, "s_y": 2.0 ** -4,
+             "z": 0.0, "b8": 8.0, "b4": 4.0, "shape": np.array([1, 64])}
+    a = dict(domain=q, signed=1, rounding_mode="ROUND")
+    nodes = [helper.make_node("Quant", ["x", "s_x", "z", "b8"], ["xq"], narrow=0, **a),
+             helper.make_node("Reshape", ["xq", "shape"], ["xf"]),
+             helper.make_node("Quant", ["w1", "s_w1", "z", "b4"], ["w1q"], narrow=1, **a),
+             helper.make_node("MatMul", ["xf", "w1q"], ["h0"]), helper.make_node("Add", ["h0", "b1"], ["h1"]),
+             helper.make_node("Quant", ["h1", "s_h", "z", "b4"], ["h"], narrow=1, **a),
+             helper.make_node("Quant", ["w2", "s_w2", "z", "b8"], ["w2q"], narrow=1, **a),
+             helper.make_node("MatMul", ["h", "w2q"], ["y0"]), helper.make_node("Add", ["y0", "b2"], ["y1"]),
+             helper.make_node("Quant", ["y1", "s_y", "z", "b8"], ["y"], narrow=0, **a)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
+                          [numpy_helper.from_array(np.asarray(v, np.int64 if k == "shape" else np.float32), k)
+                           for k, v in inits.items()])
+    path = tmp_path / "mlp_a4.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(q, 1)]),
+              str(path))
+    cfg = tmp_path / "mlp_a4.yaml"
+    cfg.write_text(f"name: mlp_a4\nmodel: {path}\ndata: digits\nlayout: nchw\nrounding: nearest_even\nformats:\n"
+                   "  fixed8: {type: fixed, accel: sparse8_pynq-z2}\nassignments:\n  fixed8: {default: fixed8}\n")
+    ds = datasets.load("digits", layout="nchw")
+    x = ds.x_test[:40]
+    with open_deployment(cfg) as dep:
+        dep.calibrate(ds.x_train[:128])
+        y, layers = dep.run(x), dep.imported
+    assert [v["mapping"] for v in layers.values()] == ["exact", "exact"], layers
+    want = _t._qonnx(path, x)
+    hidden = qimport.annotations(path)["h1"]
+    assert qimport.clamp_bounds(hidden) == (-7, 7)
+    assert np.array_equal(y, want) and len(np.unique(want)) > 20

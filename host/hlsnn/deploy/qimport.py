@@ -180,6 +180,8 @@ def strip(model, path=None):
         s = inferred[0].get(t)
         return None if s is None else tuple(s)
     node_name = node_names(g)                  # the Relus' names: none a node of the file has
+    from .graphindex import namer, tensor_names
+    tensor_name = namer(tensor_names(g))       # a Clip's bounds: no tensor of the file
     for n in g.node:
         if n.op_type != "DequantizeLinear" or n.input[0] not in consts:
             continue
@@ -217,14 +219,15 @@ def strip(model, path=None):
             if bounds is None:
                 alias[n.output[0]] = n.input[0]
             else:                                  # a range narrower than int8's: kept as a Clip (issue 82)
-                stand_in[id(n)] = _clip_node(helper, numpy_helper, n, tq, bounds, opset, node_name, new_inits)
+                stand_in[id(n)] = _clip_node(helper, numpy_helper, n, tq, bounds, opset, node_name, tensor_name,
+                                             new_inits)
         else:                                      # an activation's sign: hlsnn's own op (issue 82)
-            stand_in[id(n)] = helper.make_node(BIPOLAR, [n.input[0]], [n.output[0]], domain=HLSNN_DOMAIN,
-                                               name=node_name(f"{n.output[0]}_bipolar"),
-                                               scale=float(np.asarray(tq.scale).reshape(-1)[0]))
             if tq.scale.size != 1:
                 raise ModelError(f"node {n.name or n.output[0]!r} (BipolarQuant): scale of shape "
                                  f"{tuple(tq.scale.shape)} on an activation; hlsnn takes one scale per tensor")
+            stand_in[id(n)] = helper.make_node(BIPOLAR, [n.input[0]], [n.output[0]], domain=HLSNN_DOMAIN,
+                                               name=node_name(f"{n.output[0]}_bipolar"),
+                                               scale=float(np.asarray(tq.scale).reshape(-1)[0]))
             tq.name = n.output[0]
             notes[n.output[0]] = tq
             drop.add(id(n))
@@ -305,6 +308,8 @@ def strip(model, path=None):
             notes[new].name = new
     del g.node[:]
     g.node.extend(keep)
+    if any(n.domain == HLSNN_DOMAIN for n in keep) and HLSNN_DOMAIN not in {o.domain for o in m.opset_import}:
+        m.opset_import.append(helper.make_opsetid(HLSNN_DOMAIN, 1))
     used = {i for n in g.node for i in n.input} | graph_out
     kept = [t for t in g.initializer if t.name in used and t.name not in {x.name for x in new_inits}]
     gone = {t.name for t in g.initializer} - {t.name for t in kept}
@@ -343,21 +348,21 @@ def clamp_bounds(tq):
     return lo, hi
 
 
-def _clip_node(helper, numpy_helper, n, tq, bounds, opset, node_name, new_inits):
+def _clip_node(helper, numpy_helper, n, tq, bounds, opset, node_name, tensor_name, new_inits):
     """The ``Clip`` that stands in for activation ``Quant`` ``n`` of ``tq`` (:func:`clamp_bounds`):
     bounds ``lo 2**-F``, ``hi 2**-F`` (exact in float32), inputs from opset 11, attributes before."""
     lo, hi = (float(np.ldexp(v, -tq.pow2_frac)) for v in bounds)
     name = node_name(f"{n.output[0]}_clip")
     if opset < 11:
         return helper.make_node("Clip", [n.input[0]], [n.output[0]], name=name, min=lo, max=hi)
-    names = [f"{name}_{k}" for k in ("min", "max")]
+    names = [tensor_name(f"{name}_{k}") for k in ("min", "max")]
     new_inits.extend(numpy_helper.from_array(np.asarray(v, np.float32), t) for v, t in zip((lo, hi), names))
     return helper.make_node("Clip", [n.input[0]] + names, [n.output[0]], name=name)
 
 
 #: the domains QONNX ops are written in (Brevitas' ``export_qonnx``: the first)
 QONNX_DOMAINS = ("qonnx.custom_op.general", "onnx.brevitas", "finn.custom_op.general")
-#: why a QONNX op the pre-pass leaves (``Trunc``, an activation's ``BipolarQuant``) is refused
+#: why a QONNX op the pre-pass leaves (``Trunc``) is refused
 QONNX_UNREAD = ("; a QONNX op hlsnn does not read yet (it reads Quant/IntQuant and BipolarQuant), "
                 "and --host-fallback cannot run it either: onnx's reference evaluator has no QONNX ops")
 
