@@ -27,7 +27,7 @@ DATA = ROOT / "tests" / "data" / "qonnx"
 MANIFEST = json.loads((DATA / "MANIFEST.json").read_text())
 FILES = sorted(MANIFEST["files"])
 EXACT = [f[:-5] for f in FILES if MANIFEST["files"][f]["variant"] in ("pot", "w4")
-         or MANIFEST["files"][f]["model"] == "cnv"]          # issue 82: W4A4, W2A2, W1A1 (tests/deploy/test_qonnx_lowbit.py)
+         or MANIFEST["files"][f]["model"] == "cnv"]          # issue 82: W4A4, W2A2, W1A1 (test_qonnx_lowbit.py)
 APPROX = [f[:-5] for f in FILES if MANIFEST["files"][f]["variant"] == "float"]
 
 

@@ -62,11 +62,11 @@ def for_assignment(mapping, dep, recalibrate=False):
     (:func:`layer_mapping`) narrowed to the layer's format. A layer is **exact** when the file's
     mapping is exact, its format is ``fixed`` or an unpruned ``sparse`` (int8 on ``sparse_cluster``),
     or ``pot``/``twohot`` on ``shift_mac`` whose codes hold the file's weights exactly (say binary or
-    2-bit weights at a power-of-two scale; :func:`_shift_exact`), the kernel and the deployment both round half to even (as ``QuantizeLinear`` does) and
-    ``recalibrate`` is off; those layers' radix points are then set to the file's (:func:`pin`).
-    Every other layer is **approximated**, with the reason; ``weight_max_abs_error`` is the largest
-    difference between the file's dequantized weights and the weights the layer ran (fixed-point
-    formats; None for the others)."""
+    2-bit weights at a power-of-two scale; :func:`_shift_exact`), the kernel and the deployment both
+    round half to even (as ``QuantizeLinear`` does) and ``recalibrate`` is off; those layers' radix
+    points are then set to the file's (:func:`pin`). Every other layer is **approximated**, with the
+    reason; ``weight_max_abs_error`` is the largest difference between the file's dequantized weights
+    and the weights the layer ran (``fixed``/``sparse``; None for the others)."""
     out, exact = {}, []
     for name, ex in dep.execs.items():
         e = dict(mapping.get(name) or {"mapping": "approximated", "why": "not quantized in the file",
