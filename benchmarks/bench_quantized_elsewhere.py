@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "host"))
 
 FILES = {"qdq": ("mlp_pot", "mlp_pc", "mlp_u8", "cnn_pot", "cnn_pc", "cnn_u8", "res_pot", "res_pc", "res_u8"),
-         "qonnx": ("mlp_pot", "mlp_w4", "mlp_float", "cnn_pot", "res_pot", "res_float")}
+         "qonnx": ("mlp_pot", "mlp_w4", "mlp_float", "cnn_pot", "res_pot", "res_float", "cnv_w4a4", "cnv_w4a4_ts",
+                   "cnv_w2a2", "cnv_w2a2_ts", "cnv_w1a1", "cnv_w1a1_ts")}
 REFERENCE = {"qdq": "onnxruntime_accuracy", "qonnx": "qonnx_accuracy"}
 
 

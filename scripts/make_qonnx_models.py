@@ -5,6 +5,7 @@ deploys, with qonnx's own executor as the reference.
     pip install torch==2.13.0 brevitas==0.13.4 qonnx==1.0.0 onnxoptimizer==0.4.2 scikit-learn   # CPU wheel of torch
     python scripts/make_qonnx_models.py                       # writes tests/data/qonnx/*.onnx
     python scripts/make_qonnx_models.py res_pot mlp_w4        # only these (the others' entries kept)
+    python scripts/make_qonnx_models.py cnv_w4a4 cnv_w2a2 cnv_w1a1
 
 Models (Adam, 15 epochs, the split of ``hlsnn.deploy.datasets``, inputs in [0, 1]; every quantized layer
 returns a QuantTensor so that its int32 bias quantizer sees the input's scale):
@@ -20,7 +21,10 @@ returns a QuantTensor so that its int32 bias quantizer sees the input's scale):
 Variants: ``<m>_pot``: ``Int8WeightPerTensorFixedPoint`` weights, ``Int8ActPerTensorFixedPoint``
 activations (power-of-two scales, 8 bits), ``Int32Bias``; ``mlp_w4``: the same with 4-bit weights;
 ``mlp_float``, ``res_float``: Brevitas' defaults (``Int8WeightPerTensorFloat``, ``Int8ActPerTensorFloat``:
-scales that are not powers of two) with ``Int32Bias``. ``MANIFEST.json`` records qonnx's accuracy
+scales that are not powers of two) with ``Int32Bias``; ``cnv_w4a4``, ``cnv_w2a2``, ``cnv_w1a1``: the
+CNV-style network of :func:`_cnv` (issue 82: low-bit weights and activations; W1A1 binary weights and
+sign activations, ``BipolarQuant``), each exported twice: with ``export_qonnx``'s default (dynamo) and, as
+``cnv_*_ts.onnx``, with its TorchScript exporter (``dynamo=False``). ``MANIFEST.json`` records qonnx's accuracy
 of each file (``qonnx.core.onnx_exec.execute_onnx``) on the 360 test images.
 """
 from __future__ import annotations
@@ -78,11 +82,47 @@ def _models(torch, pot, wbits=8):
     return {"mlp": mlp, "cnn": cnn, "res": Res()}
 
 
+def _cnv(torch, wbits, abits):
+    """A CNV-style network (FINN's CNV, shrunk to the 8x8 digits): 8-bit input, three 3x3 convs
+    (16, 16, 32 channels) and a 64-wide dense layer, each followed by a ``abits``-bit activation,
+    max pools after the second and third conv, an 8-bit output. ``abits`` 1: binary weights and
+    sign activations (``SignedBinary*PerTensorConst``, the weights' constant scale 1/8: ``BipolarQuant``
+    nodes); otherwise
+    ``wbits``-bit power-of-two weights and ``abits``-bit unsigned ReLU activations
+    (``Uint8ActPerTensorFixedPoint``)."""
+    import brevitas.nn as qnn
+    from brevitas.quant import (Int8ActPerTensorFixedPoint, Int8WeightPerTensorFixedPoint, Int32Bias,
+                                SignedBinaryActPerTensorConst, SignedBinaryWeightPerTensorConst,
+                                Uint8ActPerTensorFixedPoint)
+    nn = torch.nn
+    if abits == 1:
+        # Brevitas' constant 0.1 is no power of two: +-1/8 instead (FINN's CNV-W1A1 has batch norms after)
+        kw = dict(weight_quant=SignedBinaryWeightPerTensorConst.let(scaling_const=0.125), bias_quant=Int32Bias,
+                  return_quant_tensor=True)
+
+        def act():
+            return qnn.QuantIdentity(act_quant=SignedBinaryActPerTensorConst, return_quant_tensor=True)
+    else:
+        kw = dict(weight_quant=Int8WeightPerTensorFixedPoint, weight_bit_width=wbits, bias_quant=Int32Bias,
+                  return_quant_tensor=True)
+
+        def act():
+            return qnn.QuantReLU(act_quant=Uint8ActPerTensorFixedPoint, bit_width=abits, return_quant_tensor=True)
+    return nn.Sequential(
+        qnn.QuantIdentity(act_quant=Int8ActPerTensorFixedPoint, return_quant_tensor=True),
+        qnn.QuantConv2d(1, 16, 3, padding=1, **kw), act(),
+        qnn.QuantConv2d(16, 16, 3, padding=1, **kw), act(), nn.MaxPool2d(2),
+        qnn.QuantConv2d(16, 32, 3, padding=1, **kw), act(), nn.MaxPool2d(2), nn.Flatten(),
+        qnn.QuantLinear(128, 64, **kw), act(),
+        qnn.QuantLinear(64, 10, output_quant=Int8ActPerTensorFixedPoint, **dict(kw, return_quant_tensor=False)))
+
+
 def qonnx_outputs(path, x):
     """qonnx's executor on the file, one image a call (the export fixes the batch at 1)."""
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.core.onnx_exec import execute_onnx
-    m = ModelWrapper(str(path))
+    from qonnx.transformation.infer_shapes import InferShapes
+    m = ModelWrapper(str(path)).transform(InferShapes())      # the TorchScript export declares no shapes
     inp, out = m.graph.input[0].name, m.graph.output[0].name
     return np.concatenate([execute_onnx(m, {inp: x[i:i + 1].astype(np.float32)})[out] for i in range(len(x))])
 
@@ -105,25 +145,29 @@ def main():
     if only and (OUT / "MANIFEST.json").exists():
         manifest["files"] = json.loads((OUT / "MANIFEST.json").read_text())["files"]
     todo = [(m, "pot", True, 8) for m in ("mlp", "cnn", "res")] + [("mlp", "w4", True, 4)] + \
-        [(m, "float", False, 8) for m in ("mlp", "res")]
+        [(m, "float", False, 8) for m in ("mlp", "res")] + [("cnv", f"w{b}a{b}", True, b) for b in (4, 2, 1)]
     for name, variant, pot, wbits in todo:
         if only and f"{name}_{variant}" not in only:
             continue
-        model = _models(torch, pot, wbits)[name]
+        model = _cnv(torch, wbits, wbits) if name == "cnv" else _models(torch, pot, wbits)[name]
         train(torch, model, x, y, epochs=15)
-        out = OUT / f"{name}_{variant}.onnx"
-        with torch.no_grad():
-            export_qonnx(model, torch.from_numpy(x[:1]), str(out))
-        data = Path(str(out) + ".data")
-        if data.exists():                         # the dynamo exporter's external weights: one file
-            import onnx
-            onnx.save(onnx.load(str(out)), str(out))
-            data.unlink()
-        acc = float(np.mean(np.argmax(qonnx_outputs(out, xt), 1) == yt))
-        manifest["files"][out.name] = {"model": name, "variant": variant, "weight_bits": wbits,
-                                       "qonnx_accuracy": acc}
-        print(out.name, acc, out.stat().st_size, flush=True)
-        (OUT / "MANIFEST.json").write_text(json.dumps(manifest, indent=1) + "\n")
+        # the cnv files also with Brevitas' other exporter (TorchScript, dynamo=False): the same trained model
+        for suffix, how in [("", {})] + ([("_ts", {"dynamo": False})] if name == "cnv" else []):
+            out = OUT / f"{name}_{variant}{suffix}.onnx"
+            with torch.no_grad():
+                export_qonnx(model, torch.from_numpy(x[:1]), str(out), **how)
+            data = Path(str(out) + ".data")
+            if data.exists():                         # the dynamo exporter's external weights: one file
+                import onnx
+                onnx.save(onnx.load(str(out)), str(out))
+                data.unlink()
+            acc = float(np.mean(np.argmax(qonnx_outputs(out, xt), 1) == yt))
+            manifest["files"][out.name] = {"model": name, "variant": variant, "weight_bits": wbits,
+                                           "qonnx_accuracy": acc,
+                                           **({"act_bits": wbits, "exporter": "torchscript" if suffix else "dynamo"}
+                                              if name == "cnv" else {})}
+            print(out.name, acc, out.stat().st_size, flush=True)
+            (OUT / "MANIFEST.json").write_text(json.dumps(manifest, indent=1) + "\n")
     (OUT / "MANIFEST.json").write_text(json.dumps(manifest, indent=1) + "\n")
 
 

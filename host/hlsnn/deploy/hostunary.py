@@ -11,14 +11,16 @@ layer's output) and an engine layer follows, a table of its codes instead
 * ``Softsign``: ``x / (1 + |x|)``;
 * ``Mish``: ``x tanh(softplus(x))``;
 * ``ThresholdedRelu`` (``alpha``): ``x`` for ``x > alpha``, else 0;
-* ``Abs``: ``|x|`` (torch's ``F.softsign`` exports ``x / (1 + |x|)`` as ``Abs``, ``Add``, ``Div``).
+* ``Abs``: ``|x|`` (torch's ``F.softsign`` exports ``x / (1 + |x|)`` as ``Abs``, ``Add``, ``Div``);
+* ``Bipolar`` (``scale``): ``scale`` for ``x >= 0``, else ``-scale``: a QONNX ``BipolarQuant`` of an
+  activation (:func:`hlsnn.deploy.qimport.strip` writes it; issue 82).
 """
 from __future__ import annotations
 
 import numpy as np
 
 #: op types of the ONNX nodes :func:`rule` takes (each becomes a host op of the same name)
-OPS = ("Softplus", "Selu", "Celu", "Softsign", "Mish", "ThresholdedRelu", "Abs")
+OPS = ("Softplus", "Selu", "Celu", "Softsign", "Mish", "ThresholdedRelu", "Abs", "Bipolar")
 #: ONNX's default attributes
 DEFAULTS = {"Selu": {"alpha": 1.67326319217681884765625, "gamma": 1.05070102214813232421875},
             "Celu": {"alpha": 1.0}, "ThresholdedRelu": {"alpha": 1.0}}
@@ -30,6 +32,11 @@ def rule(node, a):
     attrs = {k: float(a.get(k, v)) for k, v in DEFAULTS.get(op, {}).items()}
     if op == "Celu" and attrs["alpha"] == 0:
         return "Celu with alpha = 0"
+    if op == "Bipolar":
+        s = float(a.get("scale", 0.0))
+        if not (np.isfinite(s) and s > 0):
+            return f"Bipolar with scale {s}: a BipolarQuant's scale is finite and > 0"
+        attrs = {"scale": s}
     return op, attrs, [node.input[0]]
 
 
@@ -54,4 +61,6 @@ def run(layer, inputs):
         return np.where(x > a["alpha"], x, 0.0)
     if op == "Abs":
         return np.abs(x)
+    if op == "Bipolar":
+        return np.where(x >= 0, a["scale"], -a["scale"])
     raise ValueError(op)

@@ -25,25 +25,35 @@ A pre-pass of the importer (:func:`float_model`, called once by
 * QONNX (domain ``qonnx.custom_op.general``): a ``Quant``/``IntQuant``/``BipolarQuant`` of a
   constant is folded into its quantized float values (:func:`qonnx_quant`, the op's definition);
   a ``Quant`` of an activation is removed (its readers read its input) and kept as an annotation
-  with its bit width (2..32), signedness, ``narrow`` and ``rounding_mode``. Scales are finite and
-  > 0, zero points finite integers, the bit width one finite integer (else a ModelError). A
-  ``BipolarQuant`` of an activation and ``Trunc`` are left to the importer, which names them as
-  unsupported.
+  with its bit width (2..32), signedness, ``narrow`` and ``rounding_mode``; where its range is a
+  proper part of int8's at a power-of-two scale (:func:`clamp_bounds`: 2..8 bits, say uint4
+  ``[0, 15]``, or narrow int8) a ``Clip`` to that range takes its place (issue 82). A
+  ``BipolarQuant`` of an activation becomes hlsnn's ``Bipolar`` op (``hlsnn`` domain, attribute
+  ``scale``: ``scale`` for ``x >= 0``, else ``-scale``), a host op with a table rule. Scales are finite and
+  > 0, zero points finite integers, the bit width one finite integer (else a ModelError). ``Trunc``
+  is left to the importer, which names it as unsupported.
 
 What was removed is kept as annotations (:func:`annotations`: bits, signedness, scale, zero point,
 axis, per float tensor name), from which :func:`layer_mapping` says per engine layer whether the
 file's quantization maps exactly onto a deployment format and :func:`pin` fixes a deployment's
 radix points to the file's (instead of calibrating them):
 
-* **exact** (``fixed``/``sparse`` formats on ``sparse_cluster``): weights of at most 8 bits with
-  zero point 0 and one power-of-two scale per tensor ``2**-F_w``, the layer's input and output
-  quantized to int8 (after a ReLU also uint7: the kernel's int8 saturation is then the same) with
+* **exact** (``fixed``/``sparse`` formats on ``sparse_cluster``): weights of at most 8 bits (or
+  bipolar) with zero point 0 and one power-of-two scale per tensor ``2**-F_w``, the layer's input
+  and output quantized within int8 (``b <= 8`` bits, signed, unsigned or narrow: int8 with the
+  ``Clip`` to the file's range, which the kernels fuse as their output clamp, so the requantization
+  is the ``Quant``'s: rounding the exact sum then clamping equals clamping then rounding for integer
+  bounds; or bipolar, below) with
   zero point 0, power-of-two scales ``2**-F_x``, ``2**-F_out`` and rounding half to even, and the
   bias a multiple of ``2**-(F_x + F_w)`` (an int32 bias at the product of the scales). The weights are then
   the integers of the file at radix ``F_w`` (or a finer one, the same values), the bias its int32
   at ``F_x + F_w``, and the output shift ``F_x + F_w - F_out`` with the kernel's round-half-even
   and int8 saturation is ``QuantizeLinear``'s rounding of the exact sum: the same integers as
-  onnxruntime's execution of the file (tested bit for bit).
+  onnxruntime's execution of the file (tested bit for bit). A layer whose output is an activation's
+  ``BipolarQuant`` (a sign) keeps its exact sum: ``F_out = F_x + F_w`` (a shift of 0 or a left
+  shift), whose int8 saturation keeps the sign, and the ``Bipolar`` table (rule 9 of
+  :mod:`hlsnn.engines.network.gate`) maps each code ``q >= 0`` to ``+scale``, the others to
+  ``-scale``, both exact at its radix; the readers take those values as int8 codes.
 * **approximated** otherwise (a non-power-of-two scale, a zero point, per-channel weight scales,
   uint8 activations): the dequantized float weights are re-quantized by the format's own rule and
   the activations' radix points are calibrated as for any float model; the mapping gives the
@@ -157,7 +167,7 @@ def strip(model, path=None):
     graph_out = {o.name for o in g.output}
     from onnx import helper
     from .graphindex import node_names
-    notes, drop, new_inits, alias, relus = {}, set(), [], {}, []
+    notes, drop, new_inits, alias, relus, stand_in = {}, set(), [], {}, [], {}
     nonneg = _nonneg_of(g, consts)
     opset = max((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), default=21)
     inferred = []
@@ -170,6 +180,8 @@ def strip(model, path=None):
         s = inferred[0].get(t)
         return None if s is None else tuple(s)
     node_name = node_names(g)                  # the Relus' names: none a node of the file has
+    from .graphindex import namer, tensor_names
+    tensor_name = namer(tensor_names(g))       # a Clip's bounds: no tensor of the file
     for n in g.node:
         if n.op_type != "DequantizeLinear" or n.input[0] not in consts:
             continue
@@ -203,7 +215,22 @@ def strip(model, path=None):
             tq.name = n.input[0]
             notes[n.input[0]] = tq
             drop.add(id(n))
-            alias[n.output[0]] = n.input[0]
+            bounds = clamp_bounds(tq)
+            if bounds is None:
+                alias[n.output[0]] = n.input[0]
+            else:                                  # a range narrower than int8's: kept as a Clip (issue 82)
+                stand_in[id(n)] = _clip_node(helper, numpy_helper, n, tq, bounds, opset, node_name, tensor_name,
+                                             new_inits)
+        else:                                      # an activation's sign: hlsnn's own op (issue 82)
+            if tq.scale.size != 1:
+                raise ModelError(f"node {n.name or n.output[0]!r} (BipolarQuant): scale of shape "
+                                 f"{tuple(tq.scale.shape)} on an activation; hlsnn takes one scale per tensor")
+            stand_in[id(n)] = helper.make_node(BIPOLAR, [n.input[0]], [n.output[0]], domain=HLSNN_DOMAIN,
+                                               name=node_name(f"{n.output[0]}_bipolar"),
+                                               scale=float(np.asarray(tq.scale).reshape(-1)[0]))
+            tq.name = n.output[0]
+            notes[n.output[0]] = tq
+            drop.add(id(n))
     for n in g.node:
         # a constant (a Constant node's value: onnxruntime quantizes GELU's `+ 1` as an activation) through a
         # Q -> DQ pair: folded to the value the pair gives, QuantizeLinear's (half to even, saturated)
@@ -265,6 +292,8 @@ def strip(model, path=None):
     for n in g.node:
         if id(n) not in drop:
             keep.append(n)
+        elif id(n) in stand_in:                     # a Quant's Clip, a BipolarQuant's sign, where it stood
+            keep.append(stand_in[id(n)])
         elif n.op_type == "QuantizeLinear":         # its ReLUs where it stood (topological order)
             keep.extend(r for r in relus if r.input[0] == n.input[0])
     for n in keep:
@@ -279,6 +308,8 @@ def strip(model, path=None):
             notes[new].name = new
     del g.node[:]
     g.node.extend(keep)
+    if any(n.domain == HLSNN_DOMAIN for n in keep) and HLSNN_DOMAIN not in {o.domain for o in m.opset_import}:
+        m.opset_import.append(helper.make_opsetid(HLSNN_DOMAIN, 1))
     used = {i for n in g.node for i in n.input} | graph_out
     kept = [t for t in g.initializer if t.name in used and t.name not in {x.name for x in new_inits}]
     gone = {t.name for t in g.initializer} - {t.name for t in kept}
@@ -297,10 +328,42 @@ def strip(model, path=None):
     return m, notes
 
 
+#: hlsnn's own op for an activation's ``BipolarQuant`` in the float model (:func:`strip`): ``scale``
+#: for ``x >= 0``, ``-scale`` below (the host op ``Bipolar``, a table of rule 9 on an integer tensor)
+BIPOLAR, HLSNN_DOMAIN = "Bipolar", "hlsnn"
+
+
+def clamp_bounds(tq):
+    """The integer range ``(lo, hi)`` an activation's QONNX ``Quant`` ``tq`` saturates to, when it
+    is a proper part of int8's and the quantization otherwise int8's (one power-of-two scale, zero
+    point 0, rounding half to even): ``b <= 8`` bits, signed, unsigned or narrow (issue 82). Such a
+    ``Quant`` is an int8 activation at radix ``F`` whose requantization clamps to ``[lo, hi]``; the
+    float model keeps it as ``Clip(x, lo 2**-F, hi 2**-F)`` (the engines' fused output clamp,
+    rule 2 of :mod:`hlsnn.deploy.program`). None otherwise (int8 itself: the engines' saturation)."""
+    if tq.pow2_frac is None or tq.rounding != "ROUND":
+        return None
+    lo, hi = tq.int_range
+    if lo < -128 or hi > 127 or (lo, hi) == (-128, 127):
+        return None
+    return lo, hi
+
+
+def _clip_node(helper, numpy_helper, n, tq, bounds, opset, node_name, tensor_name, new_inits):
+    """The ``Clip`` that stands in for activation ``Quant`` ``n`` of ``tq`` (:func:`clamp_bounds`):
+    bounds ``lo 2**-F``, ``hi 2**-F`` (exact in float32), inputs from opset 11, attributes before."""
+    lo, hi = (float(np.ldexp(v, -tq.pow2_frac)) for v in bounds)
+    name = node_name(f"{n.output[0]}_clip")
+    if opset < 11:
+        return helper.make_node("Clip", [n.input[0]], [n.output[0]], name=name, min=lo, max=hi)
+    names = [tensor_name(f"{name}_{k}") for k in ("min", "max")]
+    new_inits.extend(numpy_helper.from_array(np.asarray(v, np.float32), t) for v, t in zip((lo, hi), names))
+    return helper.make_node("Clip", [n.input[0]] + names, [n.output[0]], name=name)
+
+
 #: the domains QONNX ops are written in (Brevitas' ``export_qonnx``: the first)
 QONNX_DOMAINS = ("qonnx.custom_op.general", "onnx.brevitas", "finn.custom_op.general")
-#: why a QONNX op the pre-pass leaves (``Trunc``, an activation's ``BipolarQuant``) is refused
-QONNX_UNREAD = ("; a QONNX op hlsnn does not read yet (it folds Quant/IntQuant, and BipolarQuant of a constant), "
+#: why a QONNX op the pre-pass leaves (``Trunc``) is refused
+QONNX_UNREAD = ("; a QONNX op hlsnn does not read yet (it reads Quant/IntQuant and BipolarQuant), "
                 "and --host-fallback cannot run it either: onnx's reference evaluator has no QONNX ops")
 
 
@@ -397,7 +460,10 @@ def layer_mapping(net, path, formats_of=None):
         return {}
     nodes = {n.output[0]: n for n in m.graph.node}
     producer = {o: n for n in m.graph.node for o in n.output}
-    by_output = {la.output: la for la in net.layers}
+    readers = {}
+    for n in m.graph.node:
+        for i in n.input:
+            readers.setdefault(i, []).append(n)
 
     def traced(t):
         """The annotation of tensor ``t`` or, through ops that only move values, of their input."""
@@ -405,29 +471,21 @@ def layer_mapping(net, path, formats_of=None):
             if t in notes:
                 return notes[t]
             n = producer.get(t)
-            if n is None or n.op_type not in MOVES:
+            if n is None or n.op_type not in MOVES + ("Clip",):    # a Quant's Clip (clamp_bounds) keeps it
                 return None
             t = n.input[0]
         return None
 
-    def after_relu(t):
-        """``t`` is (moved by host ops from) the output of an engine layer with a fused ReLU."""
-        for _ in range(64):
-            la = by_output.get(t)
-            if la is None:
-                return False
-            if la.is_engine:
-                return bool(la.relu)
-            if la.op not in MOVES:
-                return False
-            t = la.inputs[0]
-        return False
-
-    def fits(t, relu):
-        """An activation the engine's int8 holds exactly: int8 (or, after a ReLU, uint7), zero
-        point 0, a power-of-two scale, rounding half to even."""
-        return (t.pow2_frac is not None and t.rounding == "ROUND"
-                and (t.int_range == (-128, 127) or (relu and t.int_range == (0, 127))))
+    def fits(t):
+        """An activation the engine's int8 holds exactly: zero point 0, a power-of-two scale,
+        rounding half to even, a range within int8's (int8 itself; a narrower one, ``b <= 8``
+        bits signed, unsigned or narrow, is int8 clamped by the Clip :func:`strip` put in the
+        Quant's place: :func:`clamp_bounds`), or a ``BipolarQuant`` of a power-of-two scale
+        (+-1 codes at its radix; the sign is the table :func:`strip`'s ``Bipolar`` runs)."""
+        if t.rounding == "BIPOLAR":
+            return t.pow2_frac is not None
+        lo, hi = t.int_range
+        return t.pow2_frac is not None and t.rounding == "ROUND" and -128 <= lo and hi <= 127
 
     out = {}
     for layer in net.engine_layers():
@@ -437,6 +495,10 @@ def layer_mapping(net, path, formats_of=None):
         # the output: the Q of the layer's own result, and every Q on the fused chain (a Relu's)
         outs = [notes[t] for t in dict.fromkeys(([node.output[0]] if node is not None else []) + [layer.output])
                 if t in notes]
+        # or the sign of the result (an activation's BipolarQuant: strip's Bipolar, the only reader)
+        signs = [n for n in readers.get(layer.output, ()) if n.op_type == BIPOLAR and n.domain == HLSNN_DOMAIN]
+        if not outs and len(signs) == 1 and len(readers[layer.output]) == 1 and signs[0].output[0] in notes:
+            outs = [notes[signs[0].output[0]]]
         why = []
         if wnote is None:
             why.append("weights not quantized in the file")
@@ -444,14 +506,17 @@ def layer_mapping(net, path, formats_of=None):
             why.append(f"weights {wnote.describe()}: not int8 at one power-of-two scale with zero point 0")
         if xin is None:
             why.append("input not quantized in the file")
-        elif not fits(xin, after_relu(layer.inputs[0])):
-            why.append(f"input {xin.describe()}: not int8 at a power-of-two scale with zero point 0")
-        if outs and not fits(outs[0], layer.relu):
-            why.append(f"output {outs[0].describe()}: not int8 at a power-of-two scale with zero point 0")
+        elif not fits(xin):
+            why.append(f"input {xin.describe()}: not within int8 at a power-of-two scale with zero point 0")
+        if outs and not fits(outs[0]):
+            why.append(f"output {outs[0].describe()}: not within int8 at a power-of-two scale with zero point 0")
         if len({(t.pow2_frac, t.int_range) for t in outs}) > 1:
             why.append("the output is quantized twice at different scales (before and after its ReLU)")
         if not outs:
             why.append("output not quantized in the file")
+        if not why and outs[0].rounding == "BIPOLAR" and xin.pow2_frac + wnote.pow2_frac + 8 < outs[0].pow2_frac:
+            why.append(f"a sign of scale 2^-{outs[0].pow2_frac} below the table's finest output (radix "
+                       f"{xin.pow2_frac + wnote.pow2_frac} + 8)")
         if not why:
             acc = np.ldexp(np.asarray(layer.b, np.float64), wnote.pow2_frac + xin.pow2_frac)
             if not np.array_equal(acc, np.rint(acc)):
@@ -461,7 +526,10 @@ def layer_mapping(net, path, formats_of=None):
                  "output": outs[0].describe() if outs else "float",
                  "mapping": "approximated" if why else "exact", "why": "; ".join(why)}
         if not why:
-            entry.update(f_w=wnote.pow2_frac, f_in=xin.pow2_frac, f_out=outs[0].pow2_frac)
+            # a sign's input: the exact sum (radix F_x + F_w, a shift <= 0), int8's saturation keeps its sign
+            bipolar = outs[0].rounding == "BIPOLAR"
+            entry.update(f_w=wnote.pow2_frac, f_in=xin.pow2_frac,
+                         f_out=xin.pow2_frac + wnote.pow2_frac if bipolar else outs[0].pow2_frac)
         w = np.asarray(layer.w, np.float64)
         if wnote is not None:
             from .quant import weight_fracs
@@ -473,90 +541,7 @@ def layer_mapping(net, path, formats_of=None):
     return out
 
 
-def _shift_codes(w):
-    """"pot" when every weight is 0 or a signed power of two, "twohot" when every one is a sum of at
-    most two, else None (a property of the values; the shift formats still choose their own codes)."""
-    a = np.abs(np.asarray(w, np.float64)).reshape(-1)
-    a = a[a > 0]
-    if not a.size:
-        return "pot"
-    m, _ = np.frexp(a)
-    if np.all(m == 0.5):
-        return "pot"
-    lead = np.ldexp(0.5, np.frexp(a)[1])          # the largest power of two <= a
-    rest = a - lead
-    mr, _ = np.frexp(rest[rest > 0])
-    return "twohot" if np.all(mr == 0.5) else None
-
-
-def _int8_layer(ex):
-    """``ex`` runs a ``fixed`` or ``sparse`` format (a :class:`~hlsnn.deploy.executors.SparseExec`,
-    :data:`~hlsnn.deploy.executors.EXECS`): int8 on ``sparse_cluster``."""
-    return ex.fmt.type in ("fixed", "sparse")
-
-
-def for_assignment(mapping, dep, recalibrate=False):
-    """Per engine layer of the deployment ``dep``, how the file's quantization ran: ``mapping``
-    (:func:`layer_mapping`) narrowed to the layer's format. A layer is **exact** when the file's
-    mapping is exact, its format is ``fixed`` or an unpruned ``sparse`` (int8 on ``sparse_cluster``),
-    the kernel and the deployment both round half to even (as ``QuantizeLinear`` does) and
-    ``recalibrate`` is off; those layers' radix points are then set to the file's (:func:`pin`).
-    Every other layer is **approximated**, with the reason; ``weight_max_abs_error`` is the largest
-    difference between the file's dequantized weights and the weights the layer ran (fixed-point
-    formats; None for the others)."""
-    out, exact = {}, []
-    for name, ex in dep.execs.items():
-        e = dict(mapping.get(name) or {"mapping": "approximated", "why": "not quantized in the file",
-                                       "weights": "float", "input": "float", "output": "float"})
-        why = [e["why"]] if e["why"] else []
-        fmt = ex.fmt
-        if not _int8_layer(ex):
-            why.append(f"format {fmt.name} ({fmt.type}) quantizes by its own rule")
-            codes = _shift_codes(ex.layer.w)
-            if codes and fmt.type in ("twohot", "pot") and (codes == "pot" or fmt.type == "twohot"):
-                why.append(f"the file's weights are all {codes} values")
-        else:
-            if getattr(fmt, "prune", 0):
-                why.append(f"format {fmt.name} prunes {fmt.prune:g} of the weights")
-            if ex.p.get("rounding") != "nearest_even" or dep.rounding != "nearest_even":
-                why.append(f"rounding {dep.rounding} (deployment) / {ex.p.get('rounding')} (kernel); QuantizeLinear "
-                           "rounds half to even: set `rounding: nearest_even`")
-            if recalibrate:
-                why.append("--recalibrate: radix points calibrated, not the file's")
-            elif dep.dynamic:
-                why.append("dynamic calibration: radix points re-chosen on every batch")
-            f_w = np.asarray(ex.f_w).reshape((-1,) + (1,) * (ex.w_taps.ndim - 1))
-            deployed = np.ldexp(ex.w_taps.astype(np.float64), -f_w).reshape(ex.layer.w.shape)
-            e["weight_max_abs_error"] = float(np.abs(deployed - ex.layer.w).max(initial=0.0))
-        if not _int8_layer(ex):
-            e["weight_max_abs_error"] = None
-        e["mapping"] = "approximated" if why else "exact"
-        e["why"] = "; ".join(why)
-        e["format"] = fmt.name
-        if not why:
-            exact.append(name)
-        out[name] = e
-    pin(dep, {n: out[n] for n in exact})
-    return out
-
-
-def pin(dep, mapping):
-
-    """Fix the radix points of ``dep``'s exactly mapped ``fixed``/``sparse`` layers to the file's
-    (after :meth:`~hlsnn.deploy.runner.Deployment.calibrate`, which set the others): each such
-    layer's output radix ``F_out`` and, where its input arrives as float (the network input, a
-    sum), its input radix ``F_x``. Returns the names of the layers pinned."""
-    pinned = []
-    for name, ex in dep.execs.items():
-        e = mapping.get(name)
-        if not e or e["mapping"] != "exact" or not _int8_layer(ex):
-            continue
-        ex.f_out = e["f_out"]
-        ex.stats.f_out = e["f_out"]
-        ex.f_x = e["f_in"]
-        pinned.append(name)
-    dep._fastnet = None           # a compiled program reads the radix points as they are
-    return pinned
+from .qassign import _int8_layer, _shift_codes, for_assignment, pin  # noqa: E402,F401  (qimport's API)
 
 
 def reference_ops():

@@ -27,7 +27,7 @@ class TensorQuant:
     zero_point: np.ndarray
     axis: int = None           # None: per tensor
     narrow: bool = False       # QONNX Quant: the range without its most negative (signed) or largest value
-    rounding: str = "ROUND"    # QONNX Quant's rounding_mode; QuantizeLinear rounds half to even (ROUND)
+    rounding: str = "ROUND"    # QONNX rounding_mode (QuantizeLinear: ROUND, half to even); "BIPOLAR": BipolarQuant
 
     @property
     def int_range(self):
@@ -49,8 +49,8 @@ class TensorQuant:
         return int(1 - e) if m == 0.5 else None
 
     def describe(self):
-        t = f"{'int' if self.signed else 'uint'}{self.bits}" + (" narrow" if self.narrow else "") + (
-            "" if self.rounding == "ROUND" else f" {self.rounding}")
+        t = "bipolar (+-1)" if self.rounding == "BIPOLAR" else f"{'int' if self.signed else 'uint'}{self.bits}" + (
+            " narrow" if self.narrow else "") + ("" if self.rounding == "ROUND" else f" {self.rounding}")
         s = np.asarray(self.scale).reshape(-1)
         sc = f"2^{-self.pow2_frac}" if self.pow2_frac is not None else (
             f"{float(s[0]):.6g}" if s.size == 1 else f"per channel (axis {self.axis}, {s.size} scales)")

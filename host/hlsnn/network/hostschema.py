@@ -237,6 +237,11 @@ def _celu(w, a):
         fail(f"{w}: attrs.alpha", "0: Celu divides by alpha")
 
 
+def _bipolar(w, a):
+    if not a["scale"] > 0:
+        fail(f"{w}: attrs.scale", f"{a['scale']}: a BipolarQuant's scale is > 0")
+
+
 def _perm(w, a):
     if "perm" in a and sorted(a["perm"]) != list(range(len(a["perm"]))):
         fail(f"{w}: attrs.perm", f"{excerpt(a['perm'], 60)} is not a permutation of 0..{len(a['perm']) - 1}")
@@ -354,6 +359,7 @@ HOST_OPS = {
     "Selu": Op({"alpha": Num(), "gamma": Num()}),
     "Celu": Op(ALPHA, check=_celu),
     "ThresholdedRelu": Op(ALPHA),
+    "Bipolar": Op({"scale": Num()}, check=_bipolar),
     "Pow": Op({"exponent": Num()}),
     "Reciprocal": Op({"c": Array()}),
     "ReduceL2": Op({"axes": AXES, "keepdims": Flag()}),

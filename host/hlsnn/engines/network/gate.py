@@ -22,7 +22,8 @@ integers at radix ``F``, value ``q * 2**-F``):
    ``f(x)``: :mod:`hlsnn.engines.network.tables`
    (:data:`UNARY`: ``HardSwish``, ``HardSigmoid``, ``Sigmoid``, ``Tanh``, ``Erf``, ``Gelu``,
    ``LeakyRelu``, ``Elu``, ``Softplus``, ``Selu``, ``Celu``, ``Softsign``, ``Mish``,
-   ``ThresholdedRelu``, ``PRelu``, ``Scale``, ``AddConst`` by one scalar, and
+   ``ThresholdedRelu``, ``PRelu``, ``Scale``, ``AddConst`` by one scalar, ``Bipolar`` (a QONNX
+   ``BipolarQuant`` of an activation: its ``+-scale``, exact at the largest radix that fits), and
    :mod:`hlsnn.deploy.unaryfuse`'s ``UnaryChain``: ``x * g(x)`` as one op), rationals
    exact and transcendental values rounded only where a certified interval decides. The table
    is the rule: a kernel holds it as a ROM of ``2**b`` entries.
@@ -79,10 +80,10 @@ import numpy as np
 #: the unary elementwise ops with a table rule (rule 9; :func:`is_table`: Scale, AddConst and
 #: PRelu only by one scalar, Gelu exact or tanh)
 UNARY = ("HardSwish", "HardSigmoid", "Sigmoid", "Tanh", "Erf", "Gelu", "LeakyRelu", "Elu", "PRelu", "Scale",
-         "AddConst", "Softplus", "Selu", "Celu", "Softsign", "Mish", "ThresholdedRelu", "UnaryChain")
+         "AddConst", "Softplus", "Selu", "Celu", "Softsign", "Mish", "ThresholdedRelu", "UnaryChain", "Bipolar")
 #: the ops whose table keeps the radix where every entry fits (rule 9's rule before the calibrated
 #: one; bounded activations, for which a calibrated radix would saturate a gate's values near 1)
-MAX_FIT = ("HardSwish", "HardSigmoid", "Sigmoid")
+MAX_FIT = ("HardSwish", "HardSigmoid", "Sigmoid", "Bipolar")
 #: the widest input code a table takes (2**12 entries)
 MAX_TABLE_BITS = 12
 #: the op kinds of this module

@@ -8,7 +8,8 @@ Which ops (:func:`key`; anything else, a per-channel op among them, is no table)
   6) / 6``; ``HardSigmoid`` ``clip(alpha x + beta, 0, 1)``; ``LeakyRelu`` ``x`` (``x >= 0``) else
   ``alpha x``; ``PRelu`` the same with one scalar ``slope``; ``Scale`` ``x * c`` or ``x / c`` and
   ``AddConst`` ``x + c`` for ONE scalar ``c`` for the whole tensor (a per-channel ``c`` is no
-  table); ``Softsign`` ``x / (1 + |x|)``; ``ThresholdedRelu`` ``x`` (``x > alpha``) else 0.
+  table); ``Softsign`` ``x / (1 + |x|)``; ``ThresholdedRelu`` ``x`` (``x > alpha``) else 0;
+  ``Bipolar`` ``scale`` (``x >= 0``) else ``-scale`` (a QONNX ``BipolarQuant`` of an activation).
   Every float64 constant is taken exactly.
 * transcendental in ``x``: ``Sigmoid`` ``1 / (1 + e^-x)``; ``Tanh``; ``Elu`` ``x`` (``x >= 0``)
   else ``alpha (e^x - 1)``; ``Erf``; ``Gelu`` ``x (1 + erf(x / sqrt 2)) / 2`` (``approximate``
@@ -48,7 +49,8 @@ from functools import lru_cache
 import numpy as np
 
 #: rational functions of ``x`` (exact)
-RATIONAL = ("HardSwish", "HardSigmoid", "LeakyRelu", "PRelu", "Scale", "AddConst", "Softsign", "ThresholdedRelu")
+RATIONAL = ("HardSwish", "HardSigmoid", "LeakyRelu", "PRelu", "Scale", "AddConst", "Softsign", "ThresholdedRelu",
+            "Bipolar")
 #: transcendental functions of ``x`` (certified rounding)
 TRANSCENDENTAL = ("Sigmoid", "Tanh", "Elu", "Erf", "Gelu", "Softplus", "Selu", "Celu", "Mish")
 #: every op with a table rule (given :func:`key`'s conditions on its attributes); ``UnaryChain``:
@@ -80,6 +82,9 @@ def key(op, attrs):
         if any(k not in a for k in names) or (op == "Celu" and float(a["alpha"]) == 0):
             return None
         return op, tuple((k, float(a[k])) for k in names)
+    if op == "Bipolar":
+        s = _scalar(a.get("scale"))
+        return None if s is None or not s > 0 else (op, (("scale", s),))
     if op == "HardSigmoid":
         return op, (("alpha", float(a.get("alpha", 0.2))), ("beta", float(a.get("beta", 0.5))))
     if op in ("LeakyRelu", "Elu"):
@@ -141,6 +146,8 @@ def _rational(op, p, x):
         return x / (1 + abs(x))
     if op == "ThresholdedRelu":
         return x if x > Fraction(p["alpha"]) else Fraction(0)
+    if op == "Bipolar":
+        return Fraction(p["scale"]) if x >= 0 else -Fraction(p["scale"])
     return x + Fraction(p["c"])                                  # AddConst
 
 
