@@ -3,7 +3,7 @@
 ``resnet8_w4a4_digits32.MANIFEST.json`` (versions, qonnx's accuracy on the 360 test images).
 
     pip install torch==2.13.0 brevitas==0.13.4 qonnx==1.0.0 onnxoptimizer==0.4.2 scikit-learn   # CPU wheel of torch
-    python scripts/make_resnet8_w4a4.py [--epochs 8]
+    python scripts/make_resnet8_w4a4.py [--epochs 30]
 
 The shape is scripts/train_resnet8.py's (MLPerf Tiny's ResNet-8: stem 3->16, stages of 16, 32, 64
 channels, stride-2 convs with 1x1 stride-2 shortcuts, residual Adds, global average pool, dense 64->10).
@@ -83,7 +83,7 @@ def resnet8(torch, bits=4):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--epochs", type=int, default=8)
+    ap.add_argument("--epochs", type=int, default=30)
     a = ap.parse_args()
     warnings.filterwarnings("ignore")
     import torch

@@ -96,6 +96,16 @@ def size(p, board, source=None, sub=None) -> dict:
     return dict(net_lanes=pz, net_banks=pz, net_sub=1, net_pack=min(pz, dsp // (pz // per)), **extra)
 
 
+def products(shape) -> str:
+    """The sized kernel's products a cycle and their packing, as ``hlsnn perf`` prints them."""
+    pz, q, k = shape["net_lanes"], shape["net_banks"] * shape["net_sub"], shape["net_pack"]
+    four = shape.get("net_bits") == 4
+    per = 4 if four else 2
+    what = "four int4 x uint4 products a DSP48 (net_bits 4)" if four else "two int8 x int8 products a DSP48"
+    return (f"{pz} lanes x {q} slots = {pz * q} products a cycle: {pz * k} in {pz // per * k} DSPs ({what}), "
+            f"{pz * (q - k)} LUT-built ({FABRIC_MUL4_LUT if four else FABRIC_MUL_LUT} LUTs each)")
+
+
 def schedule(codes, pc, sub, pz):
     """The steps of one conv op's weights ``codes`` (Z, ncb*pc, kh, kw) on ``pc`` banks with
     ``sub`` reads each: per block of ``pz`` outputs a list of ``(taps, weights)``, ``taps`` one
