@@ -125,6 +125,20 @@ def test_the_w4a4_resnet_is_qonnx_bit_for_bit_in_one_start_on_both_kernels(compi
         lowbit.check(hlsnn.load(compiled["w8"], "emu", network=True).network)
 
 
+@pytest.mark.parametrize("assignment", ["w8", "w4a4"])
+def test_the_python_api_path_is_qonnx_bit_for_bit(assignment):
+    """open_deployment -> calibrate -> run (the tutorial's path): every layer exact, qonnx's bits."""
+    from hlsnn.deploy import datasets
+    from hlsnn.deploy.evaluate import open_deployment
+    ds = datasets.load("digits32", layout="nchw")
+    x = ds.x_test[:8]
+    with open_deployment(CFG, assignment) as dep:
+        dep.calibrate(ds.x_train[:32])
+        y, layers = dep.run(x), dep.imported
+    assert len(layers) == 10 and all(v["mapping"] == "exact" for v in layers.values()), layers
+    assert np.array_equal(y, _qonnx(x))
+
+
 def test_hlsnn_perf_shows_the_packing_and_the_4_bit_kernel_is_faster(compiled):
     from hlsnn.network.latency import model
     res = {a: model(p) for a, p in compiled.items()}
