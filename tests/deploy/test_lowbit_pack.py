@@ -92,6 +92,24 @@ def test_a_clip_after_an_add_is_taken_only_for_engine_readers():
     assert _engine_readers("c", layers) and not _engine_readers("d", layers) and not _engine_readers("z", layers)
 
 
+@pytest.mark.parametrize("rounding", ["nearest_even", "nearest_away"])
+def test_the_input_clamp_is_the_clip_then_the_quantization(rounding):
+    """An input Quant's Clip folded into rule 1 (netprefix._fold_clip): the codes of the clipped
+    float input, at ties and beyond the bounds, also on the fallback path (a wide radix)."""
+    from types import SimpleNamespace
+    from hlsnn.deploy import program
+    from hlsnn.deploy.quant import to_fixed
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.normal(0.4, 0.8, 2000), np.arange(-40, 40) / 32.0])
+    for f in (4, 30):               # 30: |x| 2**54 beyond 2**52, the fallback (to_fixed)
+        lo, hi = 0.0, 15 * 2.0 ** -4 if f == 4 else 127 * 2.0 ** -30
+        net = SimpleNamespace(engine="sparse_cluster", host_before=[],
+                              input=dict(f=f, bits=8, signed=True, rounding=rounding,
+                                         clip=(0, int(np.ldexp(hi, f)))))
+        want = to_fixed(np.clip(x, lo, hi), f, 8, True, rounding)
+        np.testing.assert_array_equal(program.quantize_input(net, x), want)
+
+
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
     from hlsnn.network.build import compile_model
@@ -120,6 +138,7 @@ def test_the_w4a4_resnet_is_qonnx_bit_for_bit_in_one_start_on_both_kernels(compi
         net = hlsnn.load(path, "emu", network=True)
         assert np.array_equal(net(x), want), a
         assert any(op.kind == "add" and op.f.get("clip") == (0, 15) for op in net.network.ops)
+        assert net.network.host_before == [] and net.network.input["clip"] == (0, 15)     # the input Quant's Clip
     lowbit.check(hlsnn.load(compiled["w4a4"], "emu", network=True).network)
     with pytest.raises(InputError, match=r"node_conv2d: weights -?\d+\.\.\d+ .* takes weights -7\.\.7"):
         lowbit.check(hlsnn.load(compiled["w8"], "emu", network=True).network)

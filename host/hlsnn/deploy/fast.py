@@ -304,6 +304,8 @@ class FastNet:
         if floats:
             x = self._buf(ws, "/x", (b, h, w, c))
             quantize_nhwc(net, so, xq, x[0])
+            if net.input.get("clip"):            # the input Quant's clamp (netprefix._fold_clip)
+                np.clip(x[0], *net.input["clip"], out=x[0])
         else:
             x = np.ascontiguousarray(np.asarray(xq, np.int32).reshape(b, c, h, w).transpose(0, 2, 3, 1))
             x = (x, _ptr(x))

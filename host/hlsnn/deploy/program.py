@@ -534,14 +534,14 @@ def quantize_input(net, x):
     from .quant import to_fixed
     i = net.input
     f, bits, rounding = i["f"], i["bits"], i["rounding"]
-    g = max(f + 24, 0)
-    s = g - f
+    s = (g := max(f + 24, 0)) - f
     v = np.multiply(x, 2.0 ** g, dtype=np.float64)         # exact: a power of two
     np.rint(v, out=v)
+    lo, hi = i.get("clip") or (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)     # the input Quant's clamp (netprefix)
     if (not i["signed"] or rounding not in ("nearest_away", "nearest_even") or bits + 1 + s > 52
             or not (np.abs(v).max(initial=0.0) < 2.0 ** 52)):
-        return to_fixed(np.asarray(x, np.float64), f, bits, i["signed"], rounding)
-    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+        q = to_fixed(np.asarray(x, np.float64), f, bits, i["signed"], rounding)
+        return np.clip(q, lo, hi) if i.get("clip") else q
     np.multiply(v, 2.0 ** -s, out=v)
     np.clip(v, lo - 1, hi + 1, out=v)
     if rounding == "nearest_away":

@@ -40,6 +40,8 @@ INT8 = (-128, 127)
 def _input_range(net):
     """The codes of the kernel's input: the host quantizes a ``Clip`` (the last host op before
     the kernel, :mod:`hlsnn.deploy.netprefix`) at the input's radix, else any int8."""
+    if net.input.get("clip"):                     # the input Quant's Clip folded into the load (netprefix)
+        return tuple(net.input["clip"])
     f = net.input.get("f")
     last = net.host_before[-1] if net.host_before else None
     if f is None or last is None or last.get("op") != "Clip":

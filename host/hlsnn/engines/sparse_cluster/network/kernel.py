@@ -291,6 +291,7 @@ def render(net, out_dir):
                has_linwide=any(op.kind == "linwide" for op in net.ops),  # hlsnn.engines.network.linwide
                has_lintwo=lintwo.used(net), shl=_ints(t["shl"]),          # hlsnn.engines.network.lintwo
                has_addtwo=lintwo.add_used(net), add_clip=any(op.kind == "add" and "clip" in op.f for op in net.ops),
+               in_clip=net.input.get("clip"),                         # netprefix._fold_clip
                has_lut=any(op.kind == "lut" for op in net.ops), has_gate=any(op.kind == "gate" for op in net.ops),
                max_lut_iter=_most(t, 6), max_gate_iter=_most(t, 7), lut_words=len(t["luts"]), luts=_ints(t["luts"]),
                lut_banks=[_ints(r) for r in t["lut_banks"]] if "lut_banks" in t else None,
