@@ -317,7 +317,7 @@ class FastNet:
                 cv = self.convs[op.name]
                 y, s = self._conv(cv, src, nz[op.name], ws)
                 sat[op.name] += s
-            elif op.kind in netmode.MOVE_KINDS or "div" in f or "split" in f or "clip" in f:   # 8m; clip: 4q (addclip)
+            elif op.kind in netmode.MOVE_KINDS or "div" in f or "split" in f or op.kind == "add" and "clip" in f:  # 8m, 4q
                 y = self._move(op, env, b)
             elif op.kind == "lnorm":             # rule 15 in numpy on the NHWC maps: channels last already
                 from ..engines.network.layernorm import run_last

@@ -9,9 +9,10 @@ clamping and then rounding for integer bounds, the ``Quant``'s order). The kerne
 it (``d.clo``, ``d.chi``); the emulator's :func:`hlsnn.deploy.program.add_ints` too.
 
 Taken only where every reader of the clamped tensor is an engine layer (through aliases such as
-``Reshape``): a chained Add, a move or a table of it would not see the clamp, and is refused by
-name. A ``Relu`` after the global pool of a ReLU'd sum is the identity (a mean of values >= 0) and
-is taken too. Other engines: refused by name (their Add loops have no clamp).
+``Reshape``; a chained Add, a move or a table of it would not see the clamp) and on ``sparse_cluster``
+(the other engines' Add loops have no clamp); otherwise the walk's other rules see the ``Clip`` as
+before (a table of a pending Add, :mod:`.tablein`), or name it. A ``Relu`` after the global pool of a
+ReLU'd sum is the identity (a mean of values >= 0) and is taken too.
 """
 from __future__ import annotations
 
@@ -33,11 +34,9 @@ def lower_host(j, st, w, steps, why) -> bool:
     if j["op"] == "Relu":                                 # after the pool of a ReLU'd sum: the identity
         if a.get("p") is None or not a.get("relu") or "clip" in a:
             return False
-    else:
-        if steps.engine != "sparse_cluster":
-            raise why(j, "a Clip after a residual Add is fused on sparse_cluster's network kernel only")
-        if not _engine_readers(j["output"], w.layers):
-            raise why(j, "a Clip after a residual Add is fused where only engine layers read it")
+    else:                                                 # else the other rules (a table of it, 9) may take it
+        if steps.engine != "sparse_cluster" or "table_in" in j or not _engine_readers(j["output"], w.layers):
+            return False                                  # table_in: the layer path runs it as rule 9e's table
         at = j["attrs"]
         lo, hi = a.get("clip", (None, None))
         lo = at.get("lo") if lo is None else (lo if at.get("lo") is None else max(lo, at["lo"]))
