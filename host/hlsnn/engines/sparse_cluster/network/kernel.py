@@ -215,8 +215,8 @@ def tables(net, pz, pc, pm):
             if op.kind == "add" and f.get("terms", 1) == 2:   # rule 12t: hi, then lo (network.lintwo)
                 ab = lintwo.add_descriptor(op, f, d, pc, ab, net)
             add_bits = max(add_bits, ab)
-            if op.kind == "add":                        # rule 4q: a low-bit Quant's clamp (network.addclip)
-                d.update(clo=f.get("clip", (-128, 127))[0], chi=f.get("clip", (-128, 127))[1])
+            if op.kind == "add" and "clip" in f:        # rule 4q: a low-bit Quant's clamp (network.addclip)
+                d.update(clo=f["clip"][0], chi=f["clip"][1])
             if op.kind == "add" and fast_add:           # two pixels a cycle (network.cpp.j2 AddPairs)
                 d["n_iter"] //= 2
         rows.append(dict(comment=f"{op.name}: {op.kind} {' + '.join(op.ins)} -> {op.out}",
