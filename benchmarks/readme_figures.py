@@ -37,7 +37,8 @@ NET_ROWS = {"| two-hot, power of two (`shift_mac`, 128": ("twohot",),
             "| fixed8, sized to the chip (`sparse_cluster`, 192 DSP": ("fixed8_z2",),
             "| fixed8, sized to the chip (`sparse_cluster`, 320 / 640": ("fixed8_zu3", "fixed8_zcu104", "fixed8_kv260"),
             "| bfp8 / two-hot (128 lanes, 100 MHz) | AUP-ZU3": ("bfp8_zu3", "twohot_zu3"),
-            "| 75% sparse, trained, zeros skipped": ("resnet8_digits32_sparse75:sparse75_z2",)}
+            "| 75% sparse, trained, zeros skipped": ("resnet8_digits32_sparse75:sparse75_z2",),
+            "| W4A4 from Brevitas, int8 / 4-bit kernel": ("resnet8_w4a4_digits32:w8", "resnet8_w4a4_digits32:w4a4")}
 
 
 def _config_cells(name, op):

@@ -123,6 +123,46 @@ endmodule
 """
 
 
+def v_mul4_lut():
+    return """\
+// int4 x uint4 product built from LUTs (sparse_cluster NetMac with net_bits 4, lowbit.py:
+// `const ap_int<8> fk = w[k] * xv`, BIND_OP impl = fabric), its result registered (8 flip-flops)
+module mul4_lut (input clk, input signed [3:0] w, input [3:0] x, output reg signed [7:0] p);
+  always @(posedge clk) p <= w * $signed({1'b0, x});
+endmodule
+"""
+
+
+def v_dsp_quad():
+    return """\
+// Four int4 weights times one uint4 activation in one DSP (sparse_cluster NetMac with net_bits 4,
+// j < kPack, lowbit.py): wp = w0 + w1 2^7 + w2 2^14 + w3 2^21 (25 bits; |w| <= 7), pp = wp * x
+// (30 bits); f_k = {s_k, r_k[6:0]} with s_k = w_k < 0 and x != 0, r_0 = pp, r_(k+1) = (r_k >>> 7)
+// + s_k, f_3 = r_3; the four products registered
+module dsp_quad (input clk, input signed [3:0] w0, input signed [3:0] w1, input signed [3:0] w2,
+                 input signed [3:0] w3, input [3:0] x, output reg signed [7:0] f0_q, output reg signed [7:0] f1_q,
+                 output reg signed [7:0] f2_q, output reg signed [7:0] f3_q);
+  wire signed [24:0] e0 = {{21{w0[3]}}, w0};
+  wire signed [24:0] e1 = {{14{w1[3]}}, w1, 7'b0};
+  wire signed [24:0] e2 = {{7{w2[3]}}, w2, 14'b0};
+  wire signed [24:0] e3 = {w3, 21'b0};
+  wire signed [24:0] wp = e0 + e1 + e2 + e3;
+  wire signed [29:0] pp = wp * $signed({1'b0, x});
+  wire nz = |x;
+  wire s0 = w0[3] & nz, s1 = w1[3] & nz, s2 = w2[3] & nz;
+  wire signed [29:0] r1 = (pp >>> 7) + s0;
+  wire signed [29:0] r2 = (r1 >>> 7) + s1;
+  wire signed [29:0] r3 = (r2 >>> 7) + s2;
+  always @(posedge clk) begin
+    f0_q <= {s0, pp[6:0]};
+    f1_q <= {s1, r1[6:0]};
+    f2_q <= {s2, r2[6:0]};
+    f3_q <= r3[7:0];
+  end
+endmodule
+"""
+
+
 def v_tree(q=TREE_Q, w=PROD, s=TREE_SUM):
     """A lane's adder tree: ``q`` products of ``w`` bits, a registered level of adders at a time
     (each level one bit wider, at most ``s``), then the accumulator (``s`` bits)."""
@@ -253,6 +293,18 @@ def primitives():
                          "dsp": dsp_per_product(PACK_A, ACT, True, True, "zynq7")},
                   model_src="netsize.PACK_LUT, PACK_FF; 1 DSP",
                   widths="NetMac: ap_int<25> wp, ap_int<33> pp, ap_int<16> lo, ap_int<17> hi"),
+        Primitive("int4 x uint4 product, LUTs", "signed 4 x unsigned 4 product built from LUTs (`-nodsp`)",
+                  "mul4_lut", v_mul4_lut(), nodsp=True,
+                  model={"lut": netsize.FABRIC_MUL4_LUT, "ff": netsize.FABRIC_MUL4_FF, "dsp": 0},
+                  model_src="netsize.FABRIC_MUL4_LUT, FABRIC_MUL4_FF",
+                  finn={"lut": finn_mult_luts(4, 4), "src": "(2*ceil((W+A)/6)-1)*(W+A)"},
+                  widths="NetMac (net_bits 4) fk = w[k] * xv: ap_int<4> x ap_uint<4> -> ap_int<8>"),
+        Primitive("packed DSP quad", "w0 + w1 2^7 + w2 2^14 + w3 2^21 times x in one DSP, split by signs",
+                  "dsp_quad", v_dsp_quad(),
+                  model={"lut": netsize.PACK4_LUT, "ff": netsize.PACK4_FF,
+                         "dsp": dsp_per_product(25, 4, True, False, "zynq7")},
+                  model_src="netsize.PACK4_LUT, PACK4_FF; 1 DSP",
+                  widths="NetMac (net_bits 4): ap_int<25> wp, ap_int<30> pp, four ap_int<8> fields"),
         Primitive(f"lane adder tree, {TREE_Q} x {PROD} -> {TREE_SUM} bits",
                   "registered tree of the lane's products, then the accumulator", "lane_tree", v_tree(),
                   model={"lut": trees[0] // 2, "ff": trees[1] // 2, "dsp": 0},

@@ -53,7 +53,8 @@ def test_dsp_pair_uses_one_dsp_and_the_lut_product_none(yp):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("top", ["mul_lut", "dsp_pair", "lane_tree", "twohot", "pot", "bfp_align"])
+@pytest.mark.parametrize("top", ["mul_lut", "dsp_pair", "lane_tree", "twohot", "pot", "bfp_align", "mul4_lut",
+                                 "dsp_quad"])
 def test_model_constant_within_the_stated_margin(yp, top):
     """Each primitive synthesized in every run of the table (xc7, xc7 -abc9, xcup): the model's
     LUT figure is within ``within_margin`` of the references; its flip-flops, where the model
@@ -92,6 +93,25 @@ def test_dsp_pair_verilog_splits_exactly(yp):
     vecs = [{"w0": a, "w1": b, "x": x} for a, b in itertools.product(vals, vals) for x in (-128, 127)]
     got = yp.simulate(_prim(yp, "dsp_pair"), vecs, 1, ["lo_q", "hi_q"])
     assert [(g["lo_q"], g["hi_q"]) for g in got] == [(v["w0"] * v["x"], v["w1"] * v["x"]) for v in vecs]
+
+
+def test_dsp_quad_verilog_splits_exactly_and_uses_one_dsp(yp):
+    """The packed quad (net_bits 4): one DSP48E1, and f_k = w_k * x at the narrow int4 and uint4
+    corners (the split by the products' signs); the int4 x uint4 LUT product is w * x."""
+    p = _prim(yp, "dsp_quad")
+    y = yp.synth(p, "xc7")
+    assert y["cells"].get("DSP48E1") == 1 and y["dsp"] == 1, y["cells"]
+    rng = random.Random(82)
+    vecs = [{"w0": a, "w1": b, "w2": c, "w3": d, "x": x} for a, b, c, d in
+            [(-7, 7, -7, 7), (7, -7, 7, -7), (-7, -7, -7, -7), (7, 7, 7, 7), (0, -1, 1, 0)] for x in (0, 1, 15)]
+    vecs += [{"w0": rng.randint(-7, 7), "w1": rng.randint(-7, 7), "w2": rng.randint(-7, 7), "w3": rng.randint(-7, 7),
+              "x": rng.randint(0, 15)} for _ in range(10)]
+    got = yp.simulate(p, vecs, 1, ["f0_q", "f1_q", "f2_q", "f3_q"])
+    assert [tuple(g[f"f{k}_q"] for k in range(4)) for g in got] == \
+        [tuple(v[f"w{k}"] * v["x"] for k in range(4)) for v in vecs]
+    vecs = [{"w": w, "x": x} for w in (-8, -7, -1, 0, 7) for x in (0, 1, 15)]
+    got = yp.simulate(_prim(yp, "mul4_lut"), vecs, 1, ["p"])
+    assert [g["p"] for g in got] == [v["w"] * v["x"] for v in vecs]
 
 
 def _pack(vals, bits):

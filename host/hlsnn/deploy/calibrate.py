@@ -367,8 +367,8 @@ def _add(dep, so, op, a, fa, other, bits):
     b = a.shape[0]
     fb = other[1] if other is not None else fa
     fm = max(fa, fb)
-    if f["gap"] and f["hw"] & (f["hw"] - 1):
-        raise _Bail                      # a mean over a count not a power of two: the layer path calibrates
+    if f["gap"] and f["hw"] & (f["hw"] - 1) or "clip" in f:
+        raise _Bail                      # a mean over a count not a power of two, rule 4q's clamp: the layer path
     p = int(math.log2(f["hw"])) if f["gap"] else 0
     r = fm + p
     hw_out = 1 if f["gap"] else f["hw"]

@@ -448,7 +448,9 @@ class SparseExec(_Exec):
         w = prune(layer.w, fmt.prune)
         if layer.kind == "dense":
             w = w.reshape(w.shape[0], w.shape[1], 1, 1)
-        self.f_w = weight_fracs(w, {"channel": True, "auto": "auto"}.get(fmt.weight_scale, False), 127)
+        # a net_bits 4 kernel (engines.sparse_cluster.lowbit): the finest radix whose codes fit -7..7
+        self.f_w = weight_fracs(w, {"channel": True, "auto": "auto"}.get(fmt.weight_scale, False),
+                                7 if p.get("net_bits") == 4 else 127)
         per_channel = np.ndim(self.f_w) > 0                # an int, or one per output channel
         scale = np.asarray(self.f_w).reshape(-1, 1, 1, 1) if per_channel else self.f_w
         wq = np.clip(np.rint(np.ldexp(w, scale)), -128, 127).astype(np.int64)

@@ -304,6 +304,8 @@ class FastNet:
         if floats:
             x = self._buf(ws, "/x", (b, h, w, c))
             quantize_nhwc(net, so, xq, x[0])
+            if net.input.get("clip"):            # the input Quant's clamp (netprefix._fold_clip)
+                np.clip(x[0], *net.input["clip"], out=x[0])
         else:
             x = np.ascontiguousarray(np.asarray(xq, np.int32).reshape(b, c, h, w).transpose(0, 2, 3, 1))
             x = (x, _ptr(x))
@@ -315,7 +317,7 @@ class FastNet:
                 cv = self.convs[op.name]
                 y, s = self._conv(cv, src, nz[op.name], ws)
                 sat[op.name] += s
-            elif op.kind in netmode.MOVE_KINDS or "div" in f or "split" in f:   # split: rule 8m (netcatmix)
+            elif op.kind in netmode.MOVE_KINDS or "div" in f or "split" in f or op.kind == "add" and "clip" in f:  # 8m, 4q
                 y = self._move(op, env, b)
             elif op.kind == "lnorm":             # rule 15 in numpy on the NHWC maps: channels last already
                 from ..engines.network.layernorm import run_last

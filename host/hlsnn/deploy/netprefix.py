@@ -86,7 +86,32 @@ def attach(net, w, program):
                                  f"{w.kernel_in}; this network runs layer by layer (hlsnn.load(..., network=False))")
         net.input = dict(net.input, name=w.kernel_in, shape=w.kernel_in_shape)
         net.input["patches"] = _patches(net) if net.engine == "bfp_systolic" else None
+        _fold_clip(net)
     return net
+
+
+def _fold_clip(net):
+    """A prefix of one ``Clip`` of the model's input (a low-bit input ``Quant``, :mod:`.qimport`)
+    whose bounds are values of the kernel's input format (``b`` bits at radix ``F``) is the input's
+    clamp on ``sparse_cluster`` (``net.input["clip"]``, integers): :func:`hlsnn.deploy.program.quantize_input`
+    clamps the quantized codes to it and the kernel's image load does the same (``InClip``), no host
+    op. The same bits: rounding is monotone and the bounds are integers at ``F``, so quantizing the
+    clipped value equals clamping the quantized one."""
+    pre = net.host_before
+    if net.engine != "sparse_cluster" or len(pre) != 1 or pre[0]["op"] != "Clip" or \
+            pre[0]["ins"][0][0] != net.source["name"]:
+        return
+    a = getattr(pre[0]["stub"], "attrs", None) or {}
+    f, bits = net.input["f"], net.input["bits"]
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    q = [None if a.get(k) is None else np.ldexp(float(a[k]), f) for k in ("lo", "hi")]
+    if any(v is not None and (not np.isfinite(v) or v != np.rint(v)) for v in q):
+        return
+    clip = (lo if q[0] is None else int(min(max(q[0], lo), hi)), hi if q[1] is None else int(min(max(q[1], lo), hi)))
+    if clip[0] > clip[1]:
+        return
+    net.host_before = []
+    net.input["clip"] = clip
 
 
 def _readers(net, t):

@@ -108,7 +108,7 @@ import numpy as np
 
 from ..engine_registry import network_part
 from ..errors import InputError
-from ..engines.network import lintwo
+from ..engines.network import addclip, lintwo
 from ..engines.network.program import ALIAS_OPS, NetProgram, Op, _chw, _why, materialized, pool_attrs_2d
 from ..primitives import shift_round_sat
 from .dilate import dilate
@@ -251,7 +251,7 @@ def walk(program, arrays, steps):
                 state[j["output"]], shapes[j["output"]] = ("add", dict(st[1], relu=True)), shapes[src]
                 continue
             from ..engines.network import catinput, gate as netgate, layernorm, linpool, move as netmove, reduce, transpose
-            if layernorm.lower_host(j, program, w, steps, _why):          # LayerNormalization over channels: 15
+            if layernorm.lower_host(j, program, w, steps, _why) or addclip.lower_host(j, st, w, steps, _why):  # 15, 4q
                 continue
             op = linpool.global_op(j, st, shapes[src])                    # a window over the map of an Add: 11g
             if op == "GlobalAveragePool" and (st[0] == "q" or st[0] == "add" and st[1]["p"] is None):
@@ -428,8 +428,8 @@ class IntegerSteps:
         w.ops.append(Op("add", a["name"], list(a["ins"]), base,
                         dict(c=c, hw=hw, sa=fm - (a["p"] or 0) - a["fa"], sb=fm - (a["p"] or 0) - a["fb"],
                              relu=a["relu"], gap=a["p"] is not None, shift=shift, rounding=self.rounding,
-                             single=len(a["ins"]) == 1, **({"div": div} if div else {}),
-                             **({"split": a["split"]} if a.get("split") else {}))))     # rule 8m (.catmix)
+                             single=len(a["ins"]) == 1, **({"div": div} if div else {}), **addclip.fields(
+                                 j, a, self.bits, _why, _clamp), **({"split": a["split"]} if a.get("split") else {}))))
         w.shapes[base] = (c, 1, 1) if a["p"] is not None else w.shapes[a["ins"][0]]
         w.state[base] = ("q", f_x)
         return base
@@ -534,14 +534,14 @@ def quantize_input(net, x):
     from .quant import to_fixed
     i = net.input
     f, bits, rounding = i["f"], i["bits"], i["rounding"]
-    g = max(f + 24, 0)
-    s = g - f
+    s = (g := max(f + 24, 0)) - f
     v = np.multiply(x, 2.0 ** g, dtype=np.float64)         # exact: a power of two
     np.rint(v, out=v)
+    lo, hi = i.get("clip") or (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)     # the input Quant's clamp (netprefix)
     if (not i["signed"] or rounding not in ("nearest_away", "nearest_even") or bits + 1 + s > 52
             or not (np.abs(v).max(initial=0.0) < 2.0 ** 52)):
-        return to_fixed(np.asarray(x, np.float64), f, bits, i["signed"], rounding)
-    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+        q = to_fixed(np.asarray(x, np.float64), f, bits, i["signed"], rounding)
+        return np.clip(q, lo, hi) if i.get("clip") else q
     np.multiply(v, 2.0 ** -s, out=v)
     np.clip(v, lo - 1, hi + 1, out=v)
     if rounding == "nearest_away":
@@ -615,7 +615,7 @@ def add_ints(a, b, f, bits):
     if f.get("terms", 1) == 2:          # rule 12t: hi and lo of the exact sum (engines.network.lintwo)
         return lintwo.terms_map(f, s, bits)
     y, _ = shift_round_sat(s, f["shift"], bits, f["rounding"])
-    return y
+    return y if f.get("clip") is None else np.clip(y, *f["clip"])    # rule 4q (engines.network.addclip)
 
 
 #: the op kinds :func:`run_move` runs: data moves (rules 6-8, 14), a transpose, an average pool

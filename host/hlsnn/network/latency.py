@@ -557,6 +557,7 @@ def format_table(res, *, full_sources=False, all_loops=False):
                      f"{r['lut']:,} LUT, {r['ff']:,} FF, {r['dsp']} DSP" +
                      ("" if r["fits"] else f"; OVER the budget of {100 * FIT_SHARE:.0f}% of the board: "
                       f"{format_over(r['over'])} (hlsnn compile refuses it without --allow-overfit)"))
+        lines += _wrap(f"products: {r['products']}", 4, "  ") if r.get("products") else []  # a board-sized sparse kernel
     c = res["constants"]["cpu"]
     network = "network_host" in res["constants"]
     if network:

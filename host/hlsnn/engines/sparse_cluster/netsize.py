@@ -57,6 +57,14 @@ NOMINAL_STEPS = 256
 NOMINAL_WORDS = 2048
 #: a lane's sum's bits the sizing assumes (ResNet-8 fixed8 needs 23)
 NOMINAL_SUM_BITS = 24
+#: net_bits 4 (:mod:`hlsnn.engines.sparse_cluster.lowbit`): LUTs of one LUT-built int4 x uint4 product, FINN's
+#: estimate ``(2 * ceil((4 + 4) / 6) - 1) * (4 + 4)`` = 24 (yosys: ``benchmarks/yosys_primitives.py``); a
+#: lane's sum's bits the sizing assumes (products of at most 105; ResNet-8 W4A4 needs 17); LUTs and FFs per DSP
+#: of the packed quad: the four weights' 25-bit word (three 4-bit fields shifted, as the pair's pre-adder
+#: cannot place four), the signs ``w < 0 and x != 0`` and the three 7-bit field corrections of the split
+FABRIC_MUL4_LUT, FABRIC_MUL4_FF = 24, 8
+NOMINAL_SUM_BITS4 = 18
+PACK4_LUT, PACK4_FF = 36, 32
 #: LUTs per DSP of the packed pair: the split's add of the low field's sign (17 bits); the packed
 #: weight ``w1 * 2**16 + w0`` is the DSP's pre-adder's (D + A, 25 bits on a DSP48E1)
 PACK_LUT, PACK_FF = 17, 33
@@ -67,21 +75,35 @@ def size(p, board, source=None, sub=None) -> dict:
     the config's ``net_sub`` when it gives one (then only ``K`` is sized)."""
     from ...resources import MARGINS, within_margins
     pz = int(p["max_z"])
-    if pz % 2:
+    bits = int(p.get("net_bits") or 8)
+    per = 4 if bits == 4 else 2                       # lanes a DSP serves: a quad of int4 products, a pair of int8
+    if pz % per:
         from ...errors import ConfigError
         raise ConfigError(source, "sparse_cluster.max_z", pz,
-                          "must be even with net_shape: board (lanes pair on a DSP)")
+                          f"must be a multiple of {per} with net_shape: board" +
+                          (" and net_bits: 4 (lane quads share a DSP)" if bits == 4 else " (lanes pair on a DSP)"))
     res = board.resources
     dsp = int(MARGINS["dsp"] * res["dsp"])
+    extra = {"net_bits": 4} if bits == 4 else {}
     for s in ([sub] if sub else range(MAX_SUB, 0, -1)):
-        shape = dict(net_lanes=pz, net_banks=pz, net_sub=s, net_pack=min(pz * s, dsp // (pz // 2)))
+        shape = dict(net_lanes=pz, net_banks=pz, net_sub=s, net_pack=min(pz * s, dsp // (pz // per)), **extra)
         if sub:
             return shape
-        e = estimate(shape, board.ps, NOMINAL_STEPS, NOMINAL_WORDS, NOMINAL_WORDS, NOMINAL_SUM_BITS, 24,
-                     tap_bits=sum(nominal_tap_bits(p)))
+        e = estimate(shape, board.ps, NOMINAL_STEPS, NOMINAL_WORDS, NOMINAL_WORDS,
+                     NOMINAL_SUM_BITS4 if bits == 4 else NOMINAL_SUM_BITS, 24, tap_bits=sum(nominal_tap_bits(p)))
         if within_margins(e, res, ("lut", "ff", "bram36", "dsp")):
             return shape
-    return dict(net_lanes=pz, net_banks=pz, net_sub=1, net_pack=min(pz, dsp // (pz // 2)))
+    return dict(net_lanes=pz, net_banks=pz, net_sub=1, net_pack=min(pz, dsp // (pz // per)), **extra)
+
+
+def products(shape) -> str:
+    """The sized kernel's products a cycle and their packing, as ``hlsnn perf`` prints them."""
+    pz, q, k = shape["net_lanes"], shape["net_banks"] * shape["net_sub"], shape["net_pack"]
+    four = shape.get("net_bits") == 4
+    per = 4 if four else 2
+    what = "four int4 x uint4 products a DSP48 (net_bits 4)" if four else "two int8 x int8 products a DSP48"
+    return (f"{pz} lanes x {q} slots = {pz * q} products a cycle: {pz * k} in {pz // per * k} DSPs ({what}), "
+            f"{pz * (q - k)} LUT-built ({FABRIC_MUL4_LUT if four else FABRIC_MUL_LUT} LUTs each)")
 
 
 def schedule(codes, pc, sub, pz):
@@ -133,8 +155,11 @@ def logic(shape, sum_bits, add_bits, add_pairs=None) -> dict:
     q, sb, wb = pc * sub, sum_bits, add_bits
     adds = 2 if (sub >= 2 if add_pairs is None else add_pairs) else 1
     fabric = pz * (q - k)
-    dsps = pz // 2 * k
-    return {"fabric products": (fabric * FABRIC_MUL_LUT, fabric * 16), "dsp packing": (dsps * PACK_LUT, dsps * PACK_FF),
+    four = shape.get("net_bits") == 4                 # lane quads: four int4 products a DSP (lowbit)
+    dsps = pz // (4 if four else 2) * k
+    mul, pack = ((FABRIC_MUL4_LUT, FABRIC_MUL4_FF), (PACK4_LUT, PACK4_FF)) if four else \
+        ((FABRIC_MUL_LUT, 16), (PACK_LUT, PACK_FF))
+    return {"fabric products": (fabric * mul[0], fabric * mul[1]), "dsp packing": (dsps * pack[0], dsps * pack[1]),
             "trees": (pz * q * sb, pz * q * sb), "epilogues": (pz * (sb + 4 * sb + sb + 16 + 16), pz * (sb + 8)),
             "virtual banks": (q * (2 * 32 + 4 * 8 + 8), q * (32 + 16 + 8)),
             "banks": (pc * (16 + adds * (3 * wb + 4 * wb)), pc * (24 + adds * 2 * wb)),
@@ -170,7 +195,8 @@ def buffers(shape, n_steps, act_words, sc_words, n_blocks, load=(3, 128), add_pa
     from ...resources import Buffer, Multiplier
     pz, pc, sub, k = shape["net_lanes"], shape["net_banks"], shape["net_sub"], shape["net_pack"]
     q = pc * sub
-    chunks = -(-q // 8)
+    four = shape.get("net_bits") == 4                 # lowbit: sixteen int4 weights a word
+    chunks = -(-q // (16 if four else 8))
     t2p = "ram_t2p" if (sub >= 2 if add_pairs is None else add_pairs) else "ram_s2p"   # the Add's two pixels a cycle
     bufs = [Buffer("act", "net_top", "array", 8, (act_bufs, q, act_words), partition=((1, "complete"), (2, "complete")),
                    static=True, storage=t2p, note=f"ping-pong activation buffers: {pc} channel banks x {sub} replicas"),
@@ -180,12 +206,17 @@ def buffers(shape, n_steps, act_words, sc_words, n_blocks, load=(3, 128), add_pa
                    impl="lutram", note="the step table: per virtual bank its tap's offset, ky, kx (LUTRAM ROMs)"),
             Buffer("kLast", "net_top", "array", 8, (n_steps,), static=True, note="a block's last step"),
             Buffer("kW", "net_top", "array", 64, (pz, chunks, n_steps), partition=((1, "complete"), (2, "complete")),
-                   static=True, impl="bram", note="resident weights, eight slots' int8 a 64-bit word, per lane"),
+                   static=True, impl="bram", note="resident weights, " + ("sixteen slots' int4" if four else
+                                                                          "eight slots' int8") + " a 64-bit word, per lane"),
             Buffer("kBias", "net_top", "array", 32, (pz, n_blocks), partition=((1, "complete"),), static=True),
             Buffer("kShift", "net_top", "array", 8, (pz, n_blocks), partition=((1, "complete"),), static=True),
             Buffer("kWinBase", "net_top", "array", 32, (n_blocks,), static=True, note="per block: its window's base"),
             Buffer("buf", "LoadImage", "array", 64, tuple(load), partition=((1, "complete"),), static=True,
                    note="the image's 64-bit words (a bank per channel with the unfolded load)")]
+    if shape.get("net_bits") == 4:                    # lowbit: w3:w2:w1:w0 (7 bits apart) times a uint4
+        muls = [Multiplier("w3:w2:w1:w0*x", "NetMac", 25, 4, b_signed=False, count=pz // 4 * k,
+                           note=f"{pz // 4} lane quads x {k} slots: four int4 x uint4 products per DSP")]
+        return bufs, muls
     muls = [Multiplier("w1:w0*x", "NetMac", 25, 8, count=pz // 2 * k,
                        note=f"{pz // 2} lane pairs x {k} slots: two int8 x int8 products per DSP")]
     return bufs, muls

@@ -36,6 +36,9 @@ SCHEMA = {
                        "LUTs: hlsnn.engines.sparse_cluster.netsize)", default="layer", choices=("layer", "board")),
     "net_sub": Field("int", "net_shape board: read ports (replicas) per activation bank; default: the largest "
                      "that fits the board", default=None, lo=1, hi=9),
+    "net_bits": Field("int", "net_shape board: the products' operand bits: 8 (int8 x int8, two a DSP48) or 4 "
+                      "(narrow int4 weights x uint4 activations, four a DSP48: programs whose weights and "
+                      "activations fit, hlsnn.engines.sparse_cluster.lowbit)", default=None, lo=4, hi=8),
     # derived with net_shape: board (hlsnn.engines.sparse_cluster.netsize.size); a compiled model keeps them
     "net_lanes": Field("int", "derived: the sized network kernel's output lanes", default=None, lo=1, hi=64),
     "net_banks": Field("int", "derived: its channel banks", default=None, lo=1, hi=64),
@@ -66,9 +69,13 @@ def validate(p: dict, board, source) -> dict:
                           f"must not exceed max_out_channels = {p['max_out_channels']}")
     if p["net_shape"] == "board":
         from . import netsize
+        if p["net_bits"] not in (None, 4, 8):
+            raise ConfigError(source, f"{NAME}.net_bits", p["net_bits"], "must be 4 or 8")
+        if p["net_bits"] in (None, 8):                          # the default: absent, the configs' hashes stay
+            p.pop("net_bits")
         p.update(netsize.size(p, board, source, p["net_sub"]))
         return p
-    for k in ("net_sub", "net_lanes", "net_banks", "net_pack"):    # absent for 'layer': the configs' hashes stay
+    for k in ("net_sub", "net_lanes", "net_banks", "net_pack", "net_bits"):    # absent for 'layer': the configs' hashes stay
         if p.pop(k) is not None:
             raise ConfigError(source, f"{NAME}.{k}", p.get(k), "is only read with net_shape: board")
     p.pop("net_shape")

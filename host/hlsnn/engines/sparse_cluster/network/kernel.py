@@ -47,7 +47,10 @@ from ...network.kernel import (FIELDS, ROUNDING, TOP, _ints, _most, _size, act_b
 def sized(p):
     """The board-sized shape ``{net_lanes, net_banks, net_sub, net_pack}`` of a config with
     ``net_shape: board`` (:mod:`hlsnn.engines.sparse_cluster.netsize`), else None."""
-    return {k: int(p[k]) for k in ("net_lanes", "net_banks", "net_sub", "net_pack")} if "net_sub" in p else None
+    if "net_sub" not in p:
+        return None
+    four = {"net_bits": 4} if p.get("net_bits") == 4 else {}     # four int4 products a DSP (netsize, lowbit)
+    return dict({k: int(p[k]) for k in ("net_lanes", "net_banks", "net_sub", "net_pack")}, **four)
 
 
 def shape(p):
@@ -111,8 +114,13 @@ def tables(net, pz, pc, pm):
     sz = sized(net.params)
     sub = pm // pc if sz else 1
     nq = pc * sub                                  # the banks a step's taps are read from
+    four = bool(sz) and sz.get("net_bits") == 4    # lowbit: int4 weights, sixteen slots a word, uint4 inputs
+    if four:
+        from .. import lowbit
+        lowbit.check(net)
+    slots = 16 if four else 8
     if sz:
-        wl = [[[] for _ in range(-(-pm // 8))] for _ in range(pz)]
+        wl = [[[] for _ in range(-(-pm // slots))] for _ in range(pz)]
     if pc % pz:
         raise InputError(f"network kernel: {pc} channel banks is not a multiple of {pz} output lanes")
     place, act_words, sc_words = allocate(net, pc)
@@ -157,7 +165,8 @@ def tables(net, pz, pc, pm):
             if np.abs(codes).max(initial=0) > 128 or codes.min(initial=0) < -128:
                 raise InputError(f"network kernel: {op.name}: weights beyond int8")
             bias = np.asarray(f["bias"], np.int64)
-            bound = 128 * np.abs(codes).reshape(z, -1).sum(axis=1) * (129 if two else 1) + np.abs(bias)
+            bound = (15 if four else 128) * np.abs(codes).reshape(z, -1).sum(axis=1) * (129 if two else 1) + \
+                np.abs(bias)
             sum_bits = max(sum_bits, int(bound.max(initial=0)).bit_length() + 1)
             shift = np.broadcast_to(np.asarray(f["shift"], np.int64).reshape(-1), (z,))
             if shift.min() < -60 or shift.max() > 60:
@@ -178,11 +187,12 @@ def tables(net, pz, pc, pm):
                         raise InputError(f"network kernel: {op.name}: a tap's offset beyond 16 bits")
                     steps.append((bank_taps, int(k + 1 == len(blk))))
                     shl.append(int(k == first_lo[bi]))
-                    if sz:                     # lanes: (pz, pm) weights; eight slots' int8 a word
+                    if sz:                     # lanes: (pz, pm) weights; eight slots' int8 a word (sixteen int4)
+                        nb, mask = 64 // slots, (1 << (64 // slots)) - 1
                         for lane in range(pz):
                             for c in range(len(wl[lane])):
-                                wl[lane][c].append(sum((int(v) & 0xFF) << (8 * i)
-                                                       for i, v in enumerate(lanes[lane, 8 * c:8 * c + 8])))
+                                wl[lane][c].append(sum((int(v) & mask) << (nb * i)
+                                                       for i, v in enumerate(lanes[lane, slots * c:slots * c + slots])))
                         continue
                     for lane in range(pz):
                         slots = lanes[lane] if lane < len(lanes) else []
@@ -205,6 +215,8 @@ def tables(net, pz, pc, pm):
             if op.kind == "add" and f.get("terms", 1) == 2:   # rule 12t: hi, then lo (network.lintwo)
                 ab = lintwo.add_descriptor(op, f, d, pc, ab, net)
             add_bits = max(add_bits, ab)
+            if op.kind == "add" and "clip" in f:        # rule 4q: a low-bit Quant's clamp (network.addclip)
+                d.update(clo=f["clip"][0], chi=f["clip"][1])
             if op.kind == "add" and fast_add:           # two pixels a cycle (network.cpp.j2 AddPairs)
                 d["n_iter"] //= 2
         rows.append(dict(comment=f"{op.name}: {op.kind} {' + '.join(op.ins)} -> {op.out}",
@@ -262,7 +274,7 @@ def render(net, out_dir):
                sc_bits=t["sc_bits"],
                pz=pz, pc=pc, pm=pm, sel_bits=max(1, (pc - 1).bit_length()), in_hw=t["in_hw"], out_hw=t["out_hw"],
                sized=bool(t["sized"]), w_cyclic=sparseperf.w_cyclic(t), nq=t["nq"], tap_bits=netsize.tap_bits(t["steps"]), sub=t["nq"] // pc, n_chunks=len(t["weights"][0]),
-               pack=(t["sized"] or {}).get("net_pack", 0), fast_load=t["load_iters"] != t["in_elems"],
+               pack=(t["sized"] or {}).get("net_pack", 0), bits4=(t["sized"] or {}).get("net_bits") == 4, fast_load=t["load_iters"] != t["in_elems"],
                unfold_c=(t["unfold"] or {}).get("c", 1), fast_add=t["fast_add"],
                rounding=ROUNDING[p["rounding"]], add_rounding=ROUNDING[net.input["rounding"]],
                act_bufs=t["act_bufs"], act_words=t["act_words"], sc_words=t["sc_words"], in_elems=t["in_elems"],
@@ -278,7 +290,8 @@ def render(net, out_dir):
                has_wpool=any(op.kind == "avgpool" for op in net.ops),   # hlsnn.engines.network.linpool
                has_linwide=any(op.kind == "linwide" for op in net.ops),  # hlsnn.engines.network.linwide
                has_lintwo=lintwo.used(net), shl=_ints(t["shl"]),          # hlsnn.engines.network.lintwo
-               has_addtwo=lintwo.add_used(net),
+               has_addtwo=lintwo.add_used(net), add_clip=any(op.kind == "add" and "clip" in op.f for op in net.ops),
+               in_clip=net.input.get("clip"),                         # netprefix._fold_clip
                has_lut=any(op.kind == "lut" for op in net.ops), has_gate=any(op.kind == "gate" for op in net.ops),
                max_lut_iter=_most(t, 6), max_gate_iter=_most(t, 7), lut_words=len(t["luts"]), luts=_ints(t["luts"]),
                lut_banks=[_ints(r) for r in t["lut_banks"]] if "lut_banks" in t else None,

@@ -127,7 +127,7 @@ def resources(net, tables, ps):
             tables.get("pool_scale") else 0
         return {"bram36": e["bram36"], "uram": e["uram"], "lut": e["lut"] + sum(v[0] for v in extra),
                 "ff": e["ff"] + sum(v[1] for v in extra), "dsp": e["dsp"] + mean_dsp,
-                "buffers": e["model"].buffer_rows(),
+                "buffers": e["model"].buffer_rows(), "products": netsize.products(tables["sized"]),
                 "logic": {k: {"lut": v[0], "ff": v[1]} for k, v in lg.items()}}
     m = build(*buffers(net, tables), ps)
     logic = dict(datapath(tables), **shiftperf.wpool_logic(net, tables["pc"], net.input["bits"], tables["add_bits"]),

@@ -1,0 +1,199 @@
+"""Low-bit products packed on the fabric (issue 82's second half): sparse_cluster's board-sized
+network kernel with ``net_bits: 4`` (:mod:`hlsnn.engines.sparse_cluster.lowbit`) forms four int4 x
+uint4 products per DSP48E1 and builds its other products from LUTs at 24 each, so the sizer fits
+three read ports per bank on the PYNQ-Z2 where int8 fits two; a residual Add's low-bit ``Quant``
+is the Add's clamp (rule 4q, :mod:`hlsnn.engines.network.addclip`).
+
+References: the products ``w * x`` themselves (the packed quad's split over every operand), qonnx's
+executor on the W4A4 ResNet-8 file (``configs/models/resnet8_w4a4_digits32.onnx``, Brevitas
+``export_qonnx``), and the layer-by-layer emulator (the network kernel's C-simulation and the
+simulated board, slow)."""
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hlsnn.errors import ConfigError, InputError
+
+ROOT = Path(__file__).resolve().parents[2]
+CFG = ROOT / "configs" / "models" / "resnet8_w4a4_digits32.yaml"
+ONNX = ROOT / "configs" / "models" / "resnet8_w4a4_digits32.onnx"
+
+
+def _quad(w, x):
+    """The kernel's packed quad on int64 arrays (lowbit.py's rule, as network.cpp.j2 writes it):
+    ``A = sum_k w_k 2**(7k)``, ``P = A * x``, ``f_k = {s_k, r_k mod 2**7}``, ``r_(k+1) = (r_k >> 7) + s_k``."""
+    a = sum(w[k] << (7 * k) for k in range(4))
+    r = a * x
+    f = []
+    for k in range(3):
+        s = ((w[k] < 0) & (x != 0)).astype(np.int64)
+        f.append((r & 127) - 128 * s)
+        r = (r >> 7) + s
+    return a, a * x, f + [r]
+
+
+def test_the_packed_quad_splits_exactly_for_every_operand():
+    """All 15**4 narrow int4 weight quads times all 16 uint4 activations: each field is ``w_k * x``,
+    the packed weight fits the DSP48E1's 25-bit A port and the product 30 bits; a weight of -8
+    would not fit (why the 4-bit kernel takes narrow weights)."""
+    g = np.array(list(itertools.product(range(-7, 8), repeat=4)), np.int64).T          # (4, 50625)
+    w = [np.repeat(g[k], 16) for k in range(4)]
+    x = np.tile(np.arange(16, dtype=np.int64), g.shape[1])
+    a, p, f = _quad(w, x)
+    for k in range(4):
+        np.testing.assert_array_equal(f[k], w[k] * x)
+    assert a.min() >= -(1 << 24) and a.max() < 1 << 24
+    assert p.min() >= -(1 << 29) and p.max() < 1 << 29
+    assert -8 * sum(1 << (7 * k) for k in range(4)) < -(1 << 24)
+
+
+def test_the_4_bit_kernel_fits_more_products_on_the_pynq_z2():
+    from hlsnn.config import load_config
+    from hlsnn.resources import within_margins
+    from hlsnn.engines.sparse_cluster import netsize
+    p8 = load_config(ROOT / "configs" / "accel" / "sparse8net_pynq-z2.yaml")
+    p4 = load_config(ROOT / "configs" / "accel" / "sparse4net_pynq-z2.yaml")
+    s8, s4 = p8.params, p4.params
+    assert "net_bits" not in s8 and s4["net_bits"] == 4
+    q8, q4 = s8["net_banks"] * s8["net_sub"], s4["net_banks"] * s4["net_sub"]
+    assert s4["net_lanes"] * q4 >= 1.5 * s8["net_lanes"] * q8
+    dsp = s4["net_lanes"] // 4 * s4["net_pack"]                      # four lanes a DSP
+    assert dsp <= 0.9 * p4.board.resources["dsp"] and dsp == s8["net_lanes"] // 2 * s8["net_pack"]
+    shape = {k: s4[k] for k in ("net_lanes", "net_banks", "net_sub", "net_pack", "net_bits")}
+    e = netsize.estimate(shape, p4.board.ps, netsize.NOMINAL_STEPS, netsize.NOMINAL_WORDS, netsize.NOMINAL_WORDS,
+                         netsize.NOMINAL_SUM_BITS4, 24, tap_bits=sum(netsize.nominal_tap_bits(s4)))
+    assert within_margins(e, p4.board.resources, ("lut", "ff", "bram36", "dsp")) and e["dsp"] == dsp
+    assert "four int4 x uint4" in netsize.products(shape)
+
+
+@pytest.mark.parametrize("extra,match", [("  net_bits: 5\n", "must be 4 or 8"),
+                                         ("  net_bits: 4\n  max_z: 18\n", "multiple of 4")])
+def test_a_bad_net_bits_is_refused_by_name(extra, match, tmp_path):
+    from hlsnn.config import load_config
+    text = (ROOT / "configs" / "accel" / "sparse8net_pynq-z2.yaml").read_text()
+    text = text.replace("  max_z: 16\n", "") + extra
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text(text)
+    with pytest.raises(ConfigError, match=match):
+        load_config(cfg)
+
+
+def test_a_clip_after_an_add_is_taken_only_for_engine_readers():
+    from hlsnn.engines.network.addclip import _engine_readers
+    layers = [{"kind": "host", "op": "Reshape", "inputs": ["c"], "output": "r"},
+              {"kind": "dense", "inputs": ["r"], "output": "y"},
+              {"kind": "host", "op": "GlobalAveragePool", "inputs": ["d"], "output": "g"}]
+    assert _engine_readers("c", layers) and not _engine_readers("d", layers) and not _engine_readers("z", layers)
+
+
+@pytest.mark.parametrize("rounding", ["nearest_even", "nearest_away"])
+def test_the_input_clamp_is_the_clip_then_the_quantization(rounding):
+    """An input Quant's Clip folded into rule 1 (netprefix._fold_clip): the codes of the clipped
+    float input, at ties and beyond the bounds, also on the fallback path (a wide radix)."""
+    from types import SimpleNamespace
+    from hlsnn.deploy import program
+    from hlsnn.deploy.quant import to_fixed
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.normal(0.4, 0.8, 2000), np.arange(-40, 40) / 32.0])
+    for f in (4, 30):               # 30: |x| 2**54 beyond 2**52, the fallback (to_fixed)
+        lo, hi = 0.0, 15 * 2.0 ** -4 if f == 4 else 127 * 2.0 ** -30
+        net = SimpleNamespace(engine="sparse_cluster", host_before=[],
+                              input=dict(f=f, bits=8, signed=True, rounding=rounding,
+                                         clip=(0, int(np.ldexp(hi, f)))))
+        want = to_fixed(np.clip(x, lo, hi), f, 8, True, rounding)
+        np.testing.assert_array_equal(program.quantize_input(net, x), want)
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    from hlsnn.network.build import compile_model
+    d = tmp_path_factory.mktemp("lowpack")
+    return {a: compile_model(CFG, a, d / f"{a}.hlsnn") and d / f"{a}.hlsnn" for a in ("w8", "w4a4")}
+
+
+def _qonnx(x):
+    pytest.importorskip("qonnx")
+    spec = importlib.util.spec_from_file_location("qi", Path(__file__).with_name("test_qonnx_import.py"))
+    t = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(t)
+    return t._qonnx(ONNX, x)
+
+
+def test_the_w4a4_resnet_is_qonnx_bit_for_bit_in_one_start_on_both_kernels(compiled):
+    """Both assignments of the file run as one network (the Adds' clamps fused, rule 4q) and give
+    qonnx's outputs; the 4-bit one's codes are int4 weights and uint4 inputs (lowbit.check), the
+    8-bit one's are not (the int8 kernel's finer weight radix)."""
+    import hlsnn
+    from hlsnn.deploy import datasets
+    from hlsnn.engines.sparse_cluster import lowbit
+    x = datasets.load("digits32", layout="nchw").x_test[:16]
+    want = _qonnx(x)
+    for a, path in compiled.items():
+        net = hlsnn.load(path, "emu", network=True)
+        assert np.array_equal(net(x), want), a
+        assert any(op.kind == "add" and op.f.get("clip") == (0, 15) for op in net.network.ops)
+        assert net.network.host_before == [] and net.network.input["clip"] == (0, 15)     # the input Quant's Clip
+    lowbit.check(hlsnn.load(compiled["w4a4"], "emu", network=True).network)
+    with pytest.raises(InputError, match=r"node_conv2d: weights -?\d+\.\.\d+ .* takes weights -7\.\.7"):
+        lowbit.check(hlsnn.load(compiled["w8"], "emu", network=True).network)
+
+
+@pytest.mark.parametrize("assignment", ["w8", "w4a4"])
+def test_the_python_api_path_is_qonnx_bit_for_bit(assignment):
+    """open_deployment -> calibrate -> run (the tutorial's path): every layer exact, qonnx's bits."""
+    from hlsnn.deploy import datasets
+    from hlsnn.deploy.evaluate import open_deployment
+    ds = datasets.load("digits32", layout="nchw")
+    x = ds.x_test[:8]
+    with open_deployment(CFG, assignment) as dep:
+        dep.calibrate(ds.x_train[:32])
+        y, layers = dep.run(x), dep.imported
+    assert len(layers) == 10 and all(v["mapping"] == "exact" for v in layers.values()), layers
+    assert np.array_equal(y, _qonnx(x))
+
+
+def test_hlsnn_perf_shows_the_packing_and_the_4_bit_kernel_is_faster(compiled):
+    from hlsnn.network.latency import model
+    res = {a: model(p) for a, p in compiled.items()}
+    k = {a: r["kernel_resources"] for a, r in res.items()}
+    assert "four int4 x uint4" in k["w4a4"]["products"] and "two int8 x int8" in k["w8"]["products"]
+    assert k["w4a4"]["dsp"] == k["w8"]["dsp"] and k["w4a4"]["fits"]
+    assert res["w8"]["kernel_us"] >= 1.45 * res["w4a4"]["kernel_us"]
+
+
+def test_the_manifest_records_the_file():
+    m = json.loads((ROOT / "configs" / "models" / "resnet8_w4a4_digits32.MANIFEST.json").read_text())
+    e = m["files"][ONNX.name]
+    assert e["weight_bits"] == 4 and e["act_bits"] == 4 and e["qonnx_accuracy"] > 0.5
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+def test_the_4_bit_kernel_on_csim_and_the_sim_board(compiled):
+    """The packed quads in C-simulation: the layer path's bits, one start, the perf model's loop
+    counts (the Add's two instances together), the strict ports; the simulated board the same."""
+    import hlsnn
+    from hlsnn.deploy import datasets
+    from hlsnn.engines.shift_mac.network import perf as netperf
+    x = datasets.load("digits32", layout="nchw").x_test[:8]
+    k_run = hlsnn.load(compiled["w4a4"], "csim", network=True)
+    got = k_run(x)
+    np.testing.assert_array_equal(got, hlsnn.load(compiled["w4a4"], "emu", network=False)(x))
+    assert k_run.last_kernel_starts == 1
+    k = k_run._kernel
+    counted = {}
+    for c, (it, _) in k.counters.items():          # the Add's instances: NetAdd.0, NetAdd.1
+        counted[c.split(".")[0]] = counted.get(c.split(".")[0], 0) + it
+    assert counted == {c: len(x) * v for c, v in netperf.iterations(k_run.network, k.tables).items()}
+    if k.strict:
+        assert all(b["sites"] <= b["ports"] for b in k.strict_report["banks"])
+    with hlsnn.load(compiled["w4a4"], "sim", network=True) as sim:
+        np.testing.assert_array_equal(sim(x), got)
+        assert sim.last_kernel_starts == 1
+    assert np.array_equal(got, _qonnx(x))
