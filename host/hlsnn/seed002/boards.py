@@ -59,7 +59,7 @@ class RemoteCircuit:
 
     def __init__(self, boards, circuit, config, target, **options):
         self.boards, self.circuit, self.target, self.options = boards, circuit, target, options
-        self.cfg = config.as_dict()
+        self.cfg = config                      # a Config pickles whole (its board included)
         self.worker = boards.worker_of(circuit.board)
         self.pids = set()
 

@@ -2,7 +2,8 @@
 :class:`CircuitGroup` stands where a deployment expects an :class:`~hlsnn.Accelerator`.
 
 Rules
-    * Every circuit of a :class:`~hlsnn.seed002.layout.Layout` is its own kernel instance:
+    * Every circuit of a :class:`~hlsnn.seed002.layout.Layout` is its own kernel instance (of
+      the config, or for a low-capability circuit of :func:`scaled`'s narrower config):
       locally an :class:`~hlsnn.Accelerator` of the config on the target (on ``sim`` its own
       simulated PYNQ board with its own C-simulation library: own registers, DMA, weight store);
       on a board served by a Dask worker (:mod:`hlsnn.seed002.boards`), an Accelerator in that
@@ -26,6 +27,7 @@ Rules
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -36,6 +38,27 @@ from ..deploy import update as updates
 from ..engines.stream import merge_stats
 from ..engines.tiling import add_u32
 from ..errors import InputError
+
+
+#: the parameter that sets an engine's compute width: a circuit of capability ``c < 1`` is an
+#: instance of the config with ``c`` times as many (:func:`scaled`)
+WIDTH = {"sparse_cluster": "units", "shift_mac": "cols"}
+
+
+def scaled(config, capability):
+    """The config of a circuit of ``capability``: ``config`` itself at 1, else the same config
+    with its compute width (:data:`WIDTH`: ``sparse_cluster`` units, ``shift_mac`` columns)
+    times ``capability`` (at least 1) and the name ``<name>_c<width>``. Its other limits are
+    the config's, so it computes the same calls, bit for bit, more slowly."""
+    if capability >= 1:
+        return config
+    key = WIDTH.get(config.engine)
+    if key is None:
+        raise InputError(f"a low-capability circuit of {config.engine}: only {', '.join(WIDTH)} configs scale "
+                         f"(their {', '.join(WIDTH.values())})")
+    v = max(1, int(round(config.params[key] * capability)))
+    name = f"{config.name}_c{v}"
+    return dataclasses.replace(config, name=name, stem=name, params={**config.params, key: v})
 
 
 def run_call(acc, method, args, kwargs):
@@ -149,8 +172,9 @@ class CircuitGroup:
         self.circuits = {}
         try:
             for c in layout.circuits:
-                self.circuits[c.name] = (boards.circuit(c, self.config, target, **target_options) if boards
-                                         else LocalCircuit(c, self.config, target, **target_options))
+                cfg = scaled(self.config, c.capability)
+                self.circuits[c.name] = (boards.circuit(c, cfg, target, **target_options) if boards
+                                         else LocalCircuit(c, cfg, target, **target_options))
         except BaseException:
             self.close()
             raise

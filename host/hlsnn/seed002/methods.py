@@ -143,8 +143,8 @@ def calibrate(config_path, x, *, method, percent=25.0, assignment=None, target="
             return Result(method, float(dep.update_percent), lay, {n: int(ex.f_out) for n, ex in execs.items()},
                           {n: None if ex.f_x is None else int(ex.f_x) for n, ex in execs.items()},
                           {n: int(ex.stats.sat_count) for n, ex in execs.items()}, np.asarray(y, np.float64), k,
-                          rows, timeline.summary(method, lay, costs, rows), meas,
-                          timeline.summary(method, lay, costs, meas) if meas else None, list(group.records), workers)
+                          rows, timeline.summary(rows), meas,
+                          timeline.summary(meas) if meas else None, list(group.records), workers)
     finally:
         if boards is not None:
             boards.close()

@@ -145,28 +145,22 @@ def schedule(method, lay, costs, records=None, mhz=None) -> list:
     return bd.rows
 
 
-def summary(method, lay, costs, rows) -> dict:
-    """End, the main operations alone, the overhead and the longest layer's preceding
-    operation (µs; module docstring)."""
+def summary(rows) -> dict:
+    """End, the main operations alone (per layer the longest of its main parts, added up: what
+    the main circuits take with the points known in advance), the overhead (end minus that)
+    and the longest layer's preceding operation (its longest part), in µs."""
     if not rows:
         return {}
     end = max(r["end_us"] for r in rows)
-    M = lay.of("main")
-    cap = min(c.capability for c in M)
-    if method in ("e3",):
-        alone = 0.0
-    elif method in ("e4", "e8", "e9"):
-        alone = sum((1 - c["n"]) * c["t"] for c in costs) / (len(M) * cap)
-    else:
-        alone = sum(c["t"] for c in costs) / (len(M) * cap)
-    pre = [r["end_us"] - r["start_us"] for r in rows if r["phase"] == "preceding"]
-    by_layer = {}
+    main, pre = {}, {}
     for r in rows:
-        if r["phase"] == "preceding":
-            by_layer[r["layer"]] = max(by_layer.get(r["layer"], 0.0), r["end_us"] - r["start_us"])
+        into = main if r["phase"] == "main" else pre if r["phase"] == "preceding" else None
+        if into is not None:
+            into[r["layer"]] = max(into.get(r["layer"], 0.0), r["end_us"] - r["start_us"])
+    alone = sum(main.values())
     return {"end_us": end, "main_alone_us": alone, "overhead_us": end - alone,
-            "longest_preceding_us": max(pre) if pre else 0.0,
-            "longest_preceding_layer": max(by_layer, key=by_layer.get) if by_layer else None}
+            "longest_preceding_us": max(pre.values(), default=0.0),
+            "longest_preceding_layer": max(pre, key=pre.get) if pre else None}
 
 
 def format_timeline(rows, title="") -> str:
