@@ -69,8 +69,11 @@ class Layout:
         return tuple(dict.fromkeys(c.board for c in self.circuits))
 
     def describe(self) -> str:
+        """One line: the circuits of each phase (one circuit: everything on it)."""
+        if len(self.circuits) == 1:
+            return f"every phase on {self.circuits[0].name}"
         return "; ".join(f"{ph}: {' '.join(c.name for c in self.of(ph))}" for ph in
-                         ("preceding", "determine", "quantize", "main"))
+                         ("preceding", "determine", "quantize", "main") if self.roles.get(ph))
 
 
 def check_method(method) -> str:
