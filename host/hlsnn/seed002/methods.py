@@ -133,7 +133,7 @@ def calibrate(config_path, x, *, method, percent=25.0, assignment=None, target="
             dep.update_force = None if bits == "e1" else bits
             dep.fast = False
             y = dep.run(np.asarray(x), calibrate=True)
-            costs = timeline.layer_costs(dep)
+            costs = timeline.layer_costs(dep, {c.capability for c in lay.circuits})
             rows = timeline.schedule(method, lay, costs)
             meas = timeline.schedule(method, lay, costs, group.records, group.config.clock_mhz)
             execs = {n: ex for n, ex in dep.execs.items() if ex.f_out is not None}

@@ -13,8 +13,9 @@ at the accel config's clock) for the whole batch:
 * ``d``: DETERMINE, one cycle per histogram bin (the controller reads the counters);
 * ``n``: the sampled share of the images (``k/B``, the sample's images over the batch's).
 
-A part done by a circuit of capability ``c`` on a share ``s`` of the images takes ``s * cost /
-c``. Rules of each method (``P``: the circuits of the preceding phase, ``M`` of the main
+On a circuit of capability ``c < 1`` (:func:`hlsnn.seed002.circuits.scaled`: the config with
+``c`` times its compute units) ``t`` is that config's cycle model; streaming (``w``) and ``d``
+do not change. A part on a share ``s`` of the images takes ``s`` times its cost. Rules of each method (``P``: the circuits of the preceding phase, ``M`` of the main
 phase, ``Q`` of the quantize phase, :mod:`hlsnn.seed002.layout`; one circuit for e1-e4):
 
 e1   pre ``t``, det, main ``t``                       one circuit, layer after layer
@@ -47,11 +48,14 @@ from ..deploy import update as updates
 from .layout import PIPELINED
 
 
-def layer_costs(dep) -> list:
-    """``[{layer, t, w, d, n}]`` in µs for the fixed-point engine layers of ``dep`` that ran
-    (module docstring), in network order."""
+def layer_costs(dep, capabilities=(1.0,)) -> list:
+    """``[{layer, t, w, d, n, t_at}]`` in µs for the fixed-point engine layers of ``dep`` that ran
+    (module docstring), in network order; ``t_at[c]`` is ``t`` on a circuit of capability ``c``
+    (the cycle model of :func:`hlsnn.seed002.circuits.scaled`'s narrower config)."""
     import numpy as np
     from ..formats import radix_update
+    from ..measure.layers import layer_cycles
+    from .circuits import scaled
     rows = []
     for name, ex in dep.execs.items():
         if ex.in_shape is None or ex.f_out is None:
@@ -60,9 +64,15 @@ def layer_costs(dep) -> list:
         k = int(np.count_nonzero(radix_update.sample_mask((b,), dep.update_percent)))
         in_hw = tuple(ex.in_shape[-2:]) if ex.layer.kind == "conv" else None
         m = updates.modelled_times(ex, b, in_hw, 100.0)
-        mhz = ex.acc.config.clock_mhz
-        rows.append({"layer": name, "t": m["main_cycles"] / mhz, "w": m["wide_stream_cycles"] / mhz,
-                     "d": len(ex.stats.histogram or [0] * 32) / mhz, "n": k / b})
+        cfg = ex.acc.config
+        mhz = cfg.clock_mhz
+        t_at = {1.0: m["main_cycles"] / mhz}
+        for c in set(capabilities) - {1.0}:
+            t_at[c] = layer_cycles(ex.layer, scaled(cfg, c), b, fmt_type=ex.fmt.type, in_hw=in_hw,
+                                   weight_sparsity=ex.stats.weight_sparsity,
+                                   input_density=ex.stats.input_density)["cycles"] / mhz
+        rows.append({"layer": name, "t": t_at[1.0], "w": m["wide_stream_cycles"] / mhz,
+                     "d": len(ex.stats.histogram or [0] * 32) / mhz, "n": k / b, "t_at": t_at})
     return rows
 
 
@@ -88,9 +98,9 @@ class _Board:
 
     def place(self, circuit, layer, phase, model_us, after=0.0):
         """Place ``phase`` of ``layer`` on ``circuit`` after ``after`` and the circuit's last
-        part; ``model_us`` at full capability. Returns its end."""
+        part (``model_us``: its modelled time on that circuit). Returns its end."""
         got = self.measured.get((layer, phase, circuit))
-        dur = got if got is not None else model_us / self.cap[circuit]
+        dur = got if got is not None else model_us
         start = max(self.free[circuit], after)
         end = start + dur
         if dur > 0:
@@ -115,9 +125,14 @@ def schedule(method, lay, costs, records=None, mhz=None) -> list:
     det = lay.of("determine")[0].name
     ready = 0.0          # pipelined: when the sample's input of the next layer is there
     for c in costs:
-        L, t, w, d, n = c["layer"], c["t"], c["w"], c["d"], c["n"]
+        L, w, d, n = c["layer"], c["w"], c["d"], c["n"]
+
+        def T(circuit):                                 # the operation on every image, on ``circuit``
+            cap = bd.cap[circuit]
+            return c.get("t_at", {}).get(cap, c["t"] / cap)
         if method not in PIPELINED:
             x = P[0]
+            t = T(x)
             if method == "e1":
                 bd.place(x, L, "preceding", t), bd.place(x, L, "determine", d), bd.place(x, L, "main", t)
             elif method == "e2":
@@ -129,19 +144,19 @@ def schedule(method, lay, costs, records=None, mhz=None) -> list:
                 bd.place(x, L, "quantize", n * w), bd.place(x, L, "main", (1 - n) * t)
             continue
         share = 1.0 / len(P)
-        ends = [bd.place(p, L, "preceding", n * (t + (w if method in ("e8", "e9") else 0)) * share, after=ready)
+        ends = [bd.place(p, L, "preceding", n * (T(p) + (w if method in ("e8", "e9") else 0)) * share, after=ready)
                 for p in P]
         known = bd.place(det, L, "determine", d, after=max(ends))
         if method in ("e6", "e7"):
             ready = known
             for m in M:
                 start = max(bd.free[m], known)
-                end = bd.place(m, L, "main", t / len(M), after=known)
+                end = bd.place(m, L, "main", T(m) / len(M), after=known)
                 ready = max(ready, start + n * (end - start))      # its sampled images go first
         else:
             for q in Q:
                 ready = bd.place(q, L, "quantize", n * w, after=known)
-                bd.place(q, L, "main", (1 - n) * t, after=known)
+                bd.place(q, L, "main", (1 - n) * T(q), after=known)
     return bd.rows
 
 
