@@ -2,7 +2,8 @@
 cards): :class:`Boards` gives every board of a layout one worker of a ``distributed`` cluster
 (round robin over the workers, in the scheduler's order), and each of its circuits is a
 :class:`RemoteCircuit`, an :class:`~hlsnn.Accelerator` that lives in that worker's process
-(:func:`board_call` opens it on first use and keeps it until :func:`close_board`).
+(:func:`board_call` opens it on first use and keeps it until :func:`close_board`); on ``sim``
+the circuits of a board are the kernel instances of one simulated board's overlay there.
 
 What travels: a call's inputs (the activations of the circuit's part, the weights, and the
 output shift, which carries the radix point the determining board chose) go to the worker;
@@ -22,51 +23,60 @@ import threading
 
 #: the Accelerators of the boards this (worker) process serves: (board, circuit, sha, target) -> acc
 _OPEN: dict = {}
+#: their simulated boards (``sim``): (board, sha) -> SimBoard
+_SIM_BOARDS: dict = {}
 _OPEN_LOCK = threading.Lock()
 
 
-def _accelerator(board, circuit, cfg_dict, target, options):
-    from ..config import Config, load_config
+def _accelerator(board, circuit, cfg, target, options, instance, instances):
     from ..runtime import Accelerator
-    cfg = load_config(cfg_dict) if not isinstance(cfg_dict, Config) else cfg_dict
+    from .circuits import sim_board
     key = (board, circuit, cfg.sha, target)
     with _OPEN_LOCK:
         if key not in _OPEN:
+            if target == "sim":
+                if (board, cfg.sha) not in _SIM_BOARDS:
+                    _SIM_BOARDS[(board, cfg.sha)] = sim_board(cfg, instances)
+                options = dict(options, board=_SIM_BOARDS[(board, cfg.sha)], instance=instance)
             _OPEN[key] = Accelerator(cfg, target, **options)
         return _OPEN[key]
 
 
-def board_call(board, circuit, cfg_dict, target, options, method, args, kwargs):
-    """In a worker: one kernel operation of ``circuit`` of ``board``
-    (:func:`hlsnn.seed002.circuits.run_call`'s tuple), plus the worker's process id."""
+def board_call(board, circuit, cfg, target, options, instance, instances, method, args, kwargs):
+    """In a worker: one kernel operation of ``circuit`` (kernel instance ``instance`` of the
+    ``instances`` of ``board``'s overlay; :func:`hlsnn.seed002.circuits.run_call`'s tuple), plus
+    the worker's process id."""
     import os
     from .circuits import run_call
-    acc = _accelerator(board, circuit, cfg_dict, target, options)
+    acc = _accelerator(board, circuit, cfg, target, options, instance, instances)
     return run_call(acc, method, args, kwargs) + (os.getpid(),)
 
 
 def close_board(board):
-    """In a worker: close the Accelerators of ``board``; returns how many."""
+    """In a worker: close the Accelerators of ``board`` and its simulated board; returns how many."""
     with _OPEN_LOCK:
         keys = [k for k in _OPEN if k[0] == board]
         for k in keys:
             _OPEN.pop(k).close()
+        for k in [k for k in _SIM_BOARDS if k[0] == board]:
+            _SIM_BOARDS.pop(k).close()
     return len(keys)
 
 
 class RemoteCircuit:
     """A circuit on a board that a Dask worker serves."""
 
-    def __init__(self, boards, circuit, config, target, **options):
+    def __init__(self, boards, circuit, config, target, instance=0, instances=1, **options):
         self.boards, self.circuit, self.target, self.options = boards, circuit, target, options
+        self.instance, self.instances = instance, instances
         self.cfg = config                      # a Config pickles whole (its board included)
         self.worker = boards.worker_of(circuit.board)
         self.pids = set()
 
     def call(self, method, args, kwargs):
         fut = self.boards.client.submit(board_call, self.circuit.board, self.circuit.name, self.cfg, self.target,
-                                        self.options, method, args, kwargs, workers=[self.worker],
-                                        allow_other_workers=False, pure=False)
+                                        self.options, self.instance, self.instances, method, args, kwargs,
+                                        workers=[self.worker], allow_other_workers=False, pure=False)
         *res, pid = fut.result()
         self.pids.add(pid)
         return tuple(res)
@@ -97,8 +107,8 @@ class Boards:
             self.assigned[board] = self.workers[len(self.assigned) % len(self.workers)]
         return self.assigned[board]
 
-    def circuit(self, circuit, config, target, **options):
-        return RemoteCircuit(self, circuit, config, target, **options)
+    def circuit(self, circuit, config, target, instance=0, instances=1, **options):
+        return RemoteCircuit(self, circuit, config, target, instance, instances, **options)
 
     def close(self):
         if self._own:

@@ -3,11 +3,13 @@
 
 Rules
     * Every circuit of a :class:`~hlsnn.seed002.layout.Layout` is its own kernel instance (of
-      the config, or for a low-capability circuit of :func:`scaled`'s narrower config):
-      locally an :class:`~hlsnn.Accelerator` of the config on the target (on ``sim`` its own
-      simulated PYNQ board with its own C-simulation library: own registers, DMA, weight store);
-      on a board served by a Dask worker (:mod:`hlsnn.seed002.boards`), an Accelerator in that
-      worker's process. Circuits of one board share the worker.
+      the config, or for a low-capability circuit of :func:`scaled`'s narrower config), an
+      :class:`~hlsnn.Accelerator` of it on the target. On ``sim`` the circuits of one board are
+      the instances of one overlay on one simulated PYNQ board (:func:`sim_board`: a block
+      design with a kernel and an AXI DMA per instance, ``dma``/``<name>``, ``dma_1``/
+      ``<name>_1`` ...), each instance served by its own copy of the C-simulation library and
+      driven through its own DMA by pynq's drivers. A board served by a Dask worker
+      (:mod:`hlsnn.seed002.boards`) is the same in that worker's process.
     * The deployment's executors call the group's ``kernel`` (:class:`SplitKernel`) as they
       call one kernel. A call made inside ``hlsnn.deploy.update.phase(layer, ph)`` goes to the
       circuits the layout gives ``ph``: its items (rows of a GEMM, images of a batch of maps,
@@ -73,11 +75,22 @@ def run_call(acc, method, args, kwargs):
                 None if cyc is None else int(cyc.cycles))
 
 
-class LocalCircuit:
-    """A circuit in this process: its own :class:`~hlsnn.Accelerator`."""
+def sim_board(config, instances, **options):
+    """One simulated PYNQ board whose overlay holds ``instances`` kernel instances of
+    ``config`` (:class:`hlsnn.runtime.sim_target.SimBoard`)."""
+    from ..engines import ENGINES
+    from ..runtime.sim_target import SimBoard
+    return SimBoard(config, ENGINES[config.engine], instances, **options)
 
-    def __init__(self, circuit, config, target, **target_options):
+
+class LocalCircuit:
+    """A circuit in this process: its own :class:`~hlsnn.Accelerator` (on ``sim``, instance
+    ``instance`` of the board's overlay, ``board``)."""
+
+    def __init__(self, circuit, config, target, board=None, instance=0, **target_options):
         from ..runtime import Accelerator
+        if board is not None:
+            target_options = dict(target_options, board=board, instance=instance)
         self.circuit, self.acc = circuit, Accelerator(config, target, **target_options)
 
     def call(self, method, args, kwargs):
@@ -169,12 +182,23 @@ class CircuitGroup:
         self.layout, self.records, self._lock = layout, [], threading.Lock()
         self.shadow = Accelerator(config, "emu")             # the config's attributes (no calls)
         self.config, self.engine = self.shadow.config, self.shadow.engine
-        self.circuits = {}
+        self.circuits, self.sim_boards = {}, []
+        on = {}
+        for c in layout.circuits:
+            on.setdefault(c.board, []).append(c)
         try:
-            for c in layout.circuits:
-                cfg = scaled(self.config, c.capability)
-                self.circuits[c.name] = (boards.circuit(c, cfg, target, **target_options) if boards
-                                         else LocalCircuit(c, cfg, target, **target_options))
+            for board, cs in on.items():
+                if len({c.capability for c in cs}) != 1:
+                    raise InputError(f"board {board}: its circuits have capabilities "
+                                     f"{sorted({c.capability for c in cs})}: one board holds one config")
+                cfg = scaled(self.config, cs[0].capability)
+                sb = sim_board(cfg, len(cs)) if target == "sim" and boards is None else None
+                if sb is not None:
+                    self.sim_boards.append(sb)
+                for i, c in enumerate(cs):
+                    self.circuits[c.name] = (
+                        boards.circuit(c, cfg, target, instance=i, instances=len(cs), **target_options) if boards
+                        else LocalCircuit(c, cfg, target, board=sb, instance=i, **target_options))
         except BaseException:
             self.close()
             raise
@@ -198,6 +222,8 @@ class CircuitGroup:
             pool.shutdown(wait=True)
         for c in getattr(self, "circuits", {}).values():
             c.close()
+        for sb in getattr(self, "sim_boards", ()):
+            sb.close()
         self.shadow.close()
 
     def __enter__(self):
