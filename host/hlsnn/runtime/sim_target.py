@@ -37,6 +37,9 @@ def prepare_sim_overlay(cfg, engine, out_dir=None, instances=1) -> Path:
         cfg.name if instances == 1 else f"{cfg.name}_x{instances}")
     d.mkdir(parents=True, exist_ok=True)
     render_hwh(cfg, d / f"{cfg.name}.hwh", instances=instances)
+    if instances > 1:             # the Vivado block design the .hwh describes (hls/tcl/bd.tcl.j2)
+        from ..blockdesign.instances import instances_context
+        codegen.render_extra(cfg, "bd.tcl.j2", d / "bd.tcl", instances_context(cfg, instances))
     bit = d / f"{cfg.name}.bit"
     if not bit.exists():
         bit.write_bytes(b"hlsnn simulated overlay: no bitstream\n")
