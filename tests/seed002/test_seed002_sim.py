@@ -32,6 +32,10 @@ def test_the_classes_on_simulated_boards(images, percent):
     for m, r in res.items():                                         # every circuit's calls counted cycles
         assert r.measured and {x["source"] for x in r.measured} >= {"measured"}, m
         assert {x["circuit"] for x in r.measured} == {c.name for c in r.layout.circuits}, m
+    name = "sparse8_pynq_z2"                                         # 4A-4D: the instances of one overlay
+    assert res["e6"].placement == {c: ("acc51", name + sfx) for c, sfx in zip("4A 4B 4C 4D".split(),
+                                                                            ("", "_1", "_2", "_3"))}
+    assert res["e7"].placement["56"] == ("acc56", name + "_c2")    # the quarter accelerator's narrower config
     if percent == 25:
         s = res["e6"].summary
         assert s["overhead_us"] <= 1.5 * s["longest_preceding_us"]

@@ -36,6 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from ..blockdesign.hwh import instance_names
 from ..deploy import update as updates
 from ..engines.stream import merge_stats
 from ..engines.tiling import add_u32
@@ -183,6 +184,7 @@ class CircuitGroup:
         self.shadow = Accelerator(config, "emu")             # the config's attributes (no calls)
         self.config, self.engine = self.shadow.config, self.shadow.engine
         self.circuits, self.sim_boards = {}, []
+        self.placement = {}         # circuit -> (board, the kernel instance's IP name in its overlay)
         on = {}
         for c in layout.circuits:
             on.setdefault(c.board, []).append(c)
@@ -196,6 +198,7 @@ class CircuitGroup:
                 if sb is not None:
                     self.sim_boards.append(sb)
                 for i, c in enumerate(cs):
+                    self.placement[c.name] = (board, instance_names(cfg, i)[1])
                     self.circuits[c.name] = (
                         boards.circuit(c, cfg, target, instance=i, instances=len(cs), **target_options) if boards
                         else LocalCircuit(c, cfg, target, board=sb, instance=i, **target_options))

@@ -42,7 +42,8 @@ class Result:
     outputs (float64, images first); ``timeline`` the modelled rows, ``measured`` the measured
     ones (None on ``emu``), ``summary`` / ``measured_summary`` their :func:`timeline.summary`;
     ``records``: every circuit call (layer, phase, circuit, cycles, items, wall seconds);
-    ``workers``: per circuit, the process ids that served it (boards on a cluster)."""
+    ``workers``: per circuit, the process ids that served it (boards on a cluster);
+    ``placement``: per circuit, its board and its kernel instance's IP name in the board's overlay."""
     method: str
     percent: float
     layout: layouts.Layout
@@ -57,6 +58,7 @@ class Result:
     measured_summary: dict = None
     records: list = field(default_factory=list, repr=False)
     workers: dict = field(default_factory=dict)
+    placement: dict = field(default_factory=dict)
 
     def same_bits(self, other) -> bool:
         """Identical radix points, saturation counts and outputs, bit for bit."""
@@ -144,7 +146,8 @@ def calibrate(config_path, x, *, method, percent=25.0, assignment=None, target="
                           {n: None if ex.f_x is None else int(ex.f_x) for n, ex in execs.items()},
                           {n: int(ex.stats.sat_count) for n, ex in execs.items()}, np.asarray(y, np.float64), k,
                           rows, timeline.summary(rows), meas,
-                          timeline.summary(meas) if meas else None, list(group.records), workers)
+                          timeline.summary(meas) if meas else None, list(group.records), workers,
+                          dict(group.placement))
     finally:
         if boards is not None:
             boards.close()
