@@ -15,22 +15,24 @@ at the accel config's clock) for the whole batch:
 
 On a circuit of capability ``c < 1`` (:func:`hlsnn.seed002.circuits.scaled`: the config with
 ``c`` times its compute units) ``t`` is that config's cycle model; streaming (``w``) and ``d``
-do not change. A part on a share ``s`` of the images takes ``s`` times its cost. Rules of each method (``P``: the circuits of the preceding phase, ``M`` of the main
-phase, ``Q`` of the quantize phase, :mod:`hlsnn.seed002.layout`; one circuit for e1-e4):
+do not change. A part on a share ``s`` of the images takes ``s`` times its cost. The rules of
+each method (``P``: the circuits of the preceding phase, ``M`` of the main phase, ``Q`` of the
+quantize phase, :mod:`hlsnn.seed002.layout`; one circuit for e1-e4, layer after layer):
 
-e1   pre ``t``, det, main ``t``                       one circuit, layer after layer
-e2   pre ``n t``, det, main ``t``
-e3   pre ``t + w`` (wide results out), det, quantize ``w`` (read back and converted)
-e4   pre ``n (t + w)``, det, quantize ``n w``, main ``(1 - n) t``
-e6   pipelined E2. Each circuit of ``M`` runs main ``t / |M|`` of layer L once DETERMINE of L
-e7   is done and its part of layer L-1 is, the sampled images first; ``P`` runs pre ``n t`` of
-     layer L+1 as soon as the sample's outputs of layer L are there (its input), then det: so
-     ``P`` keeps ahead of ``M`` while ``n t / c_P <= t / |M|`` and the overhead is about one
-     layer's preceding operation (the source's T1); a slow ``P`` (E7's 1/4) needs a small N.
-e8   pipelined E4. ``P`` (``|P|`` circuits) runs pre ``n (t + w) / |P|`` each (the wide results
-e9   go to ``Q``'s RAM), det after all of them; ``Q`` runs quantize ``n w`` (the saved results:
-     the sample's outputs, ``P``'s next input) and main ``(1 - n) t`` of layer L once DETERMINE
-     of L is done and its layer L-1 is.
+* e1: pre ``t``, det ``d``, main ``t``.
+* e2: pre ``n t``, det, main ``t``.
+* e3: pre ``t + w`` (the wide results out), det, quantize ``w`` (read back and converted).
+* e4: pre ``n (t + w)``, det, quantize ``n w``, main ``(1 - n) t``.
+* e6, e7 (pipelined E2): each circuit of ``M`` runs main ``t / |M|`` of layer L once DETERMINE
+  of L is done and its part of layer L-1 is, the sampled images first; ``P`` runs pre ``n t``
+  of layer L+1 as soon as the sample's outputs of layer L are there (its input), then det. So
+  ``P`` keeps ahead of ``M`` while ``n t_P + n t / |M| + d <= t / |M|`` (``t_P``: ``t`` on
+  ``P``), and the overhead is then one layer's preceding operation and DETERMINE (the
+  source's T1); a slow ``P`` (E7's quarter accelerator) needs a small N.
+* e8, e9 (pipelined E4): each of the ``|P|`` circuits of ``P`` runs pre ``n (t + w) / |P|``
+  (the wide results go to ``Q``'s RAM), det after all of them; ``Q`` runs quantize ``n w``
+  (the saved results: the sample's outputs, ``P``'s next input) and main ``(1 - n) t`` of
+  layer L once DETERMINE of L is done and its layer L-1 is.
 
 The measured timeline (``sim``, ``csim``) places the phases by the same rules with the
 modelled cycles of the kernel calls each circuit made (:attr:`CircuitGroup.records`: the
