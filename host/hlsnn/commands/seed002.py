@@ -28,7 +28,8 @@ def cmd_calibrate(args):
         panels.append((f"{m} modelled ({r.percent:g} %: {r.sampled} of {len(x)} images; {r.layout.describe()})",
                        r.timeline))
         if r.measured:
-            panels.append((f"{m} measured on {args.target} (kernel cycles of each circuit's calls)", r.measured))
+            panels.append((f"{m} measured on {args.target} (the cycles of each circuit's kernel calls; hatched: "
+                           f"the model's, for what the host runs)", r.measured))
     same = {m: [o for o in results if results[o].same_bits(results[m])] for m in results}
     if args.plot:
         plot_timelines(panels, args.plot)
