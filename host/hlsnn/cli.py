@@ -220,7 +220,7 @@ def build_parser():
     p.add_argument("config", help="a deployment config (fixed-point formats of one accel config)")
     p.add_argument("--method", required=True, help="one or more of e1,e2,e3,e4,e6,e7,e8,e9 (comma-separated)")
     p.add_argument("--percent", type=float, default=25.0, help="N: the sampled share of the images (default 25)")
-    p.add_argument("--assignment", help="the assignment (default the config's first)")
+    p.add_argument("--assignment", help="the assignment (default the config's first in fixed point)")
     p.add_argument("--target", default="emu", choices=["emu", "csim", "sim"], help="default emu")
     p.add_argument("--images", type=POSITIVE, help="calibration images (default the config's calibration.samples)")
     p.add_argument("--circuits", type=POSITIVE, default=4, help="e6, e8: circuits of the accelerator (default 4)")

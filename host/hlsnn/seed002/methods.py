@@ -82,6 +82,18 @@ def _accel_of(cfg, asg, net):
     return accels.pop()
 
 
+def _first_fixed(cfg, net):
+    """The first assignment of ``cfg`` that :func:`calibrate` can run (fixed point, one accel config)."""
+    for name, asg in cfg.assignments.items():
+        try:
+            _accel_of(cfg, asg, net)
+            return name
+        except InputError:
+            continue
+    raise InputError(f"{cfg.path}: no assignment puts every engine layer in a fixed-point format of one accel config "
+                     f"(types {', '.join(FIXED_TYPES)}); the methods update those layers' radix points")
+
+
 def calibration_images(config_path, n=None):
     """The first ``n`` (default the config's ``calibration.samples``) images of the deployment
     config's training split, in the model's input layout, as ``hlsnn deploy`` calibrates on."""
@@ -97,9 +109,10 @@ def calibration_images(config_path, n=None):
 
 def calibrate(config_path, x, *, method, percent=25.0, assignment=None, target="emu", cluster=None, circuits=4,
               low=layouts.LOW_CAPABILITY, **target_options) -> Result:
-    """Calibrate the deployment ``config_path`` (its ``assignment``, default the first) on the
-    images ``x`` by ``method`` (one of :data:`layout.METHODS`) with ``percent`` % of the images
-    sampled, on ``target`` (``emu``, ``csim``, ``sim``). ``cluster``: None (every board in this
+    """Calibrate the deployment ``config_path`` (its ``assignment``, default the first in fixed
+    point on one accel config) on the images ``x`` by ``method`` (one of
+    :data:`layout.METHODS`) with ``percent`` % of the images sampled, on ``target`` (``emu``,
+    ``csim``, ``sim``). ``cluster``: None (every board in this
     process) or a Dask scheduler address / ``distributed.Client`` (each board in a worker);
     ``circuits``, ``low``: :func:`hlsnn.seed002.layout.layout`."""
     from ..deploy.config import deployment_kwargs, load_deploy_config
@@ -112,11 +125,11 @@ def calibrate(config_path, x, *, method, percent=25.0, assignment=None, target="
     if isinstance(percent, bool) or not isinstance(percent, (int, float)) or not 0 < percent <= 100:
         raise InputError(f"percent = {percent!r}: a number in (0, 100], the sampled share of the images")
     cfg = load_deploy_config(config_path)
-    name = assignment or next(iter(cfg.assignments))
+    net = load_onnx(cfg.model, output=cfg.output)
+    name = assignment or _first_fixed(cfg, net)
     if name not in cfg.assignments:
         raise InputError(f"assignment {name!r} is not in {printable(cfg.path)}; it has {', '.join(cfg.assignments)}")
     asg = cfg.assignments[name]
-    net = load_onnx(cfg.model, output=cfg.output)
     accel = _accel_of(cfg, asg, net)
     # every point by DETERMINE alone: a format's radix lse / search (a least-squares refinement the
     # E1 path applies to all the wide results) is not part of the source's methods
