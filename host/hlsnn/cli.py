@@ -1,7 +1,7 @@
 """``hlsnn`` command line: accelerator kernels, bitstreams and whole networks.
 
 Commands: configs to kernels (render, csim, compare, info, sweep, build), whole networks
-(deploy, compile, run, perf, report) and weight plots (plot-quant).
+(deploy, compile, run, perf, report, calibrate) and weight plots (plot-quant).
 
 User mistakes (bad config, missing tool) end with one line ``hlsnn: error: …`` and exit
 status 2; a mismatch between a target and the emulator ends with exit status 1.
@@ -17,6 +17,7 @@ from .commands.builds import cmd_build, cmd_sweep
 from .commands.kernels import cmd_compare, cmd_csim, cmd_info, cmd_perf, cmd_plot_quant, cmd_render, cmd_run
 from .commands.models import cmd_deploy, cmd_report
 from .commands.network import cmd_compile
+from .commands.seed002 import cmd_calibrate
 
 
 def _int_at_least(lo):
@@ -212,6 +213,23 @@ def build_parser():
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar (it is off anyway when stderr is not a terminal)")
     p.set_defaults(func=cmd_deploy)
+
+    p = sub.add_parser("calibrate", help="calibrate one batch by source 002's methods e1-e4, e6-e9 on several "
+                                         "circuits and boards: radix points, outputs and timelines "
+                                         "(docs/seed002-methods.md)")
+    p.add_argument("config", help="a deployment config (fixed-point formats of one accel config)")
+    p.add_argument("--method", required=True, help="one or more of e1,e2,e3,e4,e6,e7,e8,e9 (comma-separated)")
+    p.add_argument("--percent", type=float, default=25.0, help="N: the sampled share of the images (default 25)")
+    p.add_argument("--assignment", help="the assignment (default the config's first in fixed point)")
+    p.add_argument("--target", default="emu", choices=["emu", "csim", "sim"], help="default emu")
+    p.add_argument("--images", type=POSITIVE, help="calibration images (default the config's calibration.samples)")
+    p.add_argument("--circuits", type=POSITIVE, default=4, help="e6, e8: circuits of the accelerator (default 4)")
+    p.add_argument("--low", type=float, default=0.25, help="e7, e9: the low-capability accelerator's share (0.25)")
+    p.add_argument("--cluster", metavar="ADDRESS", help="e7, e9: run each board in a worker of this Dask scheduler")
+    p.add_argument("--plot", metavar="PNG", help="draw the timelines into this png")
+    p.add_argument("--timeline", action="store_true", help="print the timelines")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_calibrate)
 
     p = sub.add_parser("info", help="validate a config and print it with resource estimates")
     p.add_argument("config")

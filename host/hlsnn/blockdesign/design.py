@@ -30,4 +30,7 @@ def bd_context(cfg) -> dict:
         "board_vendor_note": boardfiles.where_to_get(b.board_part) if b.board_part else "",
         # the network overlay (hlsnn.build.netflow): the compiled model's name, else empty
         "network": "",
+        # kernel instances beyond the first (instances_context), each with its own DMA
+        "more_instances": [],
     }
+

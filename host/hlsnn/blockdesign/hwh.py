@@ -44,6 +44,7 @@ AXIMM = "xilinx.com:interface:aximm:1.0"
 AXIS = "xilinx.com:interface:axis:1.0"
 IN_STREAM, OUT_STREAM, CONTROL = "in_r", "out_r", "s_axi_control"
 CONTROL_RANGE = 0x10000          # bd.tcl: -range 64K for both control windows
+INSTANCE_STRIDE = 0x20000        # from one kernel instance's control windows to the next one's
 
 # ---------------------------------------------------------------------------------------------
 # the kernel's register map
@@ -510,16 +511,30 @@ def _document(d, modules, what):
     return root
 
 
-def build_design(cfg, names="kernel"):
-    """The block design of ``cfg`` as an ``xml.etree`` root element (``EDKSYSTEM``)."""
+def build_design(cfg, names="kernel", instances=1):
+    """The block design of ``cfg`` as an ``xml.etree`` root element (``EDKSYSTEM``).
+
+    ``instances``: kernel instances, each with its own AXI DMA (:func:`instance_names`: ``dma``
+    and the config's name, then ``dma_1`` and ``<name>_1`` ...), their control windows
+    :data:`INSTANCE_STRIDE` apart, every DMA on the one memory SmartConnect."""
     d = _base(cfg)
+    return _connect(d, [_instance(d, cfg, names, i) for i in range(instances)])
+
+
+def instance_names(cfg, i):
+    """``(DMA, kernel)`` IP names of kernel instance ``i`` of a block design."""
+    return ("dma", cfg.name) if i == 0 else (f"dma_{i}", f"{cfg.name}_{i}")
+
+
+def _instance(d, cfg, names, i):
+    """Kernel instance ``i``: its DMA and kernel modules and their bases and master signals."""
     ctx, name, bd, zynq7, sb, aw = d.ctx, d.name, d.bd, d.zynq7, d.sb, d.aw
-    dma_base, kernel_base, req, freq_hz, hp_port = d.dma_base, d.kernel_base, d.req, d.freq_hz, d.hp_port
-    ap, sp, ps, clk, rstn, master, ddr = d.ap, d.sp, d.ps, d.clk, d.rstn, d.master, d.ddr
-    master_aclk, hp_aclk = d.master_aclk, d.hp_aclk
+    req, freq_hz, ap, sp = d.req, d.freq_hz, d.ap, d.sp
+    (dma_base, kernel_base), (dma_name, k_name) = (d.dma_base + i * INSTANCE_STRIDE,
+                                                   d.kernel_base + i * INSTANCE_STRIDE), instance_names(cfg, i)
 
     # --- AXI DMA, simple mode
-    dma = _Module("dma", DMA_VLNV, modtype="axi_dma", corerevision="21")
+    dma = _Module(dma_name, DMA_VLNV, modtype="axi_dma", corerevision="21")
     dma.documents.append("http://www.xilinx.com/cgi-bin/docs/ipdoc?c=axi_dma;v=v7_1;d=pg021_axi_dma.pdf")
     up = {"C_S_AXI_LITE_ADDR_WIDTH": 10, "C_S_AXI_LITE_DATA_WIDTH": 32, "C_DLYTMR_RESOLUTION": 125,
           "C_PRMRY_IS_ACLK_ASYNC": 0, "C_ENABLE_MULTI_CHANNEL": 0, "C_NUM_MM2S_CHANNELS": 1, "C_NUM_S2MM_CHANNELS": 1,
@@ -533,7 +548,7 @@ def build_design(cfg, names="kernel"):
           "C_INCREASE_THROUGHPUT": 0, "C_FAMILY": "zynq" if zynq7 else "zynquplus"}
     for k, v in up.items():
         dma.param(k, v)
-    dma.param("Component_Name", f"{bd}_dma_0")
+    dma.param("Component_Name", f"{bd}_dma_{i}")
     low = {"c_include_sg": 0, "c_enable_multi_channel": 0, "c_num_mm2s_channels": 1, "c_num_s2mm_channels": 1,
            "c_sg_length_width": ctx["dma_length_width"], "c_dlytmr_resolution": 125, "c_prmry_is_aclk_async": 0,
            "c_sg_include_stscntrl_strm": 0, "c_micro_dma": 0, "c_include_mm2s": 1, "c_m_axi_mm2s_data_width": sb,
@@ -589,10 +604,10 @@ def build_design(cfg, names="kernel"):
     # --- the kernel (Vitis HLS export, ap_ctrl_hs)
     regs = kernel_registers(cfg, names)
     ctrl_aw = max(1, (0x10 + 8 * len(kernel_arguments(cfg, names)) - 1).bit_length())
-    k = _Module(name, ctx["vlnv"], modtype=name)
+    k = _Module(k_name, ctx["vlnv"], modtype=name)
     k.addrblocks.append({"interface": CONTROL, "name": "Reg", "range_": CONTROL_RANGE, "registers": regs})
     for kk, v in (("C_S_AXI_CONTROL_ADDR_WIDTH", ctrl_aw), ("C_S_AXI_CONTROL_DATA_WIDTH", 32),
-                  ("Component_Name", f"{bd}_{name}_0"), ("clk_period", f"{1000.0 / req:g}"), ("machine", 64),
+                  ("Component_Name", f"{bd}_{name}_{i}"), ("clk_period", f"{1000.0 / req:g}"), ("machine", 64),
                   ("combinational", 0), ("latency", "undef"), ("II", "x"), ("EDK_IPTYPE", "PERIPHERAL"),
                   ("C_S_AXI_CONTROL_BASEADDR", _hex(kernel_base)),
                   ("C_S_AXI_CONTROL_HIGHADDR", _hex(kernel_base + CONTROL_RANGE - 1))):
@@ -606,44 +621,56 @@ def build_design(cfg, names="kernel"):
     k.busif(IN_STREAM, "SLAVE", AXIS, _axis(sb, strb=True), lambda lg: f"{IN_STREAM}_{lg}", sp(True), master=False)
     k.busif(OUT_STREAM, "MASTER", AXIS, _axis(sb, strb=True), lambda lg: f"{OUT_STREAM}_{lg}", sp(True), master=True)
 
-    # --- what apply_bd_automation adds: control interconnect, memory SmartConnect, reset
-    intc = _intc(d, 2)
-    smc = _smc(d, [(mm2s_sigs, mm2s_par, sb), (s2mm_sigs, s2mm_par, sb)])
+    return {"dma": dma, "k": k, "dma_base": dma_base, "kernel_base": kernel_base,
+            "masters": [(mm2s_sigs, mm2s_par, sb), (s2mm_sigs, s2mm_par, sb)]}
+
+
+def _connect(d, pairs):
+    """The design of the instances ``pairs`` (:func:`_instance`) with what apply_bd_automation
+    adds: control interconnect, memory SmartConnect, reset, and the nets."""
+    ps, clk, rstn, master, ddr, hp_port = d.ps, d.clk, d.rstn, d.master, d.ddr, d.hp_port
+    n = len(pairs)
+    intc = _intc(d, 2 * n)
+    smc = _smc(d, [m for p in pairs for m in p["masters"]])
     rst = _rst(d)
 
     # --- nets
-    _net(ps, clk, [(ps, master_aclk), (ps, hp_aclk), (dma, "s_axi_lite_aclk"), (dma, "m_axi_mm2s_aclk"),
-                   (dma, "m_axi_s2mm_aclk"), (k, "ap_clk"), (intc, "ACLK"), (intc, "S00_ACLK"), (intc, "M00_ACLK"),
-                   (intc, "M01_ACLK"), (smc, "aclk"), (rst, "slowest_sync_clk")])
+    clocked = [(ps, d.master_aclk), (ps, d.hp_aclk)] + [(p[m], c) for p in pairs for m, c in (
+        ("dma", "s_axi_lite_aclk"), ("dma", "m_axi_mm2s_aclk"), ("dma", "m_axi_s2mm_aclk"), ("k", "ap_clk"))]
+    clocked += [(intc, "ACLK"), (intc, "S00_ACLK")] + [(intc, f"M{j:02d}_ACLK") for j in range(2 * n)]
+    _net(ps, clk, clocked + [(smc, "aclk"), (rst, "slowest_sync_clk")])
     _net(ps, rstn, [(rst, "ext_reset_in")])
-    _net(rst, "peripheral_aresetn", [(dma, "axi_resetn"), (k, "ap_rst_n"), (intc, "S00_ARESETN"),
-                                     (intc, "M00_ARESETN"), (intc, "M01_ARESETN"), (smc, "aresetn")])
+    resets = [x for p in pairs for x in ((p["dma"], "axi_resetn"), (p["k"], "ap_rst_n"))]
+    resets += [(intc, "S00_ARESETN")] + [(intc, f"M{j:02d}_ARESETN") for j in range(2 * n)]
+    _net(rst, "peripheral_aresetn", resets + [(smc, "aresetn")])
     _net(rst, "interconnect_aresetn", [(intc, "ARESETN")])
     _link(ps, master, intc, "S00_AXI")
-    _link(intc, "M00_AXI", dma, "S_AXI_LITE")
-    _link(intc, "M01_AXI", k, CONTROL)
-    _link(dma, "M_AXI_MM2S", smc, "S00_AXI")
-    _link(dma, "M_AXI_S2MM", smc, "S01_AXI")
+    for i, p in enumerate(pairs):
+        _link(intc, f"M{2 * i:02d}_AXI", p["dma"], "S_AXI_LITE"), _link(intc, f"M{2 * i + 1:02d}_AXI", p["k"], CONTROL)
+    for i, p in enumerate(pairs):
+        _link(p["dma"], "M_AXI_MM2S", smc, f"S{2 * i:02d}_AXI")
+        _link(p["dma"], "M_AXI_S2MM", smc, f"S{2 * i + 1:02d}_AXI")
     _link(smc, "M00_AXI", ps, hp_port)
-    _link(dma, "M_AXIS_MM2S", k, IN_STREAM)
-    _link(k, OUT_STREAM, dma, "S_AXIS_S2MM")
+    for p in pairs:
+        _link(p["dma"], "M_AXIS_MM2S", p["k"], IN_STREAM), _link(p["k"], OUT_STREAM, p["dma"], "S_AXIS_S2MM")
 
     # --- address maps: the PS master sees the control windows; the DMA sees DDR through HPn
-    for inst, itf, base, basename in ((dma, "S_AXI_LITE", dma_base, "C_BASEADDR"),
-                                      (k, CONTROL, kernel_base, "C_S_AXI_CONTROL_BASEADDR")):
-        ps.memranges.append({"ADDRESSBLOCK": "Reg", "BASENAME": basename, "BASEVALUE": _hex(base),
-                             "HIGHNAME": basename.replace("BASEADDR", "HIGHADDR"),
-                             "HIGHVALUE": _hex(base + CONTROL_RANGE - 1), "INSTANCE": inst.instance, "IS_DATA": "TRUE",
-                             "IS_INSTRUCTION": "TRUE", "MASTERBUSINTERFACE": master, "MEMTYPE": "REGISTER",
-                             "SLAVEBUSINTERFACE": itf})
-    for mi in ("M_AXI_MM2S", "M_AXI_S2MM"):
+    for p in pairs:
+        for inst, itf, base, basename in ((p["dma"], "S_AXI_LITE", p["dma_base"], "C_BASEADDR"),
+                                          (p["k"], CONTROL, p["kernel_base"], "C_S_AXI_CONTROL_BASEADDR")):
+            ps.memranges.append({"ADDRESSBLOCK": "Reg", "BASENAME": basename, "BASEVALUE": _hex(base),
+                                 "HIGHNAME": basename.replace("BASEADDR", "HIGHADDR"),
+                                 "HIGHVALUE": _hex(base + CONTROL_RANGE - 1), "INSTANCE": inst.instance,
+                                 "IS_DATA": "TRUE", "IS_INSTRUCTION": "TRUE", "MASTERBUSINTERFACE": master,
+                                 "MEMTYPE": "REGISTER", "SLAVEBUSINTERFACE": itf})
+    for p, mi in ((p, mi) for p in pairs for mi in ("M_AXI_MM2S", "M_AXI_S2MM")):
         for block, lo, hi, memtype in ddr:
-            dma.memranges.append({"ADDRESSBLOCK": block, "BASENAME": "C_BASEADDR", "BASEVALUE": _hex(lo),
-                                  "HIGHNAME": "C_HIGHADDR", "HIGHVALUE": _hex(hi), "INSTANCE": "ps",
-                                  "IS_DATA": "TRUE", "IS_INSTRUCTION": "TRUE", "MASTERBUSINTERFACE": mi,
-                                  "MEMTYPE": memtype, "SLAVEBUSINTERFACE": hp_port})
-
-    return _document(d, (ps, dma, k, intc, smc, rst), "the block design of hls/tcl/bd.tcl.j2")
+            p["dma"].memranges.append({"ADDRESSBLOCK": block, "BASENAME": "C_BASEADDR", "BASEVALUE": _hex(lo),
+                                       "HIGHNAME": "C_HIGHADDR", "HIGHVALUE": _hex(hi), "INSTANCE": "ps",
+                                       "IS_DATA": "TRUE", "IS_INSTRUCTION": "TRUE", "MASTERBUSINTERFACE": mi,
+                                       "MEMTYPE": memtype, "SLAVEBUSINTERFACE": hp_port})
+    mods = [ps] + [x for p in pairs for x in (p["dma"], p["k"])] + [intc, smc, rst]
+    return _document(d, tuple(mods), "the block design of hls/tcl/bd.tcl.j2")
 
 
 def _vivado_version():
@@ -654,13 +681,13 @@ def _vivado_version():
         return "2023.2"
 
 
-def render_hwh(cfg, path, *, names="kernel"):
+def render_hwh(cfg, path, *, names="kernel", instances=1):
     """Write the ``.hwh`` of ``cfg``'s block design to ``path`` (atomically); return the path.
 
     ``names``: register names of the kernel's arguments, ``"kernel"`` (what Vitis HLS will
     call them: the C argument names of the kernel source) or ``"protocol"`` (the engine's
     ``REGS_IN``/``REGS_OUT``); the offsets are the same either way."""
-    root = build_design(cfg, names)
+    root = build_design(cfg, names, instances)
     ET.indent(root, space="  ")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -126,8 +126,10 @@ class _Exec:
             out, sat = updates.run(self, call, f_in, f_vec, bits, signed, calibrate)
         else:
             if redo:
-                self.preceding(call, f_vec, bits, signed)
-            out, _, sat, _ = call(False, self.shift_for(f_in, f_vec), None)
+                with updates.phase(self, "preceding"):
+                    self.preceding(call, f_vec, bits, signed)
+            with updates.phase(self, "main"):
+                out, _, sat, _ = call(False, self.shift_for(f_in, f_vec), None)
         self.stats.f_out, self.stats.sat_count = self.f_out, sat
         return out
 

@@ -62,6 +62,9 @@ measured weight sparsity and input density) and the fig. 15 timing model
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
 import numpy as np
 
 from ..errors import HlsnnError, InputError
@@ -71,6 +74,30 @@ UPDATES = ("e1", "e5")
 UPDATE_BY = ("layer", "op_type")
 #: the sample of E2/E4 when a deployment does not set one (SPECS T2.5: E5 assumes 20 %)
 DEFAULT_PERCENT = 20.0
+
+#: the layer and phase whose kernel calls run now (:func:`phase`): ``(layer name, phase)`` or None
+_PHASE = contextvars.ContextVar("hlsnn_update_phase", default=None)
+#: the phases of a radix update, as the kernels' calls and the timelines of
+#: :mod:`hlsnn.seed002` name them
+PHASES = ("preceding", "determine", "quantize", "main")
+
+
+@contextlib.contextmanager
+def phase(ex, name):
+    """The kernel calls in the block are layer ``ex``'s ``name`` (one of :data:`PHASES`): a
+    circuit group (:class:`hlsnn.seed002.circuits.CircuitGroup`) sends them to the circuits
+    its layout gives that phase and records their cycles; elsewhere nothing changes."""
+    token = _PHASE.set((ex.layer.name, name))
+    try:
+        yield
+    finally:
+        _PHASE.reset(token)
+
+
+def current_phase():
+    """``(layer name, phase)`` of the running kernel calls (:func:`phase`), or None."""
+    return _PHASE.get()
+
 
 def check(update, update_by, percent):
     """The update options, validated (:class:`InputError` naming the bad one)."""
@@ -123,13 +150,16 @@ def _same(layer, a, b):
 def run(ex, call, f_in, f_vec, bits, signed, calibrate):
     """One update of layer ``ex`` under E5 (module docstring): both methods until the choice
     is made, then the chosen one. Returns the main outputs (images first) and records the
-    modelled times in ``ex.stats.update`` when calibrating (or before any choice)."""
+    modelled times in ``ex.stats.update`` when calibrating (or before any choice). A
+    deployment with ``update_force`` (``"e2"`` or ``"e4"``, set by :mod:`hlsnn.seed002`) runs
+    that method only, on the same sample."""
     deploy = ex.deploy
     shape = ex.in_shape
     n_images = shape[0]
     sample = radix_update.sample_mask((n_images,), deploy.update_percent)
+    forced = getattr(deploy, "update_force", None)
     choice = None if calibrate else ex.update_choice
-    methods = [choice] if choice else (["e2", "e4"] if ex.WIDE_OUT else ["e2"])
+    methods = [forced] if forced else [choice] if choice else (["e2", "e4"] if ex.WIDE_OUT else ["e2"])
     if choice is None:
         in_hw = tuple(shape[-2:]) if ex.layer.kind == "conv" else None
         times = modelled_times(ex, n_images, in_hw, 100.0 * np.count_nonzero(sample) / n_images)
@@ -139,17 +169,22 @@ def run(ex, call, f_in, f_vec, bits, signed, calibrate):
     got = {}
     for m in methods:
         if m == "e2":
-            ex.preceding(call, f_vec, bits, signed, images=sample)
-            out, _, sat, _ = call(False, ex.shift_for(f_in, f_vec), None)
+            with phase(ex, "preceding"):
+                ex.preceding(call, f_vec, bits, signed, images=sample)
+            with phase(ex, "main"):
+                out, _, sat, _ = call(False, ex.shift_for(f_in, f_vec), None)
         else:
-            stored = ex.preceding(call, f_vec, bits, signed, images=sample, raw=True)
+            with phase(ex, "preceding"):
+                stored = ex.preceding(call, f_vec, bits, signed, images=sample, raw=True)
             shift = np.broadcast_to(np.asarray(ex.shift_for(f_in, f_vec), np.int64), (ex.n_out,))
-            conv_s, flags = _convert(stored, shift, ex.p["rounding"], bits, signed)
+            with phase(ex, "quantize"):
+                conv_s, flags = _convert(stored, shift, ex.p["rounding"], bits, signed)
             sat = int(np.count_nonzero(flags))
             if sample.all():
                 out = conv_s
             else:
-                rest, _, s_rest, _ = call(False, shift, None, images=~sample)
+                with phase(ex, "main"):
+                    rest, _, s_rest, _ = call(False, shift, None, images=~sample)
                 out = np.empty((n_images,) + rest.shape[1:], np.int64)
                 out[sample], out[~sample] = conv_s, rest
                 sat = (sat + s_rest) % (1 << 32)

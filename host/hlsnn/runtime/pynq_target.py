@@ -158,36 +158,46 @@ class PynqTarget:
     max_transfer_bytes : int, optional
         Cap one transfer below the DMA's length-register limit (e.g. to bound the contiguous
         buffers); operations larger than one transfer are tiled by the engine.
+    instance : int
+        Which kernel instance of the overlay to drive: 0 (``dma`` and the config's name) or, in
+        an overlay of several (``hlsnn.blockdesign.hwh.instance_names``), ``i`` for ``dma_i``
+        and ``<name>_i``.
+    shared : pynq.Overlay, optional
+        The overlay object another instance's target made (and downloaded): this target drives
+        its own instance of it and neither makes nor downloads one.
     """
 
     name = "pynq"
     kernel_cycles = kernel_cycles
 
-    def __init__(self, cfg, engine, *, overlay, device=None, timeout=10.0, download=True, max_transfer_bytes=None):
+    def __init__(self, cfg, engine, *, overlay, device=None, timeout=10.0, download=True, max_transfer_bytes=None,
+                 instance=0, shared=None):
         pynq = _pynq()
         self.cfg, self.engine, self.timeout = cfg, engine, seconds("timeout", timeout)
         bit, hwh, js, self.manifest = overlay_manifest(overlay, cfg)
         vlnv = f"hlsnn.org:hls:{cfg.name}:1.0"
         self._driver = _driver_class(vlnv)
         kw = {"device": device} if device is not None else {}
-        self.overlay = pynq.Overlay(str(bit), download=False, **kw)
-        if download:
+        self.overlay = shared if shared is not None else pynq.Overlay(str(bit), download=False, **kw)
+        if download and shared is None:
             fill_pl_clock_frequencies(self.overlay.clock_dict, self.overlay.parser)
             self.overlay.download()
         ips = self.overlay.ip_dict
-        if "dma" not in ips or cfg.name not in ips:
-            raise OverlayMismatch(f"overlay {bit.name} has IPs {sorted(ips)}; expected 'dma' and '{cfg.name}'")
-        for ip_name in ("dma", cfg.name):
+        # the IP names of the instance (hlsnn.blockdesign.hwh.instance_names)
+        dma_ip, k_ip = ("dma", cfg.name) if not instance else (f"dma_{instance}", f"{cfg.name}_{instance}")
+        if dma_ip not in ips or k_ip not in ips:
+            raise OverlayMismatch(f"overlay {bit.name} has IPs {sorted(ips)}; expected '{dma_ip}' and '{k_ip}'")
+        for ip_name in (dma_ip, k_ip):
             _check_address(ip_name, ips[ip_name])
-        self._check_dma(ips["dma"])
+        self._check_dma(ips[dma_ip])
         self._dma_limit = (1 << self.length_width) - 1          # what the length register can count
         user = _limit(max_transfer_bytes)
         #: bytes one transfer may carry: the DMA's length register, or less if asked; the
         #: engines tile larger operations to it (``engines.tiling``)
         self.max_transfer_bytes = self._dma_limit if user is None else min(user, self._dma_limit)
         try:                      # pynq's drivers read the IPs' .hwh parameters (the DMA's c_micro_dma ...)
-            self.dma = self.overlay.dma
-            self.kernel = getattr(self.overlay, cfg.name)
+            self.dma = getattr(self.overlay, dma_ip)
+            self.kernel = getattr(self.overlay, k_ip)
         except (ValueError, KeyError, TypeError) as exc:
             raise OverlayMismatch(f"overlay {bit.name}: pynq's drivers cannot read its IPs' parameters "
                                   f"({type(exc).__name__}: {' '.join(str(exc).split())[:120]}); is the .hwh damaged? "
@@ -210,7 +220,7 @@ class PynqTarget:
                                   "register offset, a JSON integer in [0x10, 0x10000) and a multiple of 4; rebuild "
                                   "the overlay (hlsnn build) or restore its <name>.json")
         self._offsets = {n: int(regs[n]) for n in names}
-        _check_register_map(js.name, self._offsets, names, ips[cfg.name])
+        _check_register_map(js.name, self._offsets, names, ips[k_ip])
         self._pynq = pynq
         self._in = self._out = None
         self._in_np = self._out_np = None          # plain ndarray views of the DMA buffers

@@ -28,17 +28,23 @@ from .pynq_target import PynqTarget
 _DEVICE_LOCK = threading.RLock()
 
 
-def prepare_sim_overlay(cfg, engine, out_dir=None) -> Path:
-    """Write ``<name>.hwh``, a placeholder ``<name>.bit`` and ``<name>.json`` for ``cfg``."""
+def prepare_sim_overlay(cfg, engine, out_dir=None, instances=1) -> Path:
+    """Write ``<name>.hwh``, a placeholder ``<name>.bit`` and ``<name>.json`` for ``cfg``; with
+    ``instances`` > 1 the block design holds that many kernel instances, each with its DMA
+    (under ``sim_overlay/<name>_x<instances>/`` by default)."""
     from ..blockdesign.hwh import render_hwh
-    d = Path(out_dir) if out_dir else build_dir(cfg) / "sim_overlay" / cfg.name
+    d = Path(out_dir) if out_dir else build_dir(cfg) / "sim_overlay" / (
+        cfg.name if instances == 1 else f"{cfg.name}_x{instances}")
     d.mkdir(parents=True, exist_ok=True)
-    render_hwh(cfg, d / f"{cfg.name}.hwh")
+    render_hwh(cfg, d / f"{cfg.name}.hwh", instances=instances)
+    if instances > 1:             # the Vivado block design the .hwh describes (hls/tcl/bd.tcl.j2)
+        from ..blockdesign.instances import instances_context
+        codegen.render_extra(cfg, "bd.tcl.j2", d / "bd.tcl", instances_context(cfg, instances))
     bit = d / f"{cfg.name}.bit"
     if not bit.exists():
         bit.write_bytes(b"hlsnn simulated overlay: no bitstream\n")
     manifest = {"name": cfg.name, "engine": cfg.engine, "config": cfg.as_dict(), "config_sha256": cfg.sha,
-                "config_hash32": cfg.hash32, "simulated": True,
+                "config_hash32": cfg.hash32, "simulated": True, "instances": int(instances),
                 "register_map": regmap.predicted_register_map(engine.protocol.REGS_IN, engine.protocol.REGS_OUT)}
     write_atomic(d / f"{cfg.name}.json", json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return d
@@ -64,16 +70,51 @@ def csim_kernel_model(cfg, engine, lib):
     return fn
 
 
+class SimBoard:
+    """One simulated PYNQ board whose overlay holds ``instances`` kernel instances of ``cfg``
+    (:func:`prepare_sim_overlay`), each served by its own copy of the kernel's C-simulation
+    library; ``SimTarget(cfg, engine, board=b, instance=i)`` drives instance ``i`` through its
+    own DMA. The first target made downloads the overlay; :meth:`close` after the targets'."""
+
+    def __init__(self, cfg, engine, instances, *, strict_cache=False, verbose=False):
+        from .sim import SimDevice, StreamKernelModel
+        from ..blockdesign.hwh import instance_names
+        self.cfg, self.instances = cfg, int(instances)
+        path = csim.compile_library(codegen.render(cfg), verbose=verbose)
+        self.libs = [csim.CsimLibrary(path, len(engine.protocol.REGS_IN), len(engine.protocol.REGS_OUT))
+                     for _ in range(self.instances)]
+        self.overlay = prepare_sim_overlay(cfg, engine, instances=self.instances)
+        self.sim = SimDevice(strict_cache=strict_cache)
+        for i, lib in enumerate(self.libs):          # every model before the download builds them
+            self.sim.add_model(instance_names(cfg, i)[1], StreamKernelModel(csim_kernel_model(cfg, engine, lib)))
+        self.shared = None                            # the pynq.Overlay, once a target made it
+
+    def close(self):
+        with _DEVICE_LOCK:
+            if self.sim.installed:
+                self.sim.uninstall()
+
+
 class SimTarget(PynqTarget):
-    """``target="sim"``: pass a config (a sim overlay is prepared) or an overlay folder."""
+    """``target="sim"``: pass a config (a sim overlay is prepared) or an overlay folder; or a
+    :class:`SimBoard` and the ``instance`` of it to drive."""
 
     name = "sim"
 
     def __init__(self, cfg, engine, *, overlay=None, strict_cache=False, timeout=10.0, verbose=False,
-                 max_transfer_bytes=None):
+                 max_transfer_bytes=None, board=None, instance=0):
         from .sim import SimDevice, StreamKernelModel
         from ..errors import seconds
         seconds("timeout", timeout)              # the caller's option, refused before the kernel's compile
+        self.board = board
+        if board is not None:
+            self.library_path, self.lib, self.sim = None, board.libs[instance], board.sim
+            with _DEVICE_LOCK:
+                with self._active():
+                    super().__init__(cfg, engine, overlay=board.overlay, device=self.sim, timeout=timeout,
+                                     max_transfer_bytes=max_transfer_bytes, instance=instance, shared=board.shared)
+                board.shared = board.shared or self.overlay
+            return
         if overlay:                              # as an overlay built from another config
             from .pynq_target import overlay_manifest
             overlay_manifest(overlay, cfg)
@@ -131,6 +172,9 @@ class SimTarget(PynqTarget):
         sim = getattr(self, "sim", None)
         if sim is None:
             return super().close()
+        if getattr(self, "board", None) is not None:       # the board's device: SimBoard.close
+            with _DEVICE_LOCK, self._active():
+                return super().close()
         with _DEVICE_LOCK:
             try:
                 with self._active():
@@ -146,4 +190,4 @@ def sim_target(cfg, engine, **kw):
     return SimTarget(cfg, engine, **kw)
 
 
-__all__ = ["SimTarget", "prepare_sim_overlay", "csim_kernel_model", "np"]
+__all__ = ["SimTarget", "SimBoard", "prepare_sim_overlay", "csim_kernel_model", "np"]
