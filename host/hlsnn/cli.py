@@ -100,6 +100,10 @@ def build_parser():
                    help="build each config as a task on the Dask scheduler at ADDRESS (SCHEME://HOST:PORT, "
                         "SCHEME tcp, tls, ws or wss: tcp://host:8786); the overlays come back here; needs "
                         "hlsnn[cluster] (docs/tutorials/cluster.md)")
+    p.add_argument("--instances", type=POSITIVE, default=1,
+                   help="kernel instances in the overlay, each with its own AXI DMA (default 1): overlays/<name>_x<N>/, "
+                        "driven as hlsnn.Accelerator(path, 'pynq', instance=i) (docs/radix-update-methods.md); the "
+                        "resources are N times the kernel's")
     p.add_argument("--dry-run", action="store_true", help="render, then print every command without running it")
     p.add_argument("--check", action="store_true",
                    help="only Vitis HLS csim_design + csynth_design (no export, no Vivado); print each loop's II and "

@@ -457,3 +457,41 @@ def test_check_tool_failure(env, monkeypatch):
 def test_check_and_dry_run_refused(env):
     rc, out, err = env.main("--check", "--dry-run")
     assert rc != 0 and "--check and --dry-run cannot be combined" in err
+
+
+# ------------------------------------------------------------------ several kernel instances (issue 77)
+def test_instances_build_their_own_overlay(env):
+    """``--instances 2``: one HLS IP, a block design with two kernels and two DMAs (instance 1 at
+    its own control window), the overlay under ``<name>_x2`` beside (never over) the config's."""
+    rc, out, err = env.main("--instances", "2", "--jobs", "1")
+    assert rc == EXIT["ok"], out + err
+    x2 = f"{NAME}_x2"
+    assert sorted(p.name for p in (env.out / x2).iterdir()) == [f"{x2}.bit", f"{x2}.hwh", f"{x2}.json"]
+    assert not (env.out / NAME).exists()
+    m = json.loads((env.out / x2 / f"{x2}.json").read_text())
+    assert m["instances"] == 2 and m["name"] == NAME
+    bd = (env.proj / "hls" / "bd.tcl").read_text()
+    assert f"set NAME {x2}\n" in bd
+    assert bd.count(f"create_bd_cell -type ip -vlnv hlsnn.org:hls:{NAME}:1.0 ") == 2 and "dma_1" in bd and f"{NAME}_1/in_r" in bd
+    hls_call, viv_call = env.tool_calls()
+    assert viv_call["argv"][6] == str(env.proj / "hls" / f"{NAME}_prj" / "solution1" / "impl" / "ip")
+
+
+def test_instances_refused_over_the_board_with_the_count_that_fits(env):
+    """N kernels take N times the resources: over the fit budget, the refusal names the
+    resource and the instance count that fits, and no tool runs."""
+    cfg = hlsnn.load_config(TINY)
+    res, board = cfg.estimates["resources"], cfg.board.resources
+    fit = min(int(board[k] * 0.9) // v for k, v in res.items() if v)   # the most within every budget
+    n = fit + 1
+    rc, out, err = env.main("--instances", str(n))
+    assert rc == 2 and env.tool_calls() == [] and not env.out.exists()
+    assert f"its kernel x {n} (--instances {n}) does not fit pynq-z2: " in err
+    assert f"--instances {fit} fits" in err
+
+
+def test_instances_refused_for_a_batch(env):
+    env.capsys.readouterr()
+    rc = hlsnn.cli.main(["build", str(TINY), str(TINY), "--out", str(env.out), "--instances", "2"])
+    err = env.capsys.readouterr().err
+    assert rc == 2 and "hlsnn build --instances 2: for one layer config" in err and env.tool_calls() == []

@@ -32,5 +32,7 @@ def bd_context(cfg) -> dict:
         "network": "",
         # kernel instances beyond the first (instances_context), each with its own DMA
         "more_instances": [],
+        # the Vivado project's and the overlay files' name where it is not the kernel's (several instances)
+        "overlay": "",
     }
 

@@ -30,7 +30,7 @@ from ..engines import ENGINES
 from ..errors import HlsnnError, printable
 from ..paths import build_dir
 from ..blockdesign import boardfiles
-from ..blockdesign.design import bd_context
+from ..blockdesign.instances import instances_context, overlay_name
 from . import reports, tools
 
 EXIT = {"ok": 0, "failed": 1, "tools_missing": 3}
@@ -147,7 +147,7 @@ def rerun_name(cfg) -> str:
 class Build:
     """One build of one config. ``run()`` returns an exit status (see :data:`EXIT`)."""
 
-    def __init__(self, cfg, *, out="overlays", jobs=None, dry_run=False, cases=4, progress=False):
+    def __init__(self, cfg, *, out="overlays", jobs=None, dry_run=False, cases=4, progress=False, instances=1):
         if Path(out).exists() and not Path(out).is_dir():     # found before anything runs, not after Vivado
             from ..errors import InputError
             raise InputError(f"--out {out}: is a file; overlays go into a folder (default overlays/)")
@@ -163,13 +163,18 @@ class Build:
         self.logs = self.root / "logs"
         self.hls_dir = self.root / "hls"
         self.vivado_dir = self.root / "vivado"
-        #: the overlay's (and its files') name; the command that reruns this build
-        self.overlay_name = cfg.name
-        self.rerun = f"hlsnn build {shlex.quote(rerun_name(cfg))}"
+        #: kernel instances in the block design, each with its own AXI DMA (``--instances``;
+        #: :mod:`hlsnn.blockdesign.instances`)
+        self.instances = instances
+        #: the overlay's (and its files') name: ``<config>_x<n>`` for several instances; the
+        #: HLS project's (``<project>_prj``, one IP however many instances); the rerun command
+        self.overlay_name = overlay_name(cfg, instances)
+        self.project = cfg.name
+        self.rerun = f"hlsnn build {shlex.quote(rerun_name(cfg))}" + (f" --instances {instances}" if instances > 1 else "")
         self.csim_reference = "the emulator"
         self.manifest = {"name": cfg.name, "engine": cfg.engine, "board": cfg.board.name, "part": cfg.board.part,
                          "config": cfg.as_dict(), "config_sha256": cfg.sha, "config_hash32": cfg.hash32,
-                         "hlsnn_version": __version__, "stages": {}}
+                         "hlsnn_version": __version__, "instances": instances, "stages": {}}
 
     # ---------------------------------------------------------------- stages
     def stage(self, name, fn):
@@ -183,7 +188,7 @@ class Build:
 
     def render(self):
         r = codegen.render(self.cfg, self.hls_dir)
-        codegen.render_extra(self.cfg, "bd.tcl.j2", self.hls_dir / "bd.tcl", bd_context(self.cfg))
+        codegen.render_extra(self.cfg, "bd.tcl.j2", self.hls_dir / "bd.tcl", instances_context(self.cfg, self.instances))
         self.rendered = r
         return r
 
@@ -202,7 +207,7 @@ class Build:
     def commands(self, hls, vivado):
         """The tool commands that finish the build, as (stage, argv, cwd)."""
         hls_argv = (hls.command("run_hls.tcl") if hls else ["vitis_hls", "-f", "run_hls.tcl"])
-        ip_repo = self.hls_dir / f"{self.overlay_name}_prj" / "solution1" / "impl" / "ip"
+        ip_repo = self.hls_dir / f"{self.project}_prj" / "solution1" / "impl" / "ip"
         stage_dir = self.vivado_dir / "out"
         viv = (vivado.command(self.hls_dir / "bd.tcl") if vivado else
                ["vivado", "-mode", "batch", "-notrace", "-source", str(self.hls_dir / "bd.tcl")])
@@ -378,12 +383,14 @@ class Build:
         _say(f"  overlay: {self.out / name}/{{{name}.bit, {name}.hwh, {name}.json}}")
 
 
-def main_build(cfg, *, out="overlays", jobs=None, dry_run=False, check=False, progress=False, builder=None) -> int:
+def main_build(cfg, *, out="overlays", jobs=None, dry_run=False, check=False, progress=False, builder=None,
+               instances=1) -> int:
     """``hlsnn build``: the exit status (:data:`EXIT`) of ``builder`` (default :class:`Build`;
     the network overlay's is :class:`hlsnn.build.netflow.NetBuild`) on ``cfg``."""
     from ..errors import CompileError, CsimError
     try:
-        b = (builder or Build)(cfg, out=out, jobs=jobs, dry_run=dry_run, progress=progress)
+        kw = {"instances": instances} if instances != 1 else {}
+        b = (builder or Build)(cfg, out=out, jobs=jobs, dry_run=dry_run, progress=progress, **kw)
         return b.check() if check else b.run()
     except (BuildFailed, CompileError, CsimError) as exc:
         print(f"hlsnn: build failed: {exc}", file=sys.stderr)

@@ -51,7 +51,7 @@ class NetBuild(Build):
         cfg = config_of(prog["accels"][net.accel], str(model))
         super().__init__(cfg, out=out, jobs=jobs, dry_run=dry_run, cases=cases, progress=progress)
         self.model, self.net, self.arrays, self.kernel_class = Path(model), net, arrays, cls
-        self.overlay_name = net_ip_name(cfg)
+        self.overlay_name = self.project = net_ip_name(cfg)
         self.rerun = f"hlsnn build {shlex.quote(str(model))}"
         self.csim_reference = "the network mode (the spec)"
         self.root = Path(os.path.abspath(build_dir(cfg))) / "network" / check_slug("compiled model name", net.name)

@@ -45,6 +45,10 @@ def cmd_build(args):
                           "--dry-run runs nothing)")
     from ..progress import enabled
     configs = list(args.config)
+    instances = getattr(args, "instances", 1)
+    if instances > 1 and (len(configs) > 1 or args.cluster or is_compiled_model(configs[0])):
+        raise InputError(f"hlsnn build --instances {instances}: for one layer config, built locally (a compiled "
+                          f"model's network overlay, a batch and --cluster build one instance each)")
     if len(configs) > 1 or args.cluster:        # a batch, or one build on a Dask cluster
         models = [c for c in configs if is_compiled_model(c)]
         if models and (args.cluster or len(configs) > 1):
@@ -92,9 +96,9 @@ def cmd_build(args):
                                   progress=enabled(quiet=args.quiet))
     cfg = load_for_build(args.config, args.board)
     from ..network.fit import check_config
-    check_config(cfg, allow_overfit=getattr(args, "allow_overfit", False))
+    check_config(cfg, allow_overfit=getattr(args, "allow_overfit", False), instances=instances)
     return main_build(cfg, out=args.out, jobs=args.jobs, dry_run=args.dry_run, check=args.check,
-                      progress=enabled(quiet=args.quiet))
+                      progress=enabled(quiet=args.quiet), instances=instances)
 
 
 def cmd_sweep(args):

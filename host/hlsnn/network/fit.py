@@ -112,13 +112,21 @@ def config_fix(cfg) -> str:
     return _board_fix(_boards_that_hold(on, cfg.board.name), "the config", "hlsnn build --board NAME")
 
 
-def check_config(cfg, *, allow_overfit=False) -> list:
-    """The resources of layer config ``cfg`` above the budget (``[]``: it fits); an
+def check_config(cfg, *, allow_overfit=False, instances=1) -> list:
+    """The resources of layer config ``cfg`` above the budget (``[]``: it fits), its kernel's
+    times ``instances`` (``hlsnn build --instances``: that many kernels in one overlay); an
     :class:`InputError` (:func:`refusal`) when there are any and not ``allow_overfit``."""
-    over = over_budget(cfg.estimates["resources"], cfg.board.resources)
+    res = {k: v * instances for k, v in cfg.estimates["resources"].items()}
+    over = over_budget(res, cfg.board.resources)
     if over and not allow_overfit:
         where = f" ({printable(cfg.path)})" if cfg.path else ""
-        raise InputError(refusal(f"config {cfg.name}{where}: its kernel", over, cfg.board.name, config_fix(cfg)))
+        if instances == 1:
+            raise InputError(refusal(f"config {cfg.name}{where}: its kernel", over, cfg.board.name, config_fix(cfg)))
+        most = max((n for n in range(1, instances) if not over_budget(
+            {k: v * n for k, v in cfg.estimates["resources"].items()}, cfg.board.resources)), default=0)
+        fix = f"--instances {most} fits" if most > 1 else ("one instance fits (leave out --instances)" if most
+                                                          else config_fix(cfg))
+        raise InputError(refusal(f"config {cfg.name}{where}: its kernel x {instances} (--instances {instances})", over, cfg.board.name, fix))
     return over
 
 
