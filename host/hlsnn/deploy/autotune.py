@@ -14,11 +14,17 @@ fewer steps: per-layer sparsity is the per-layer format that buys time. The cand
 base format (the config's ``fixed``/``sparse`` format on such a kernel, at sparsity 0) and the
 same format pruned in the kernel's shape at each of :data:`LEVELS`.
 
-**Accuracy** is measured on a validation split of the *training* data (:func:`split`: images
-neither used for calibration nor in the test split), each candidate calibrated on the
-calibration images and run on the fast integer path (:meth:`Deployment.run
+**Accuracy** is measured on a validation split of the *training* data (:func:`split`: by
+default every training image that does not calibrate; never the test split), each candidate
+calibrated on the calibration images and run on the fast integer path (:meth:`Deployment.run
 <hlsnn.deploy.runner.Deployment.run>`: the compiled integer program, bit-exact with the
-kernels); the test split is read only with ``test=True``, after the choice.
+kernels); the test split is read only with ``test=True``, after the choice. A candidate is
+*within the drop* when an upper bound of its drop is: the images the float model gets right
+and the candidate wrong (``lost``) and the reverse (``gained``) give the drop
+``(lost - gained) / n`` and its bound ``drop + Z * sqrt(lost + gained) / n`` (:data:`Z` standard
+errors of the paired difference, McNemar's: what one more draw of images could add). The
+network was trained on these images, so their drop flatters it; the bound keeps a choice
+that barely passes on them from passing by luck.
 **Cost** is ``hlsnn perf``'s model of the compiled candidate (:func:`hlsnn.network.latency.model`:
 the derived schedule of the board's sized kernel, host included): ``end_to_end_us``, or the
 energy estimate (board power x that time).
@@ -46,20 +52,22 @@ from ..errors import InputError, printable
 
 #: the kernel-shaped sparsities a layer may take besides 0
 LEVELS = (0.25, 0.5, 0.75, 0.875)
-#: validation images (at most; fewer when the training split has fewer beyond calibration)
-VAL_IMAGES = 300
+#: validation images (at most; 0: every training image beyond the calibration images)
+VAL_IMAGES = 0
+#: standard errors of the paired drop added to it before it is compared with ``max_drop``
+Z = 2.0
 OBJECTIVES = ("latency", "energy")
 
 
 def split(n_train, n_cal, n_val=VAL_IMAGES, seed=0):
     """Indices of the validation images in a training split of ``n_train``: ``n_val`` (at most
-    the images beyond the first ``n_cal``, which calibrate) drawn by a seeded permutation of
+    the images beyond the first ``n_cal``, which calibrate; 0: all of them) drawn by a seeded permutation of
     ``range(n_cal, n_train)``, sorted. The test split is never among them."""
     rest = np.arange(int(n_cal), int(n_train))
     if not len(rest):
         raise InputError(f"autotune: the training split has {n_train} images, all of them calibration images "
                          f"(calibration.samples {n_cal}); the validation split needs images beyond them")
-    k = min(int(n_val), len(rest))
+    k = min(int(n_val), len(rest)) if n_val else len(rest)
     return np.sort(np.random.default_rng(seed).permutation(rest)[:k])
 
 
@@ -130,7 +138,8 @@ class Search:
         vi = split(len(ds.x_train), self.n_cal, val_images)
         self.x_val, self.y_val = ds.x_train[vi], np.asarray(ds.y_train[vi])
         y_ref = float_reference(cfg.model, self.x_val, output=self.net.output)
-        self.float_val = float(np.mean(np.argmax(y_ref, 1) == self.y_val))
+        self.float_ok = np.argmax(y_ref, 1) == self.y_val
+        self.float_val = float(np.mean(self.float_ok))
         b = cfg.formats[self.base]
         for s in levels:                  # the base format pruned in the kernel's shape
             n = level_name(self.base, s)
@@ -172,13 +181,22 @@ class Search:
         dep.cal_labels = cal_labels(self.ds, self.n_cal, self.task)
         dep.calibrate(self.x_cal)
         xs, ys = (self.x_val, self.y_val) if x is None else (x, y)
-        acc = float(np.mean(np.argmax(dep.run(xs), 1) == ys))
+        ok = np.argmax(dep.run(xs), 1) == ys
         cost = self._cost(dep, asg, xs[:1])
-        r = dict(levels=lv, accuracy=acc, **cost)
+        r = dict(levels=lv, accuracy=float(np.mean(ok)), **cost)
         if x is None:
-            r["drop"] = 100.0 * (self.float_val - acc)
+            r.update(self.drops(ok))
             self.cache[lv] = r
         return r
+
+    def drops(self, ok):
+        """``{drop, bound}`` in accuracy points of the validation images' right answers ``ok``
+        against float's (module docstring)."""
+        lost = int(np.sum(self.float_ok & ~ok))
+        gained = int(np.sum(~self.float_ok & ok))
+        n = len(ok)
+        drop = 100.0 * (lost - gained) / n
+        return dict(drop=drop, bound=drop + Z * 100.0 * np.sqrt(lost + gained) / n, lost=lost, gained=gained)
 
     def _cost(self, dep, asg, x1):
         import tempfile
@@ -245,14 +263,14 @@ def search(s: Search, max_drop):
         lv = list(cur)
         lv[i] = j
         r = s.evaluate(lv)
-        ok = r["drop"] <= max_drop + 1e-9
+        ok = r["bound"] <= max_drop + 1e-9
         s.log(f"try {s.layers[i]} -> {100 * s.levels[j - 1]:g}%: {r['cost']:.1f}, validation drop {r['drop']:.2f} "
-              f"points: {'kept' if ok else 'rejected'}")
+              f"points (bound {r['bound']:.2f}): {'kept' if ok else 'rejected'}")
         if ok:
             cur = lv
         else:
             done.add(i)
-    within = [r for r in s.cache.values() if r["drop"] <= max_drop + 1e-9]
+    within = [r for r in s.cache.values() if r["bound"] <= max_drop + 1e-9]
     chosen = min(within, key=lambda r: (r["cost"], -r["accuracy"])) if within else base
     return chosen, scan
 
@@ -290,7 +308,7 @@ def baselines(s: Search):
             dep.task, dep.collect_stats = s.task, False
             dep.cal_labels = cal_labels(s.ds, s.n_cal, s.task)
             dep.calibrate(s.x_cal)
-            acc = float(np.mean(np.argmax(dep.run(s.x_val), 1) == s.y_val))
+            ok = np.argmax(dep.run(s.x_val), 1) == s.y_val
             saved = s.accs
             s.accs = accs
             try:
@@ -300,7 +318,7 @@ def baselines(s: Search):
         finally:
             for x in accs.values():
                 x.close()
-        out.append(dict(name=name, accuracy=acc, drop=100.0 * (s.float_val - acc), **cost))
+        out.append(dict(name=name, accuracy=float(np.mean(ok)), **s.drops(ok), **cost))
     return out
 
 
@@ -324,7 +342,7 @@ def run(config_path, *, board=None, max_drop=1.0, objective="latency", base=None
         uniform = [dict(name=level_name(s.base, s.levels[j - 1]), **s.cache[(j,) * nl]) for j in range(1, len(s.levels) + 1)]
         base_r = dict(name=s.base, **s.cache[(0,) * nl])
         fmt_of = lambda r: s.assignment(r["levels"]).layers      # noqa: E731
-        ok = [r for r in singles + uniform + [base_r] if r["drop"] <= max_drop + 1e-9]
+        ok = [r for r in singles + uniform + [base_r] if r["bound"] <= max_drop + 1e-9]
         fastest = min(ok, key=lambda r: r["cost"]) if ok else None
         res = dict(config=str(config_path), board=board or s.cfg.formats[s.base].accel, objective=objective,
                    max_drop=float(max_drop), base=s.base, levels=list(s.levels), layers=s.layers,
@@ -335,7 +353,7 @@ def run(config_path, *, board=None, max_drop=1.0, objective="latency", base=None
                    fastest_single=None if fastest is None else dict(name=fastest["name"], cost=fastest["cost"]),
                    evaluations=len(s.cache) + len(singles), seconds=round(s.elapsed(), 1))
         res["speedup"] = None if fastest is None else fastest["cost"] / chosen["cost"]
-        single_shipped = [r for r in singles + [base_r] if r["drop"] <= max_drop + 1e-9]
+        single_shipped = [r for r in singles + [base_r] if r["bound"] <= max_drop + 1e-9]
         res["speedup_vs_shipped"] = (min(r["cost"] for r in single_shipped) / chosen["cost"]
                                      if single_shipped else None)
         if test:
@@ -400,8 +418,8 @@ def write_assignment(config_path, name, base, layers, s):
         if fmt in (raw.get("formats") or {}):
             continue
         spec = s.cfg.formats[fmt]
-        d = {k: v for k, v in base_raw.items() if k not in ("type", "prune", "prune_shape")}
-        d.update(type="sparse", prune=spec.prune, prune_shape="kernel")
+        d = {"type": "sparse", "accel": base_raw["accel"], "prune": spec.prune, "prune_shape": "kernel"}
+        d.update({k: v for k, v in base_raw.items() if k not in d})
         d.setdefault("radix", fb_spec.radix)            # the base's resolved rule (sparse's default differs)
         if fb_spec.weight_scale == "auto" or "weight_scale" in base_raw:
             d.setdefault("weight_scale", base_raw.get("weight_scale", "auto"))
@@ -432,17 +450,18 @@ def format_result(res) -> str:
              f"(training split), float {100 * res['float_val']:.2f} %",
              f"  {res['evaluations']} evaluations in {res['seconds']:.0f} s",
              "", f"  Pareto front ({res['objective']}, {unit}; validation accuracy):",
-             f"  {'cost':>9}  {'accuracy':>8}  {'drop':>6}  layers pruned (sparsity)"]
+             f"  {'cost':>9}  {'accuracy':>8}  {'drop':>6}  {'bound':>6}  layers pruned (sparsity)"]
     for r in res["pareto"]:
         lay = ", ".join(f"{k} {_pct(v)}" for k, v in r["layers"].items()) or "(none: the base)"
-        lines.append(f"  {r['cost']:9.1f}  {100 * r['accuracy']:7.2f}%  {r['drop']:6.2f}  {lay}")
+        lines.append(f"  {r['cost']:9.1f}  {100 * r['accuracy']:7.2f}%  {r['drop']:6.2f}  {r['bound']:6.2f}  {lay}")
     lines += ["", "  single formats on the board (validation):"]
     for r in res["baselines"] + [res["base_result"]] + \
             [dict(u, name=f"{u['name']} (every layer)") for u in res["uniform"]]:
-        lines.append(f"  {r['name']:<24} {r['cost']:9.1f} {unit}  {100 * r['accuracy']:6.2f}%  drop {r['drop']:.2f}")
+        lines.append(f"  {r['name']:<24} {r['cost']:9.1f} {unit}  {100 * r['accuracy']:6.2f}%  drop {r['drop']:5.2f}  "
+                     f"bound {r['bound']:5.2f}")
     lay = ", ".join(f"{k} {_pct(v)}" for k, v in c["layers"].items()) or "(none)"
     lines += ["", f"  chosen ({c['name']}): {c['cost']:.1f} {unit}, validation {100 * c['accuracy']:.2f} % "
-                  f"(drop {c['drop']:.2f} points, max {res['max_drop']:g}); {lay}"]
+                  f"(drop {c['drop']:.2f} points, bound {c['bound']:.2f}, max {res['max_drop']:g}); {lay}"]
     if res.get("speedup_vs_shipped"):
         lines.append(f"  {res['speedup_vs_shipped']:.2f}x the fastest of the config's single-format assignments "
                      f"within the drop; {res['speedup']:.2f}x the fastest single format including the uniform "
