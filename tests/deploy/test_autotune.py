@@ -11,7 +11,8 @@ import pytest
 
 pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
-from hlsnn.deploy import autotune, kprune  # noqa: E402
+from hlsnn.deploy import kprune  # noqa: E402
+from hlsnn.evaluation import autotune  # noqa: E402
 from hlsnn.errors import HlsnnError  # noqa: E402
 
 from conftest import ROOT  # noqa: E402
@@ -182,7 +183,8 @@ def test_a_mixed_assignment_in_one_start_on_the_emulator_equals_the_layer_path(t
 @pytest.mark.slow
 @pytest.mark.csim
 def test_a_mixed_assignment_runs_in_one_kernel_start_bit_exact_on_csim_and_the_sim_board(tmp_path):
-    from netfixtures import check_kernel_run
+    """The layer-by-layer emulator's bits from the sized kernel's C-simulation in one start, its loop
+    counters the cycle model's iterations (:func:`check_sized`), and the simulated board's bits."""
     cfg = _cnn(tmp_path, "  mix: {default: fixed8_z2, layers: {conv1: k50, conv2: k75}}\n")
     cfg.write_text(cfg.read_text().replace("formats:\n", "formats:\n"
                    f"  k50: {{type: sparse, accel: {SIZED}, prune: 0.5, prune_shape: kernel, radix: lse}}\n"
@@ -191,8 +193,29 @@ def test_a_mixed_assignment_runs_in_one_kernel_start_bit_exact_on_csim_and_the_s
     from hlsnn.network.build import compile_model
     out = tmp_path / "mix.hlsnn"
     compile_model(cfg, "mix", out, check_samples=2, calibration_samples=64)
-    check_kernel_run(out, "fixed8", datasets.load("digits", layout="nchw").x_test[:3], board=True)
+    check_sized(out, datasets.load("digits", layout="nchw").x_test[:3])
 
+
+def check_sized(path, x):
+    """The compiled model ``path`` on the sized sparse kernel: csim in one start gives the
+    layer-by-layer emulator's bits, its loop counters (an op's instances summed) are
+    ``sparse_cluster``'s network perf model's iterations, and the simulated board gives the same bits
+    in one start."""
+    from hlsnn.engines.sparse_cluster.network import perf as sparseperf
+    with hlsnn.load(path, "emu", network=False) as ref:
+        want = ref(x)
+    with hlsnn.load(path, "csim", network=True) as net:
+        got = net(x)
+        assert net.network.engine == "sparse_cluster" and net.last_kernel_starts == 1
+        k = net._kernel
+        counted = {}
+        for m, (it, _) in k.counters.items():
+            counted[m.split(".")[0]] = counted.get(m.split(".")[0], 0) + it
+        assert counted == {m: len(x) * v for m, v in sparseperf.iterations(net.network, k.tables).items()}
+    np.testing.assert_array_equal(got, want)
+    with hlsnn.load(path, "sim", network=True) as sim:
+        np.testing.assert_array_equal(sim(x), got)
+        assert sim.last_kernel_starts == 1
 
 def test_the_table_and_the_plot(tuned, tmp_path):
     pytest.importorskip("matplotlib")

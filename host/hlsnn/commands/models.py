@@ -75,7 +75,7 @@ def cmd_report(args):
 
 def cmd_autotune(args):
     import sys
-    from ..deploy import autotune
+    from ..evaluation import autotune
     from ..progress import enabled
     levels = autotune.LEVELS
     if args.levels:

@@ -75,7 +75,7 @@ def base_format(cfg, board=None, name=None):
     """The base format: ``name`` or the config's only ``fixed``/``sparse`` (unpruned) format whose accel
     config is the board-sized ``sparse_cluster`` network kernel (``net_shape: board``) of ``board``."""
     from ..config import load_config
-    from .kprune import shape_of
+    from ..deploy.kprune import shape_of
     ok = []
     for f in cfg.formats.values():
         if f.type not in ("fixed", "sparse") or f.prune:
@@ -106,10 +106,10 @@ class Search:
 
     def __init__(self, config_path, *, board=None, base=None, objective="latency", levels=LEVELS,
                  val_images=VAL_IMAGES, log=None):
-        from . import datasets, task_formats, trained
-        from .config import deployment_kwargs, load_deploy_config
-        from .evaluate import _layout, float_reference, open_accelerators
-        from .onnx_import import load_onnx
+        from ..deploy import datasets, task_formats, trained
+        from ..deploy.config import deployment_kwargs, load_deploy_config
+        from ..deploy.evaluate import _layout, float_reference, open_accelerators
+        from ..deploy.onnx_import import load_onnx
         if objective not in OBJECTIVES:
             raise InputError(f"--objective {objective!r}: one of {', '.join(OBJECTIVES)} (every candidate runs on the "
                              "same sized kernel, whose LUTs do not depend on a layer's sparsity)")
@@ -150,7 +150,7 @@ class Search:
         self.cache = {}
 
     def _open(self, open_accelerators):
-        from .config import Assignment
+        from ..deploy.config import Assignment
         self.cfg.assignments["_autotune_base"] = Assignment("_autotune_base", self.base, {})
         return open_accelerators(self.cfg, "emu", ["_autotune_base"])
 
@@ -161,7 +161,7 @@ class Search:
     def assignment(self, lv, name="_autotune"):
         """The :class:`Assignment` of per-layer levels ``lv`` (a tuple, one index a layer: 0 the base,
         ``i`` the ``i``-th of :attr:`levels`)."""
-        from .config import Assignment
+        from ..deploy.config import Assignment
         fmts = [self.base] + [level_name(self.base, s) for s in self.levels]
         layers = {ln: fmts[i] for ln, i in zip(self.layers, lv) if i}
         return Assignment(name, self.base, layers)
@@ -172,8 +172,8 @@ class Search:
         lv = tuple(int(i) for i in lv)
         if x is None and lv in self.cache:
             return self.cache[lv]
-        from .runner import Deployment
-        from .shift_auto import cal_labels
+        from ..deploy.runner import Deployment
+        from ..deploy.shift_auto import cal_labels
         asg = self.assignment(lv)
         self.cfg.assignments[asg.name] = asg
         dep = Deployment(self.net, asg, self.cfg.formats, self.accs, **self.dep_kwargs)
@@ -202,7 +202,7 @@ class Search:
         import tempfile
         from pathlib import Path
         from ..network import artifact, latency
-        from .layers import program_of
+        from ..deploy.layers import program_of
         program, arrays = program_of(dep, self.net, self.cfg, asg.name, self.accs, x_cal=0)
         arrays["check/x"] = np.asarray(x1, np.float64)
         with tempfile.TemporaryDirectory(prefix="hlsnn-autotune-") as d:
@@ -290,10 +290,10 @@ def baselines(s: Search):
     the search's board, each evaluated as a candidate would be (validation accuracy, modelled
     cost): what the choice is compared with."""
     from ..config import load_config
-    from .config import Assignment
-    from .evaluate import open_accelerators
-    from .runner import Deployment
-    from .shift_auto import cal_labels
+    from ..deploy.config import Assignment
+    from ..deploy.evaluate import open_accelerators
+    from ..deploy.runner import Deployment
+    from ..deploy.shift_auto import cal_labels
     board = s.board or load_config(s.cfg.formats[s.base].accel, check_fit=False).board.name
     out = []
     for name, a in list(s.cfg.assignments.items()):
@@ -357,7 +357,7 @@ def run(config_path, *, board=None, max_drop=1.0, objective="latency", base=None
         res["speedup_vs_shipped"] = (min(r["cost"] for r in single_shipped) / chosen["cost"]
                                      if single_shipped else None)
         if test:
-            from .evaluate import float_reference
+            from ..deploy.evaluate import float_reference
             y_ref = float_reference(s.cfg.model, s.ds.x_test, output=s.net.output)
             yt = np.asarray(s.ds.y_test)
             res["test"] = dict(float=float(np.mean(np.argmax(y_ref, 1) == yt)),
@@ -399,7 +399,7 @@ def write_assignment(config_path, name, base, layers, s):
     config checks; on any error the file is left as it was. Returns the lines added."""
     from pathlib import Path
     from ..config import read_yaml
-    from .config import load_deploy_config
+    from ..deploy.config import load_deploy_config
     path = Path(config_path)
     text = path.read_text()
     raw = read_yaml(path)
@@ -457,7 +457,7 @@ def format_result(res) -> str:
     lines += ["", "  single formats on the board (validation):"]
     for r in res["baselines"] + [res["base_result"]] + \
             [dict(u, name=f"{u['name']} (every layer)") for u in res["uniform"]]:
-        lines.append(f"  {r['name']:<24} {r['cost']:9.1f} {unit}  {100 * r['accuracy']:6.2f}%  drop {r['drop']:5.2f}  "
+        lines.append(f"  {r['name']:<30} {r['cost']:9.1f} {unit}  {100 * r['accuracy']:6.2f}%  drop {r['drop']:5.2f}  "
                      f"bound {r['bound']:5.2f}")
     lay = ", ".join(f"{k} {_pct(v)}" for k, v in c["layers"].items()) or "(none)"
     lines += ["", f"  chosen ({c['name']}): {c['cost']:.1f} {unit}, validation {100 * c['accuracy']:.2f} % "
@@ -493,9 +493,9 @@ def plot(res, out):
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     pf = res["pareto"]
     ax.plot([r["cost"] for r in pf], [100 * r["accuracy"] for r in pf], "o-", color="C0", label="Pareto front (mixed)")
-    sing = res["baselines"] + [res["base_result"]]
+    sing = [r for r in res["baselines"] + [res["base_result"]] if r["starts"] == 1]     # one kernel start
     ax.scatter([r["cost"] for r in sing], [100 * r["accuracy"] for r in sing], marker="s", color="C1",
-               label="single formats (config)", zorder=3)
+               label="single formats (config, one start)", zorder=3)
     for r in sing:
         ax.annotate(r["name"], (r["cost"], 100 * r["accuracy"]), fontsize=7, xytext=(3, -9), textcoords="offset points")
     un = res["uniform"]
@@ -505,7 +505,11 @@ def plot(res, out):
     ax.scatter([c["cost"]], [100 * c["accuracy"]], marker="*", s=180, color="C3", label="chosen", zorder=4)
     ax.axhline(100 * res["float_val"] - res["max_drop"], color="grey", ls="--", lw=0.8,
                label=f"float - {res['max_drop']:g} point")
-    ax.set_xlabel(f"modelled end to end ({unit})" if unit == "us" else "modelled energy per image (uJ)")
+    lo = 100 * res["float_val"] - max(3.0, 3 * res["max_drop"])
+    ax.set_ylim(lo, 100.3)                   # points far below the drop are left out of the frame
+    ax.set_xscale("log")
+    ax.set_xlabel(f"modelled end to end ({unit}, log scale)" if unit == "us" else
+                  "modelled energy per image (uJ, log scale)")
     ax.set_ylabel("validation accuracy (%)")
     ax.set_title(f"hlsnn autotune: {res['config'].split('/')[-1]}", fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
