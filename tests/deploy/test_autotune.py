@@ -119,6 +119,7 @@ def test_search_stays_within_the_drop_and_is_no_slower_than_the_base(tuned):
     c = res["chosen"]
     assert c["drop"] <= c["bound"] <= 2.0 + 1e-9 and c["cost"] <= res["base_result"]["cost"]
     assert c["starts"] == 1                                   # one network kernel start
+    assert c["energy_uj"] == pytest.approx(1.65 * c["end_to_end_us"])    # --objective energy: the PYNQ-Z2's 1.65 W
     assert res["validation_images"] == 400 and res["base"] == "fixed8_z2"
     # the front: cost rises, accuracy rises; the chosen point is on it or dominated by none within the drop
     pf = res["pareto"]
@@ -225,3 +226,20 @@ def test_the_table_and_the_plot(tuned, tmp_path):
     assert len([ln for ln in text.splitlines() if ln.startswith("  ") and "%" in ln]) >= len(res["pareto"])
     out = autotune.plot(res, tmp_path / "front.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("args,says", [
+    (["--max-drop", "-1"], "--max-drop -1.0: accuracy points, 0..100"),
+    (["--levels", "0.5,x"], "--levels '0.5,x': sparsities between 0 and 1"),
+    (["--levels", "0.5,1.0"], "sparsities between 0 and 1 (exclusive)"),
+    (["--board", "kv260"], "no fixed format(s) on a board-sized sparse_cluster kernel (net_shape: board) of kv260"),
+    (["--base", "fixed8"], "--base 'fixed8': not a fixed or unpruned sparse format"),
+])
+def test_bad_arguments_are_one_line_errors(tmp_path, capsys, args, says):
+    from hlsnn.cli import main
+    cfg = _cnn(tmp_path)
+    before = cfg.read_text()
+    assert main(["autotune", str(cfg), "-q"] + args) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1
+    assert cfg.read_text() == before
