@@ -156,6 +156,12 @@ def test_the_written_assignment_keeps_the_comments_and_compiles_in_one_start(tun
         assert c.formats[f].prune_shape == "kernel" and c.formats[f].type == "sparse"
     with pytest.raises(HlsnnError, match="already has an assignment"):
         autotune.write_assignment(cfg, "tuned", "fixed8_z2", {}, None)
+    autotune.Search(cfg, board="pynq-z2", levels=(0.5, 0.75), val_images=20).close()   # a second search reads them
+    cfg2 = _cnn(tmp_path)                                # a format of a level's name that is not the level
+    cfg2.write_text(cfg2.read_text().replace("formats:\n", "formats:\n  fixed8_z2_k500: {type: sparse, accel: %s, "
+                                             "prune: 0.4, prune_shape: kernel, radix: lse}\n" % SIZED))
+    with pytest.raises(HlsnnError, match="'fixed8_z2_k500' exists and is not fixed8_z2 pruned to 0.5"):
+        autotune.Search(cfg2, board="pynq-z2", levels=(0.5, 0.75), val_images=20)
     from hlsnn.network.build import compile_model
     from hlsnn.network.latency import model
     out = tmp_path / "tuned.hlsnn"

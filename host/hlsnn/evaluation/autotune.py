@@ -143,7 +143,11 @@ class Search:
         b = cfg.formats[self.base]
         for s in levels:                  # the base format pruned in the kernel's shape
             n = level_name(self.base, s)
-            cfg.formats[n] = replace(b, name=n, type="sparse", prune=s, prune_shape="kernel")
+            f = replace(b, name=n, type="sparse", prune=s, prune_shape="kernel")
+            if n in cfg.formats and cfg.formats[n] != replace(f, auto=cfg.formats[n].auto):
+                raise InputError(f"{printable(cfg.path)}: format {n!r} exists and is not {self.base} pruned to {s:g} in "
+                                 "the kernel's shape, the name autotune gives that level: rename it")
+            cfg.formats[n] = f
         self.layers = [la.name for la in self.net.engine_layers()]
         self.dep_kwargs = deployment_kwargs(cfg)
         self.accs = self._open(open_accelerators)
