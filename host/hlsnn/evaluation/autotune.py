@@ -35,7 +35,9 @@ among the moves (a layer one level up, to the next level that saves time) it tri
 with the most time saved per point of validation accuracy its scan lost (ties: the most
 time), keeps it when the whole assignment is still within ``max_drop`` of float on the
 validation images, else marks that layer done. The uniform levels (every layer at one level)
-are evaluated too. Greedy, not evolutionary: the scan shows the costs add per layer (each
+are evaluated too. The choice is the cheapest evaluated mix within the drop, unless one of the
+config's single-format assignments on the board (another engine's kernel) is cheaper within it:
+the engine per model. Greedy, not evolutionary: the scan shows the costs add per layer (each
 layer's steps are its own, one kernel start), and the accuracy losses nearly so at the small
 drops wanted, so a descent on the measured ratios reaches the front in about one evaluation
 per move, a few dozen on ResNet-8, where an evolutionary search would need hundreds.
@@ -289,40 +291,48 @@ def pareto(results):
     return out
 
 
-def baselines(s: Search):
-    """The config's single-format assignments (``{default: F}``, no layers) whose formats run on
-    the search's board, each evaluated as a candidate would be (validation accuracy, modelled
-    cost): what the choice is compared with."""
-    from ..config import load_config
+def single(s: Search, name, x=None, y=None):
+    """The config's assignment ``name`` on its own accelerators, evaluated as a candidate is (on the
+    validation images, or on ``x``, ``y``): ``{name, accuracy, drop, bound, cost, ...}``."""
     from ..deploy.config import Assignment
     from ..deploy.evaluate import open_accelerators
     from ..deploy.runner import Deployment
     from ..deploy.shift_auto import cal_labels
+    a = s.cfg.assignments[name]
+    accs = open_accelerators(s.cfg, "emu", [name])
+    saved = s.accs
+    try:
+        dep = Deployment(s.net, Assignment(name, a.default, {}), s.cfg.formats, accs, **s.dep_kwargs)
+        dep.task, dep.collect_stats = s.task, False
+        dep.cal_labels = cal_labels(s.ds, s.n_cal, s.task)
+        dep.calibrate(s.x_cal)
+        xs, ys = (s.x_val, s.y_val) if x is None else (x, y)
+        ok = np.argmax(dep.run(xs), 1) == ys
+        s.accs = accs
+        cost = s._cost(dep, a, xs[:1])
+    finally:
+        s.accs = saved
+        for acc in accs.values():
+            acc.close()
+    r = dict(name=name, default=a.default, accuracy=float(np.mean(ok)), **cost)
+    if x is None:
+        r.update(s.drops(ok))
+    return r
+
+
+def baselines(s: Search):
+    """The config's single-format assignments (``{default: F}``, no layers) whose formats run on
+    the search's board, each evaluated as a candidate would be (validation accuracy, modelled
+    cost, :func:`single`): what the choice is compared with, and chosen over the mix when one
+    is faster within the drop (the engine per model)."""
+    from ..config import load_config
     board = s.board or load_config(s.cfg.formats[s.base].accel, check_fit=False).board.name
     out = []
     for name, a in list(s.cfg.assignments.items()):
         if a.layers or name.startswith("_autotune") or name == s.base:
             continue
-        f = s.cfg.formats[a.default]
-        if load_config(f.accel, check_fit=False).board.name != board:
-            continue
-        accs = open_accelerators(s.cfg, "emu", [name])
-        try:
-            dep = Deployment(s.net, Assignment(name, a.default, {}), s.cfg.formats, accs, **s.dep_kwargs)
-            dep.task, dep.collect_stats = s.task, False
-            dep.cal_labels = cal_labels(s.ds, s.n_cal, s.task)
-            dep.calibrate(s.x_cal)
-            ok = np.argmax(dep.run(s.x_val), 1) == s.y_val
-            saved = s.accs
-            s.accs = accs
-            try:
-                cost = s._cost(dep, a, s.x_val[:1])
-            finally:
-                s.accs = saved
-        finally:
-            for x in accs.values():
-                x.close()
-        out.append(dict(name=name, accuracy=float(np.mean(ok)), **s.drops(ok), **cost))
+        if load_config(s.cfg.formats[a.default].accel, check_fit=False).board.name == board:
+            out.append(single(s, name))
     return out
 
 
@@ -351,11 +361,16 @@ def run(config_path, *, board=None, max_drop=1.0, objective="latency", base=None
         res = dict(config=str(config_path), board=board or s.cfg.formats[s.base].accel, objective=objective,
                    max_drop=float(max_drop), base=s.base, levels=list(s.levels), layers=s.layers,
                    validation_images=int(len(s.x_val)), float_val=s.float_val,
-                   chosen=dict(name=name, layers=fmt_of(chosen), **_plain(chosen)),
+                   chosen=dict(name=name, default=s.base, layers=fmt_of(chosen), **_plain(chosen)),
                    pareto=[dict(layers=fmt_of(r), **_plain(r)) for r in pareto(s.cache.values())],
                    baselines=singles, uniform=[_plain(r) for r in uniform], base_result=_plain(base_r),
                    fastest_single=None if fastest is None else dict(name=fastest["name"], cost=fastest["cost"]),
                    evaluations=len(s.cache) + len(singles), seconds=round(s.elapsed(), 1))
+        other = [r for r in singles if r["bound"] <= max_drop + 1e-9 and r["cost"] < chosen["cost"]]
+        if other:                            # another engine's single format is faster: the engine per model
+            best = min(other, key=lambda r: r["cost"])
+            res["chosen"] = dict(best, name=name, layers={}, levels=None, single=best["name"])
+            chosen = res["chosen"]
         res["speedup"] = None if fastest is None else fastest["cost"] / chosen["cost"]
         single_shipped = [r for r in singles + [base_r] if r["bound"] <= max_drop + 1e-9]
         res["speedup_vs_shipped"] = (min(r["cost"] for r in single_shipped) / chosen["cost"]
@@ -364,10 +379,12 @@ def run(config_path, *, board=None, max_drop=1.0, objective="latency", base=None
             from ..deploy.evaluate import float_reference
             y_ref = float_reference(s.cfg.model, s.ds.x_test, output=s.net.output)
             yt = np.asarray(s.ds.y_test)
-            res["test"] = dict(float=float(np.mean(np.argmax(y_ref, 1) == yt)),
-                               chosen=s.evaluate(chosen["levels"], s.ds.x_test, yt)["accuracy"])
+            got = (single(s, chosen["single"], s.ds.x_test, yt) if chosen.get("single") else
+                   s.evaluate(chosen["levels"], s.ds.x_test, yt))
+            res["test"] = dict(float=float(np.mean(np.argmax(y_ref, 1) == yt)), chosen=got["accuracy"])
         if write:
-            res["written"] = write_assignment(config_path, name, s.base, res["chosen"]["layers"], s)
+            c = res["chosen"]
+            res["written"] = write_assignment(config_path, name, c["default"], c["layers"], s)
     finally:
         s.close()
     return res
@@ -430,7 +447,8 @@ def write_assignment(config_path, name, base, layers, s):
         body = ", ".join(f"{k}: {v}" for k, v in d.items())
         new_f.append(f"  {fmt}: {{{body}}}")
     lay = ", ".join(f"{k}: {v}" for k, v in layers.items())
-    new_a = [f"  # hlsnn autotune: {len(layers)} of {len(s.layers)} layers pruned in the kernel's shape",
+    new_a = [f"  # hlsnn autotune: {len(layers)} of {len(s.layers)} layers pruned in the kernel's shape" if base == s.base
+             else f"  # hlsnn autotune: every layer {base}, faster within the drop than any mix on {s.base}'s kernel",
              f"  {name}: {{default: {base}" + (f", layers: {{{lay}}}}}" if layers else "}")]
     out = list(lines)
     for idx, add in sorted([(fb[1], new_f), (ab[1], new_a)], reverse=True):
@@ -463,7 +481,9 @@ def format_result(res) -> str:
             [dict(u, name=f"{u['name']} (every layer)") for u in res["uniform"]]:
         lines.append(f"  {r['name']:<30} {r['cost']:9.1f} {unit}  {100 * r['accuracy']:6.2f}%  drop {r['drop']:5.2f}  "
                      f"bound {r['bound']:5.2f}")
-    lay = ", ".join(f"{k} {_pct(v)}" for k, v in c["layers"].items()) or "(none)"
+    lay = ", ".join(f"{k} {_pct(v)}" for k, v in c["layers"].items()) or (
+        f"every layer {c['default']} (another engine's single format is faster within the drop)"
+        if c.get("single") else "(none)")
     lines += ["", f"  chosen ({c['name']}): {c['cost']:.1f} {unit}, validation {100 * c['accuracy']:.2f} % "
                   f"(drop {c['drop']:.2f} points, bound {c['bound']:.2f}, max {res['max_drop']:g}); {lay}"]
     if res.get("speedup_vs_shipped"):
