@@ -33,7 +33,7 @@ README = ROOT / "README.md"
 DOCS = sorted((ROOT / "docs").glob("**/*.md"))
 BOARD = "# board only"
 # what makes a block slow: a compile (csim, sim, build), a whole model, a sweep or a benchmark
-SLOW = re.compile(r"csim|\bsim\b|\"sim\"|hlsnn (build|deploy|report|sweep|perf|run|compare)|build_bitstream|"
+SLOW = re.compile(r"csim|\bsim\b|\"sim\"|hlsnn (build|deploy|report|sweep|perf|run|compare|autotune)|build_bitstream|"
                   r"deploy\(|bench|train_|hls/|Accelerator\(.*\"(csim|sim|pynq)\"")
 
 

@@ -1,7 +1,7 @@
 """``hlsnn`` command line: accelerator kernels, bitstreams and whole networks.
 
 Commands: configs to kernels (render, csim, compare, info, sweep, build), whole networks
-(deploy, compile, run, perf, report, calibrate) and weight plots (plot-quant).
+(deploy, autotune, compile, run, perf, report, calibrate) and weight plots (plot-quant).
 
 User mistakes (bad config, missing tool) end with one line ``hlsnn: error: …`` and exit
 status 2; a mismatch between a target and the emulator ends with exit status 1.
@@ -15,7 +15,7 @@ from .version import __version__
 from .errors import HlsnnError, filesystem_message  # noqa: F401 (filesystem_message: re-exported)
 from .commands.builds import cmd_build, cmd_sweep
 from .commands.kernels import cmd_compare, cmd_csim, cmd_info, cmd_perf, cmd_plot_quant, cmd_render, cmd_run
-from .commands.models import cmd_deploy, cmd_report
+from .commands.models import cmd_autotune, cmd_deploy, cmd_report
 from .commands.network import cmd_compile
 from .commands.seed002 import cmd_calibrate
 
@@ -290,6 +290,27 @@ def build_parser():
     p.add_argument("--no-plot", action="store_true", help="print the table (or JSON) only")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("autotune", help="per-layer formats of a deployment config for the least modelled latency "
+                                        "within an accuracy drop, in one network kernel start (docs/tutorials/autotune.md)")
+    p.add_argument("config", help="deployment config (configs/models/*.yaml)")
+    p.add_argument("--board", help="the board whose sized sparse_cluster kernel runs it (default: the config's only one)")
+    p.add_argument("--max-drop", type=float, default=1.0, help="accuracy points below float allowed on the validation "
+                                                               "split (default 1.0)")
+    p.add_argument("--objective", default="latency", choices=("latency", "energy"),
+                   help="modelled end to end (us) or energy per image (uJ, board power x time)")
+    p.add_argument("--base", help="the fixed format on the sized kernel (default: the config's only one on the board)")
+    p.add_argument("--levels", help="the kernel-shaped sparsities a layer may take (default 0.25,0.5,0.75,0.875)")
+    p.add_argument("--val-images", type=NONNEG, default=0, help="validation images from the training split, "
+                                                                 "beyond the calibration images (default 0: all of them)")
+    p.add_argument("--name", default="autotune", help="the assignment's name in the config (default autotune)")
+    p.add_argument("--no-write", action="store_true", help="leave the config as it is")
+    p.add_argument("--test", action="store_true", help="after the choice, the chosen assignment's and float's "
+                                                       "accuracy on the test split (never used to choose)")
+    p.add_argument("--plot", metavar="FILE.png", help="the Pareto front as an image (needs hlsnn[plot])")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+    p.set_defaults(func=cmd_autotune)
 
     p = sub.add_parser("sweep",
                        help="vary config keys: validate, estimate resources, flag what does not fit, C-simulate "

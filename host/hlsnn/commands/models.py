@@ -71,3 +71,26 @@ def cmd_report(args):
     if rep["out"]:
         print(f"wrote {rep['out']}")
     return 0
+
+
+def cmd_autotune(args):
+    import sys
+    from ..evaluation import autotune
+    from ..progress import enabled
+    levels = autotune.LEVELS
+    if args.levels:
+        try:
+            levels = tuple(float(v) for v in args.levels.split(","))
+        except ValueError:
+            from ..errors import InputError
+            raise InputError(f"--levels {args.levels!r}: sparsities between 0 and 1, comma-separated (0.25,0.5,0.75)") \
+                from None
+    show = enabled(quiet=args.quiet)               # progress lines on stderr (the JSON goes to stdout)
+    res = autotune.run(args.config, board=args.board, max_drop=args.max_drop, objective=args.objective,
+                       base=args.base, levels=levels, val_images=args.val_images, name=args.name,
+                       write=not args.no_write, test=args.test,
+                       log=(lambda m: print(m, file=sys.stderr, flush=True)) if show else None)
+    print(json.dumps(res) if args.json else autotune.format_result(res), flush=True)
+    if args.plot:
+        autotune.plot(res, args.plot)
+    return 0

@@ -57,9 +57,15 @@ FORMAT_FIELDS = {
     "delta": Field("int", "two-hot: extra shift of the first term", default=0, lo=0, hi=7),
     "prune": Field("float", "sparse: fraction of each layer's weights set to zero (smallest magnitudes)",
                    default=0.0, lo=0.0, hi=0.99),
+    "prune_shape": Field("choice", "sparse: which weights prune sets to zero. weight: each layer's smallest "
+                         "magnitudes, wherever they are; kernel: whole columns (one input channel at one tap) per "
+                         "block of output lanes, the same count in every channel bank, the shape the board-sized "
+                         "network kernel (net_shape: board) skips, so its steps drop with the sparsity "
+                         "(hlsnn.deploy.kprune)", default="weight", choices=("weight", "kernel")),
     "weight_scale": Field("choice", "twohot, pot, fixed, sparse: one power-of-two weight scale per tensor, or one "
                           "per output channel; auto: per output channel in a layer where some channel's scale would "
-                          "be 3 bits or more finer than the tensor's (hlsnn.deploy.quant.weight_fracs), for fixed; "
+                          "be 3 bits or more finer than the tensor's (hlsnn.deploy.quant.weight_fracs), for fixed and for sparse "
+                          "with prune_shape: kernel; "
                           "tensor for the other types; a regression deployment's fixed and sparse formats: channel "
                           "(hlsnn.deploy.task_formats)", default="auto", choices=("auto", "tensor", "channel")),
     "weight_fit": Field("choice", "twohot, pot: codes chosen for the layer's output on the calibration images "
@@ -180,6 +186,7 @@ class FormatSpec:
     equalize: str = "none"
     auto: tuple = ()            # the fields the config left ``auto`` (hlsnn.deploy.task_formats resolves them by task)
     input_terms: int = 1        # fixed, sparse: 2, an output conv's host-quantized input in two terms (deploy.twoin)
+    prune_shape: str = "weight"  # sparse: the smallest magnitudes, or whole kernel columns (deploy.kprune)
 
     @property
     def engine(self):
@@ -258,7 +265,7 @@ def load_deploy_config(path) -> DeployConfig:
     fm_raw = data["formats"] if data["formats"] is not None else DEFAULT_FORMATS
     if not isinstance(fm_raw, dict) or not fm_raw:
         raise ConfigError(path, "formats", fm_raw, "must be a non-empty mapping of format names to "
-                          "{type, accel, delta, prune, weight_scale, weight_fit, weight_terms, bias_correction, "
+                          "{type, accel, delta, prune, prune_shape, weight_scale, weight_fit, weight_terms, bias_correction, "
                           "input_terms, radix, equalize}")
     formats = {}
     for name, spec in fm_raw.items():
@@ -277,10 +284,14 @@ def load_deploy_config(path) -> DeployConfig:
                               "terms; leave it out")
         if s["equalize"] == "auto":
             s["equalize"] = "none"          # a regression deployment's fixed/sparse: channels (task_formats)
-        if s["weight_scale"] == "auto" and s["type"] != "fixed":
+        if s["weight_scale"] == "auto" and s["type"] != "fixed" and not (s["type"] == "sparse"
+                                                                          and s["prune_shape"] == "kernel"):
             s["weight_scale"] = "tensor"
         if s["type"] != "sparse" and s["prune"]:
             raise ConfigError(path, f"formats.{name}.prune", s["prune"], "only format type 'sparse' prunes")
+        if s["type"] != "sparse" and s["prune_shape"] != "weight":
+            raise ConfigError(path, f"formats.{name}.prune_shape", s["prune_shape"],
+                              "only format type 'sparse' prunes; leave it out")
         if s["type"] == "bfp" and s["weight_scale"] != "tensor":
             raise ConfigError(path, f"formats.{name}.weight_scale", s["weight_scale"],
                               "a bfp format's weight exponents are set by its accel config (weight_exponent: row "
@@ -318,7 +329,7 @@ def load_deploy_config(path) -> DeployConfig:
                               f"config's engine is {cfg.engine}")
         formats[str(name)] = FormatSpec(str(name), s["type"], accel, s["delta"], s["prune"], s["weight_scale"],
                                      s["weight_fit"], s["bias_correction"], s["weight_terms"], s["radix"],
-                                     s["equalize"], auto, s["input_terms"])
+                                     s["equalize"], auto, s["input_terms"], s["prune_shape"])
     as_raw = data["assignments"]
     assignments = {}
     if as_raw is None:

@@ -22,7 +22,7 @@ from ..formats import bfp as bfpfmt
 from ..formats import fixed
 from ..primitives import msb_histogram
 from ..formats import shift as sfmt
-from . import blocks, catradix, groups, radix_lse, shift_fit, shift_netfit, twoin, twoterm
+from . import blocks, catradix, kprune, groups, radix_lse, shift_fit, shift_netfit, twoin, twoterm
 from . import update as updates
 from .quant import CHANNEL_FRAC_LIMIT, Act, host_radix, prune, to_fixed, weight_fracs
 
@@ -447,7 +447,8 @@ class SparseExec(_Exec):
     def __init__(self, layer, fmt, acc, deploy):
         super().__init__(layer, fmt, acc, deploy)
         p = self.p
-        w = prune(layer.w, fmt.prune)
+        w = (kprune.prune_kernel(layer, fmt.prune, p, deploy.net) if getattr(fmt, "prune_shape", "weight") == "kernel"
+             else prune(layer.w, fmt.prune))
         if layer.kind == "dense":
             w = w.reshape(w.shape[0], w.shape[1], 1, 1)
         # a net_bits 4 kernel (engines.sparse_cluster.lowbit): the finest radix whose codes fit -7..7

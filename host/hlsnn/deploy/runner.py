@@ -382,7 +382,9 @@ class Deployment:
         ``bias_correction: empirical`` (or ``auto`` resolving to it), layer by layer with the corrected biases
         (:mod:`hlsnn.deploy.biascorr`). A shift format's ``radix: auto`` / ``weight_fit: auto``
         calibrates once per candidate and keeps the one nearest the float model on ``x_cal``
-        (:mod:`hlsnn.deploy.shift_auto`, :attr:`shift_choice`). Returns the seconds it took."""
+        (:mod:`hlsnn.deploy.shift_auto`, :attr:`shift_choice`). A ``sparse`` format with
+        ``prune_shape: kernel`` prunes and refits its layers' float weights on ``x_cal`` first
+        (:mod:`hlsnn.deploy.kprune`). Returns the seconds it took."""
         t = time.perf_counter()
         from . import chain_equalize, equalize
         x_cal = self._input(x_cal)
@@ -400,6 +402,14 @@ class Deployment:
                 if self.execs[layer.name].layer is not layer:
                     fmt = self.formats[self.assignment.format_of(layer.name)]
                     self.execs[layer.name] = EXECS[fmt.type](layer, fmt, self._accelerators[fmt.accel], self)
+        from . import kprune
+        net, pruned = kprune.apply(self.net, x_cal, self.assignment, self.formats, self._accelerators)
+        if pruned:                           # prune_shape: kernel, pruned and refitted on x_cal (float weights)
+            self.net, self.kernel_pruned = net, pruned
+            for name in pruned:
+                layer = net.layer(name)
+                fmt = self.formats[self.assignment.format_of(name)]
+                self.execs[name] = EXECS[fmt.type](layer, fmt, self._accelerators[fmt.accel], self)
         if shift_auto.wanted(self):          # a shift format's radix, weight_fit: auto, by fidelity to float
             shift_auto.choose(self, x_cal, self._calibrate_once)
         else:
