@@ -1,0 +1,209 @@
+"""Attention's integer rules 16-19 (hlsnn.engines.network.attention): each rule against an
+independent reference (numpy moves, hlsnn's to_fixed of the float sum, exact rational arithmetic,
+numpy's float64 softmax within the rule's stated bound), a planted one-bit change in each rule
+caught by the exact references, and the encoder classifier (nn.TransformerEncoderLayer,
+tests/data/torch/beyond/encoder_clf_ts17.onnx) lowered to one network program whose emu bits are
+the layer path's (the compile-time self-check pairs), with the kernels' refusal by name."""
+import math
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hlsnn
+from hlsnn.deploy.quant import to_fixed
+from hlsnn.engines.network import attention as at
+from hlsnn.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[2]
+E_BITS, K_BITS = 16, 40           # the docstring's E and K, written here independently
+
+
+def _round_sat(num, den, bits, rounding):
+    """num / den (exact) rounded to an integer by ``rounding`` and saturated: the reference."""
+    v = Fraction(int(num), int(den))
+    fl = math.floor(v)
+    rest = v - fl
+    if rounding == "nearest_even":
+        t = fl + (rest > Fraction(1, 2) or (rest == Fraction(1, 2) and fl % 2 == 1))
+    else:                                       # nearest_away
+        t = fl + (rest > Fraction(1, 2) or (rest == Fraction(1, 2) and v > 0))
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    return min(max(t, lo), hi)
+
+
+# ---- rule 16: moves as index patterns ---------------------------------------------------------
+
+def test_gather_patterns_are_the_moves():
+    x = np.arange(8 * 48).reshape(8, 1, 48)
+    attrs = dict(fn="Reshape", in_shapes=[[8, 1, 48]], out_shape=[8, 1, 3, 16])
+    assert (at.move_index(attrs) == x.reshape(-1)).all()
+    t = dict(fn="Transpose", in_shapes=[[1, 8, 1, 3, 16]], out_shape=[3, 8, 1, 1, 16], perm=[3, 1, 2, 0, 4])
+    ref = np.arange(8 * 48).reshape(1, 8, 1, 3, 16).transpose(3, 1, 2, 0, 4).reshape(-1)
+    assert (at.move_index(t) == ref).all()
+    g = dict(fn="Gather", in_shapes=[[3, 8, 1, 16]], out_shape=[8, 1, 16], axis=0, indices=2)
+    assert (at.move_index(g) == np.arange(384).reshape(3, 8, 1, 16)[2].reshape(-1)).all()
+    q = np.random.default_rng(0).integers(-128, 128, (5, 384))
+    assert (at.gather(q, at.move_index(t)) == q.reshape(5, 1, 8, 1, 3, 16).transpose(0, 4, 2, 3, 1, 5).reshape(5, -1)
+            ).all()
+
+
+# ---- rule 17: a per-element constant -----------------------------------------------------------
+
+@pytest.mark.parametrize("rounding", ["nearest_away", "nearest_even"])
+def test_addc_is_to_fixed_of_the_float_sum(rounding):
+    r = np.random.default_rng(1)
+    for f_in, f_out in ((6, 6), (6, 4), (3, 7), (5, 5)):
+        q = r.integers(-128, 128, (64, 8, 16))
+        c = r.normal(0, 0.6, (8, 16)).astype(np.float32).astype(np.float64)
+        c[0, :4] = np.ldexp(np.arange(4) + 0.5, -f_out)          # ties of the output radix
+        p = at.addc_plan(c, f_in, f_out)
+        y = at.addc(q, p["cq"], f_in, p["g"], f_out, 8, rounding)
+        ref = to_fixed(np.ldexp(q.astype(np.float64), -f_in) + c, f_out, 8, True, rounding)
+        assert (y == ref).all()
+
+
+def test_addc_planted_bit_fails():
+    r = np.random.default_rng(2)
+    q, c = r.integers(-128, 128, (64, 16)), r.normal(0, 0.5, 16)
+    p = at.addc_plan(c, 6, 5)
+    ref = to_fixed(np.ldexp(q.astype(np.float64), -6) + c, 5, 8, True, "nearest_away")
+    bad = at.addc(q, p["cq"], 6, p["g"], 5, 8, "nearest_away") ^ 1          # the result's low bit
+    assert (bad != ref).any()
+    bad = at.addc(q, p["cq"] + (1 << (p["g"] - 5)), 6, p["g"], 5, 8, "nearest_away")  # the constant's bit at F_o
+    assert (bad != ref).any()
+
+
+# ---- rule 18: a MatMul of two activations -------------------------------------------------------
+
+def _actmm_ref(a, b, shift, bits, rounding):
+    acc = np.einsum("...tk,...ks->...ts", a.astype(object), b.astype(object))
+    return np.vectorize(lambda v: _round_sat(v, 1 << shift, bits, rounding) if shift >= 0 else
+                        _round_sat(v * (1 << -shift), 1, bits, rounding))(acc).astype(np.int64)
+
+
+@pytest.mark.parametrize("rounding", ["nearest_away", "nearest_even"])
+def test_actmm_exact_against_rationals(rounding):
+    r = np.random.default_rng(3)
+    a, b = r.integers(-128, 128, (4, 2, 8, 8)), r.integers(-128, 128, (4, 2, 8, 8))
+    for shift in (9, 7, 3):
+        assert (at.actmm(a, b, shift, 8, rounding) == _actmm_ref(a, b, shift, 8, rounding)).all()
+    # against numpy's float matmul of the values: within half a unit where nothing saturates
+    fa, fb, fo = 5, 6, 4
+    y = at.actmm(a >> 3, b >> 3, fa + fb - fo, 8, rounding)
+    v = np.ldexp((a >> 3).astype(np.float64), -fa) @ np.ldexp((b >> 3).astype(np.float64), -fb)
+    assert np.abs(np.ldexp(y.astype(np.float64), -fo) - v).max() <= 2.0 ** -(fo + 1)
+
+
+def test_actmm_planted_bit_fails(monkeypatch):
+    r = np.random.default_rng(4)
+    a, b = r.integers(-128, 128, (2, 8, 16)), r.integers(-128, 128, (2, 16, 8))
+    ref = _actmm_ref(a, b, 8, 8, "nearest_away")
+    real = at.actmm_acc
+    monkeypatch.setattr(at, "actmm_acc", lambda x, y: real(x, y) ^ (1 << 7))    # one bit of the sums
+    assert (at.actmm(a, b, 8, 8, "nearest_away") != ref).any()
+
+
+# ---- rule 19: softmax over the keys -------------------------------------------------------------
+
+def _softmax_ref(row, f, bits):
+    """The docstring's steps 1-5 on one row, in Python integers (the table by math.exp)."""
+    fp = bits - 1
+    m = max(row)
+    e = [int(round(math.ldexp(math.exp(-math.ldexp(m - v, -f)), E_BITS))) for v in row]
+    s = sum(e)
+    rr = (1 << K_BITS) // s
+    return [min((ei * rr + (1 << (K_BITS - fp - 1))) >> (K_BITS - fp), (1 << fp) - 1) for ei in e]
+
+
+@pytest.mark.parametrize("f,n", [(3, 8), (5, 16), (1, 8)])
+def test_softmax_exact_to_its_steps_and_near_float(f, n):
+    r = np.random.default_rng(5 + f)
+    q = r.integers(-128, 128, (200, n))
+    q[0] = 0                                           # a flat row
+    q[1] = -128
+    q[1, 0] = 127                                      # one key takes it all (saturates)
+    y = at.softmax(q, at.exp_table(f, 8), 8)
+    assert y.tolist() == [_softmax_ref(row.tolist(), f, 8) for row in q]
+    x = np.ldexp(q.astype(np.float64), -f)
+    ref = np.exp(x - x.max(axis=1, keepdims=True))
+    ref /= ref.sum(axis=1, keepdims=True)
+    assert np.abs(np.ldexp(y.astype(np.float64), -7) - ref).max() <= at.softmax_error_bound(n, 8)
+
+
+def test_softmax_planted_bit_fails(monkeypatch):
+    r = np.random.default_rng(6)
+    q = r.integers(-20, 20, (300, 8))
+    ref = [_softmax_ref(row.tolist(), 3, 8) for row in q]
+    real = at.exp_table
+
+    def planted(f, bits):
+        t = real(f, bits).copy()
+        t[1] ^= 1 << 8                                 # one bit of one entry (d = 1)
+        return t
+    monkeypatch.setattr(at, "exp_table", planted)
+    assert at.softmax(q, at.exp_table(3, 8), 8).tolist() != ref
+
+
+# ---- the encoder classifier in one program -------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def encoder(tmp_path_factory):
+    pytest.importorskip("onnx")
+    from hlsnn.network.build import compile_model
+    path = tmp_path_factory.mktemp("attn") / "enc.hlsnn"
+    compile_model(str(ROOT / "docs/beyond/attention.yaml"), "fixed8", str(path))
+    return path
+
+
+def test_encoder_lowers_to_one_program_with_the_layer_paths_bits(encoder):
+    from hlsnn.deploy import program as netmode
+    from hlsnn.network import artifact
+    prog, arrays = artifact.read(encoder)[:2]
+    net = netmode.lower(prog, arrays)
+    kinds = [op.kind for op in net.ops]
+    for k in ("addc", "gather", "actmm", "softmax", "lnorm", "lut"):
+        assert k in kinds
+    assert kinds.count("actmm") == 2 and kinds.count("softmax") == 1
+    q = netmode.run_ints(net, netmode.quantize_input(net, arrays["check/x"]))
+    got = netmode.dequantize(net, q).reshape(arrays["check/logits"].shape)
+    assert (got == arrays["check/logits"]).all()                     # the layer path's bits, at compile time
+    with hlsnn.load(encoder, "emu") as m:
+        assert m.network is not None
+        assert m.self_check() == len(arrays["check/x"])
+
+
+def _images(arrays, n=200):
+    """``n`` inputs near the stored ones (the digits' value range)."""
+    x = arrays["check/x"]
+    r = np.random.default_rng(7)
+    return x[r.integers(0, len(x), n)] + r.normal(0, float(x.std()), (n,) + x.shape[1:])
+
+
+def test_encoder_network_bits_on_more_images_and_planted_bit(encoder, monkeypatch):
+    """The network mode equals the layer path (``network=False``) on 200 images; a one-bit change
+    of rule 19's reciprocal (K one less) changes its logits."""
+    from hlsnn.deploy import program as netmode
+    from hlsnn.network import artifact
+    prog, arrays = artifact.read(encoder)[:2]
+    x = _images(arrays)
+    with hlsnn.load(encoder, "emu", network=False) as ref:
+        want = np.asarray(ref.logits(x))
+
+    def logits():
+        net = netmode.lower(prog, arrays)
+        return netmode.dequantize(net, netmode.run_ints(net, netmode.quantize_input(net, x))).reshape(want.shape)
+    assert (logits() == want).all()
+    real = at.softmax
+    monkeypatch.setattr(at, "softmax", lambda q, t, bits: real(q, t, bits) ^ 1)     # each probability's low bit
+    assert (logits() != want).any()
+
+
+def test_encoder_kernels_refuse_by_name(encoder):
+    from hlsnn.deploy import program as netmode
+    from hlsnn.engines.network.move import refuse_kernel
+    from hlsnn.network import artifact
+    prog, arrays = artifact.read(encoder)[:2]
+    with pytest.raises(InputError, match=r"op /emb/Add \(addc, attention's rule 17\).*no loop"):
+        refuse_kernel(netmode.lower(prog, arrays))
