@@ -200,10 +200,84 @@ def test_encoder_network_bits_on_more_images_and_planted_bit(encoder, monkeypatc
     assert (logits() != want).any()
 
 
-def test_encoder_kernels_refuse_by_name(encoder):
+def test_kernels_without_the_loops_refuse_by_name(encoder):
+    """An engine whose network kernel has no attention loops (all but the plain sparse_cluster
+    kernel) refuses the program by the op's name and rule."""
+    from types import SimpleNamespace
     from hlsnn.deploy import program as netmode
-    from hlsnn.engines.network.move import refuse_kernel
     from hlsnn.network import artifact
     prog, arrays = artifact.read(encoder)[:2]
+    net = netmode.lower(prog, arrays)
+    at.refuse_kernel(net)                                           # sparse_cluster has the loops
     with pytest.raises(InputError, match=r"op /emb/Add \(addc, attention's rule 17\).*no loop"):
-        refuse_kernel(netmode.lower(prog, arrays))
+        at.refuse_kernel(SimpleNamespace(engine="shift_mac", ops=net.ops))
+
+
+# ---- the sparse_cluster network kernel's loops (C-simulation) ------------------------------------
+
+@pytest.mark.csim
+@pytest.mark.strict_csim           # the loops are born under the strict rules
+def test_encoder_one_kernel_start_bit_exact_on_csim_and_sim(encoder):
+    """The strict C-simulation of the sparse network kernel and the simulated board give the
+    layer path's bits on 200 images in one start; the loop counters are the cycle model's
+    iterations; every bank's access sites within its ports."""
+    from hlsnn.engines.sparse_cluster.network import perf as sparseperf
+    from hlsnn.network import artifact
+    from conftest import checked_raw
+    prog, arrays = artifact.read(encoder)[:2]
+    x = _images(arrays, 60)
+    with hlsnn.load(encoder, "emu", network=False) as ref:
+        want = np.asarray(ref.logits(x))
+    with hlsnn.load(encoder, "csim", network=True) as net:
+        got = np.asarray(net.logits(x))
+        assert net.last_kernel_starts == 1
+        k = net._kernel
+        assert k.strict and checked_raw(k.strict_report) == {"act": 12}
+        assert all(b["sites"] <= b["ports"] for b in k.strict_report["banks"])
+        assert {m: it for m, (it, _) in k.counters.items()} == {
+            m: len(x) * v for m, v in sparseperf.iterations(net.network, k.tables).items()}
+    np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
+    with hlsnn.load(encoder, "sim") as net:
+        np.testing.assert_array_equal(np.asarray(net.logits(x[:8])).view(np.uint64), want[:8].view(np.uint64))
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+@pytest.mark.parametrize("plant", ["gather", "addc", "actmm", "softmax"])
+def test_encoder_planted_kernel_bit_fails_the_comparison(encoder, monkeypatch, plant):
+    """One planted one-bit change in each attention loop's data or C++ (a gather's source bank,
+    the position constant's bit at the output radix, the MatMul's requantization shift, the
+    Softmax's output radix) makes the C-simulation differ from the emulator."""
+    from hlsnn.engines.network import attnkernel
+    from hlsnn.network import artifact
+    prog, arrays = artifact.read(encoder)[:2]
+    x = _images(arrays, 20)
+    with hlsnn.load(encoder, "emu", network=False) as ref:
+        want = np.asarray(ref.logits(x))
+    real_tables, real_desc, real_widths = attnkernel.tables, attnkernel.descriptor, attnkernel.widths
+
+    def tables(net, place, pc):
+        t = real_tables(net, place, pc)
+        if plant == "gather":
+            t["gather"] = t["gather"] ^ np.uint64(1)                  # every element's source bank, low bit
+        if plant == "addc":
+            g = next(op.f for op in net.ops if op.kind == "addc")
+            t["addc"] = t["addc"] ^ (1 << (g["g"] - g["f_out"]))      # the constant's bit at F_o
+        return t
+
+    def descriptor(net, op, d, place, name, pc):
+        real_desc(net, op, d, place, name, pc)
+        if plant == "actmm" and op.kind == "actmm":
+            d["shift"] += 1
+
+    def widths(net, t, pc):
+        w = real_widths(net, t, pc)
+        if plant == "softmax":
+            w["smax_fp"] -= 1
+        return w
+    monkeypatch.setattr(attnkernel, "tables", tables)
+    monkeypatch.setattr(attnkernel, "descriptor", descriptor)
+    monkeypatch.setattr(attnkernel, "widths", widths)
+    with hlsnn.load(encoder, "csim", network=True, self_check=False) as net:
+        got = np.asarray(net.logits(x))
+    assert (got != want).any()
