@@ -155,7 +155,7 @@ def widths(net, t, pc):
     """The template fields of the attention loops (``has_attn`` False without an attention op)."""
     ops = [op for op in net.ops if op.kind in at.KINDS]
     if not ops:
-        return dict(has_attn=False)
+        return dict(has_attn=False, has_gather=False, has_addc=False, has_amm=False, has_smax=False)
     kinds = {op.kind for op in ops}
     a = net.input["bits"]
     ab = [op for op in ops if op.kind == "addc"]
