@@ -1,6 +1,6 @@
 """Attention's integer rules in the layer path (issue 79): where :func:`applies`, the host ops of
-a fixed8 attention network run :mod:`hlsnn.engines.network.attention`'s rules 17-19 and 15c (a
-position embedding, a ``MatMul`` of two activations, a ``Softmax`` over the keys, a
+a fixed8 attention network run :mod:`hlsnn.engines.network.attention`'s rules 16k, 17-19 and 15c
+(a class token's concat, a position embedding, a ``MatMul`` of two activations, a ``Softmax`` over the keys, a
 ``LayerNormalization`` ending in codes) on fixed-point codes, each output codes at its calibrated
 radix (DETERMINE on the op's values when calibrating: :attr:`Deployment.code_radix`, the compiled
 program's field ``codes``), so that the network mode, which runs the same rules as ops, gives the
@@ -85,6 +85,23 @@ def layer_run(dep, layer, ins, calibrate, env):
         from ..primitives import shift_round_sat
         y = shift_round_sat(np.rint(np.ldexp(exact, fs)).astype(np.int64), fs - fo, bits, dep.rounding)[0]
         return Act(np.ldexp(y.astype(np.float64), -fo), (fo, bits, True))
+    if op == "Add" and len(ins) == 2 and ins[1].fmt[1] == bits and \
+            np.shape(ins[0].values) == np.shape(ins[1].values):              # rule 4r: a residual sum as codes
+        from .quant import to_fixed
+        s = ins[0].values + ins[1].values                                     # exact: two codes' values
+        fo = _radix(dep, layer, s, bits, calibrate)
+        if max(f, ins[1].fmt[0]) > max(fo + 24, 0):
+            return None
+        return Act(np.ldexp(to_fixed(s, fo, bits, True, dep.rounding).astype(np.float64), -fo), (fo, bits, True))
+    if op == "SwCompute" and a.get("fn") == "Concat" and len(ins) == 1 and \
+            all(k == "c" or int(v) == 0 for k, v in a["operands"]):             # rule 16k: a class token
+        from types import SimpleNamespace
+        from . import samplewise
+        ops = [[k, np.ldexp(at.const_codes(v, f, bits, dep.rounding).astype(np.float64), -f)] if k == "c" else [k, v]
+               for k, v in a["operands"]]
+        y = samplewise.run(SimpleNamespace(op="SwCompute", attrs=dict(a, operands=ops), name=layer.name),
+                           [ins[0].values])
+        return Act(y, (f, bits, True))
     if op == "SwCompute" and a.get("fn") == "Softmax" and at.last_axis(a):
         y = at.softmax(ins[0].ints(), at.exp_table(f, bits), bits)
         return Act(np.ldexp(y.astype(np.float64), -(bits - 1)), (bits - 1, bits, True))

@@ -14,7 +14,11 @@ file, removed).
     applied to the element numbers (:func:`move_index`: an address pattern made when lowering),
     consecutive moves composed into one pattern, an identity pattern no op at all. The head split
     (``(T, 3E)`` to ``3 x (H, T, E/H)``) and merge are such moves. Exact: the layer path's
-    ``SwMove`` moves values only.
+    ``SwMove`` moves values only. 16k: a ``Concat`` of the tensor with constants (a ViT's class
+    token) is a gather whose pattern also takes constant codes: each constant written at the
+    tensor's radix ``F`` as :func:`hlsnn.deploy.quant.to_fixed` writes it (:func:`const_codes`:
+    ``rint`` at ``max(F + 24, 0)``, then ``shift_round_sat`` with the deployment's rounding), on
+    the layer path too; its error is that rounding, half a unit at ``F``.
 17. **addc**, a per-element constant (a position embedding ``x + P``, ``AddConst``): with ``G =
     max(F_o + 24, 0)`` (``>= F``, checked) and the constant written at radix ``G`` once (``C =
     rint(c * 2**G)``, float64, half to even; ``|C| < 2**50`` checked), ``y = shift_round_sat((q
@@ -44,6 +48,10 @@ file, removed).
     probability above ``1 - 2**-(Fp+1)``: within ``2**-Fp`` in all (tested against numpy's
     float softmax).
 
+A residual ``Add`` of two code tensors in such a network is rule 4's add op at once (rule 4r): the
+exact sum converted to codes at its calibrated radix (field ``codes``, DETERMINE on the sums), which
+every reader takes (a norm, the next residual ``Add``), as :func:`hlsnn.deploy.quant.to_fixed` of
+the float64 sum (exact while ``max(Fa, Fb) <= F_o + 24``, checked).
 LayerNormalization (rule 15, :mod:`.layernorm`) in such a network ends in codes too (rule 15c):
 step 5's conversion to a calibrated radix ``F_o`` (field ``codes``, DETERMINE on the normalized
 values) for every reader, so that a residual ``Add`` of it (the post-norm block's second one)
@@ -103,9 +111,46 @@ def move_index(attrs):
     return y.reshape(-1) if y.size == int(np.prod(s_out)) else None
 
 
-def gather(q, idx):
-    """Rule 16 on ``(B, n)`` codes: ``(B, len(idx))``."""
-    return np.asarray(q, np.int64).reshape(len(q), -1)[:, idx]
+def gather(q, idx, consts=()):
+    """Rule 16 on ``(B, n)`` codes: ``(B, len(idx))``; an index ``n + k`` takes constant code
+    ``consts[k]`` (rule 16k)."""
+    q = np.asarray(q, np.int64).reshape(len(q), -1)
+    if len(consts):
+        q = np.concatenate([q, np.broadcast_to(np.asarray(consts, np.int64), (len(q), len(consts)))], axis=1)
+    return q[:, idx]
+
+
+def const_codes(c, f, bits, rounding):
+    """Rule 16k's constant codes: ``c`` written at radix ``g = max(f + 24, 0)`` by ``rint``
+    (float64, half to even), then ``shift_round_sat`` to ``bits`` at ``f`` with ``rounding``: the
+    integers :func:`hlsnn.deploy.quant.to_fixed` gives (its reference's steps)."""
+    from ...primitives import shift_round_sat
+    g = max(int(f) + 24, 0)
+    w = np.rint(np.ldexp(np.asarray(c, np.float64), g)).astype(np.int64)
+    return shift_round_sat(w, g - int(f), bits, rounding)[0]
+
+
+def concat_index(attrs, f, bits, rounding):
+    """Rule 16k, a ``Concat`` of one tensor with constants (a class token) as a gather: ``(idx,
+    consts)`` per image (the constants as codes at the tensor's radix ``f``, :func:`const_codes`),
+    or None for another concat (two tensors)."""
+    s_in = tuple(int(d) for d in attrs["in_shapes"][0])
+    n = int(np.prod(s_in))
+    parts, consts = [], []
+    for kind, v in attrs["operands"]:
+        if kind == "x":
+            if int(v) != 0:
+                return None
+            parts.append(np.arange(n, dtype=np.int64).reshape(s_in))
+        else:
+            c = np.asarray(v, np.float64)
+            parts.append(n + len(consts) + np.arange(c.size, dtype=np.int64).reshape(c.shape))
+            consts += const_codes(c, f, bits, rounding).reshape(-1).tolist()
+    try:
+        y = np.concatenate(parts, axis=int(attrs["axis"]))
+    except ValueError:
+        return None
+    return y.reshape(-1), np.asarray(consts, np.int64)
 
 
 def const_image(c, shape):
@@ -198,13 +243,31 @@ def lower_host(j, program, w, steps, why, op_cls):
         return False
     f = sts[0][1]
     bits = steps.bits
+    if op == "Add" and "codes" in j and len(ins) == 2:                   # rule 4r: a residual sum as codes
+        from .program import _chw
+        if _chw(shapes[ins[0]]) != _chw(shapes[ins[1]]):
+            return False
+        fo = int(j["codes"]["f_out"])
+        base = steps.materialize_add(dict(j, f_x=fo), dict(ins=ins, fa=sts[0][1], fb=sts[1][1], relu=False, p=None,
+                                                            name=j["name"]), w)
+        w.aliases[j["output"]] = base
+        state[j["output"]], shapes[j["output"]] = ("q", fo), shapes[base]
+        return True
+    if op == "SwCompute" and a.get("fn") == "Concat" and len(ins) == 1:     # rule 16k: a class token
+        got = concat_index(a, f, bits, steps.rounding)
+        if got is None:
+            return False
+        idx, consts = got
+        w.ops.append(op_cls("gather", j["name"], [ins[0]], j["output"], dict(n=len(idx), idx=idx, consts=consts)))
+        w.state[j["output"]], w.shapes[j["output"]] = ("q", f), _per_image(a["out_shape"])
+        return True
     if op == "SwMove":
         idx = move_index(a)
         if idx is None:
             return False
         src = ins[0]
         prev = w.__dict__.setdefault("gathers", {}).get(w.aliases.get(src, src))
-        if prev is not None:
+        if prev is not None and not len(prev[2]):
             base, idx = prev[0], prev[1][idx]
             _drop_unread(program, w, w.aliases.get(src, src))
         else:
@@ -214,7 +277,7 @@ def lower_host(j, program, w, steps, why, op_cls):
             w.aliases[j["output"]] = base                                  # an identity pattern: no op
             return True
         w.ops.append(op_cls("gather", j["name"], [base], j["output"], dict(n=len(idx), idx=idx)))
-        w.gathers[j["output"]] = (base, idx)
+        w.gathers[j["output"]] = (base, idx, ())
         return True
     if op == "MapToRows" and len(a.get("lead", ())) > 1 and all(d == 1 for d in a["lead"][1:]):
         return False if _rows_back(j, w, why, op_cls) is None else True
@@ -321,7 +384,7 @@ def run(op, get, b, bits):
     f = op.f
     x = np.asarray(get(op.ins[0]), np.int64).reshape(b, -1)
     if op.kind == "gather":
-        return gather(x, f["idx"])
+        return gather(x, f["idx"], f.get("consts", ()))
     if op.kind == "addc":
         return addc(x, f["cq"][None, :], f["f_in"], f["g"], f["f_out"], bits, f["rounding"])
     if op.kind == "actmm":
@@ -341,6 +404,8 @@ def check_op(op, ints, bad):
         ints(op, f, ("n",), 1, 1 << 24)
         if np.shape(f["idx"]) != (f["n"],) or np.asarray(f["idx"]).min(initial=0) < 0:
             raise bad(op, f"an index pattern of shape {np.shape(f['idx'])}: {f['n']} non-negative indices")
+        if len(f.get("consts", ())) and np.abs(f["consts"]).max() > 1 << 15:
+            raise bad(op, "constant codes beyond 16 bits")
     elif op.kind == "addc":
         ints(op, f, ("n",), 1, 1 << 24)
         ints(op, f, ("g",), 0, 64)

@@ -8,7 +8,8 @@ every tensor is: channel ``c`` in bank ``c % Q`` at word ``(c // Q) H W + y W + 
 * **Gather** (rule 16) moves one element a cycle: its ROM word ``kGather`` holds the source's
   bank and word and the destination's (the index pattern laid onto the two tensors' banks), every
   bank reads the source word and the source bank's value is written to the destination bank
-  (``n`` iterations, ``NetGather``);
+  (``n`` iterations, ``NetGather``); a constant code (rule 16k, a class token) has the source bank
+  ``0xFF`` and the code in the word field;
 * **AddConst** (rule 17) runs ``Q`` channels a cycle as the table loop does, the constant a ROM
   per bank (``kAddc``, at radix ``G``): ``ceil(C/Q) H W`` iterations (``NetAddc``);
 * **Softmax** (rule 19) over rows of ``n`` consecutive words of a bank (the last axis ``W`` of a
@@ -83,10 +84,12 @@ def tables(net, place, pc):
             sb, sa = _at(net.shapes[name(op.ins[0])], pc)
             db, da = _at(net.shapes[op.out], pc)
             idx = np.asarray(op.f["idx"], np.int64)
-            if max(int(sa.max(initial=0)), int(da.max(initial=0))) >= 1 << 24:
-                raise InputError(f"network kernel: {op.name}: a tensor beyond 2**24 words a bank")
+            if max(int(sa.max(initial=0)), int(da.max(initial=0))) >= 1 << 24 or pc >= 0xFF:
+                raise InputError(f"network kernel: {op.name}: a tensor beyond 2**24 words a bank, or 255 banks")
             op.f["rom"] = len(g)
-            g += [int(sb[i]) | int(sa[i]) << 8 | int(db[k]) << 32 | int(da[k]) << 40 for k, i in enumerate(idx)]
+            cs = np.asarray(op.f.get("consts", ()), np.int64)        # rule 16k: bank 0xFF, the code in the word
+            g += [(int(sb[i]) | int(sa[i]) << 8 if i < len(sb) else 0xFF | (int(cs[i - len(sb)]) & 0xFFFFFF) << 8)
+                  | int(db[k]) << 32 | int(da[k]) << 40 for k, i in enumerate(idx)]
         elif op.kind == "addc":
             c, h, w = _chw(net.shapes[op.out])
             nb = -(-c // pc)
