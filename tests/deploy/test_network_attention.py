@@ -2,8 +2,10 @@
 independent reference (numpy moves, hlsnn's to_fixed of the float sum, exact rational arithmetic,
 numpy's float64 softmax within the rule's stated bound), a planted one-bit change in each rule
 caught by the exact references, and the encoder classifier (nn.TransformerEncoderLayer,
-tests/data/torch/beyond/encoder_clf_ts17.onnx) lowered to one network program whose emu bits are
-the layer path's (the compile-time self-check pairs), with the kernels' refusal by name."""
+tests/data/torch/beyond/encoder_clf_*.onnx) and the tiny ViT (tests/data/torch/vit), both exporters,
+lowered to one network program whose bits are the layer path's on emu, on the sparse_cluster network
+kernel's strict C-simulation and on the simulated board, a planted bit in each kernel loop, and the
+refusal by name where a kernel has no loop."""
 import math
 from fractions import Fraction
 from pathlib import Path
@@ -148,28 +150,51 @@ def test_softmax_planted_bit_fails(monkeypatch):
 
 # ---- the encoder classifier in one program -------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def encoder(tmp_path_factory):
+MODELS = {"encoder_clf_ts17": ("attention.yaml", None), "encoder_clf_dynamo": ("attention.yaml", "encoder_clf_dynamo"),
+          "vit_ts17": ("vit.yaml", None), "vit_dynamo": ("vit.yaml", "g_vit_dynamo")}
+
+
+def _compile(tmp_path_factory, name):
+    """A model of :data:`MODELS` compiled fixed8 (the docs' YAML, its other export swapped in)."""
     pytest.importorskip("onnx")
     from hlsnn.network.build import compile_model
-    path = tmp_path_factory.mktemp("attn") / "enc.hlsnn"
-    compile_model(str(ROOT / "docs/beyond/attention.yaml"), "fixed8", str(path))
-    return path
+    yaml_name, other = MODELS[name]
+    src = ROOT / "docs" / "beyond" / yaml_name
+    d = tmp_path_factory.mktemp(name)
+    text = src.read_text().replace("../../tests", str(ROOT / "tests"))
+    if other:
+        text = text.replace("encoder_clf_ts17", other).replace("g_vit_ts17", other)
+    (d / yaml_name).write_text(text)
+    compile_model(str(d / yaml_name), "fixed8", str(d / "m.hlsnn"))
+    return d / "m.hlsnn"
 
 
-def test_encoder_lowers_to_one_program_with_the_layer_paths_bits(encoder):
+@pytest.fixture(scope="module")
+def encoder(tmp_path_factory):
+    return _compile(tmp_path_factory, "encoder_clf_ts17")
+
+
+@pytest.fixture(scope="module", params=list(MODELS))
+def model(request, tmp_path_factory):
+    return _compile(tmp_path_factory, request.param)
+
+
+def test_attention_models_lower_to_one_program_with_the_layer_paths_bits(model):
+    """The encoder classifier and the tiny ViT, both exporters: one network program (no host op)
+    whose numpy run gives the compile-time layer path's bits, and the network path on emu."""
     from hlsnn.deploy import program as netmode
     from hlsnn.network import artifact
-    prog, arrays = artifact.read(encoder)[:2]
+    prog, arrays = artifact.read(model)[:2]
     net = netmode.lower(prog, arrays)
     kinds = [op.kind for op in net.ops]
     for k in ("addc", "gather", "actmm", "softmax", "lnorm", "lut"):
         assert k in kinds
-    assert kinds.count("actmm") == 2 and kinds.count("softmax") == 1
+    blocks = 2 if "vit" in str(model.parent.name) else 1
+    assert kinds.count("actmm") == 2 * blocks and kinds.count("softmax") == blocks and not net.host_after
     q = netmode.run_ints(net, netmode.quantize_input(net, arrays["check/x"]))
     got = netmode.dequantize(net, q).reshape(arrays["check/logits"].shape)
     assert (got == arrays["check/logits"]).all()                     # the layer path's bits, at compile time
-    with hlsnn.load(encoder, "emu") as m:
+    with hlsnn.load(model, "emu") as m:
         assert m.network is not None
         assert m.self_check() == len(arrays["check/x"])
 
@@ -217,27 +242,27 @@ def test_kernels_without_the_loops_refuse_by_name(encoder):
 
 @pytest.mark.csim
 @pytest.mark.strict_csim           # the loops are born under the strict rules
-def test_encoder_one_kernel_start_bit_exact_on_csim_and_sim(encoder):
+def test_attention_models_one_kernel_start_bit_exact_on_csim_and_sim(model):
     """The strict C-simulation of the sparse network kernel and the simulated board give the
     layer path's bits on 200 images in one start; the loop counters are the cycle model's
     iterations; every bank's access sites within its ports."""
     from hlsnn.engines.sparse_cluster.network import perf as sparseperf
     from hlsnn.network import artifact
     from conftest import checked_raw
-    prog, arrays = artifact.read(encoder)[:2]
+    prog, arrays = artifact.read(model)[:2]
     x = _images(arrays, 60)
-    with hlsnn.load(encoder, "emu", network=False) as ref:
+    with hlsnn.load(model, "emu", network=False) as ref:
         want = np.asarray(ref.logits(x))
-    with hlsnn.load(encoder, "csim", network=True) as net:
+    with hlsnn.load(model, "csim", network=True) as net:
         got = np.asarray(net.logits(x))
         assert net.last_kernel_starts == 1
         k = net._kernel
-        assert k.strict and checked_raw(k.strict_report) == {"act": 12}
+        assert k.strict and checked_raw(k.strict_report)["act"] == 12   # (sc too where an Add writes it: .chain)
         assert all(b["sites"] <= b["ports"] for b in k.strict_report["banks"])
         assert {m: it for m, (it, _) in k.counters.items()} == {
             m: len(x) * v for m, v in sparseperf.iterations(net.network, k.tables).items()}
     np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
-    with hlsnn.load(encoder, "sim") as net:
+    with hlsnn.load(model, "sim") as net:
         np.testing.assert_array_equal(np.asarray(net.logits(x[:8])).view(np.uint64), want[:8].view(np.uint64))
 
 
