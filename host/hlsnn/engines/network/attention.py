@@ -237,6 +237,8 @@ def lower_host(j, program, w, steps, why, op_cls):
     sts = [state.get(i) for i in ins]
     if int(program.get("revision", 1)) < REVISION or not any(lj.get("op") == "MatMulAct" for lj in program["layers"]):
         return False
+    if getattr(steps, "engine", "") == "bfp_systolic" or steps.bits is None:
+        return False                                  # BFP pairs: no rule here yet (layer by layer)
     if any(s is None or s[0] != "q" for s in sts):
         if op == "LayerNormalization" and "codes" in j:
             return _lnorm_codes(j, program, w, steps, why, op_cls)
