@@ -114,7 +114,6 @@ def host_layers(net, host_bits=None) -> list:
     from .hostops import EXACT
     out = []
     last_engine = max((i for i, la in enumerate(net.layers) if la.kind != "host"), default=-1)
-    attn = any(getattr(la, "op", "") == "MatMulAct" for la in net.layers)   # deploy.attnrun's network
     for i, layer in enumerate(net.layers):
         if layer.kind != "host":
             continue
@@ -147,10 +146,6 @@ def host_layers(net, host_bits=None) -> list:
             how = "float64 in numpy, after the last engine layer"
         else:
             how = "float64 in numpy; the next accelerator layer requantizes the result"
-        if attn and i < last_engine and (layer.op in ("AddConst", "MatMulAct", "LayerNormalization", "Add") or
-                                         layer.op == "SwCompute" and layer.attrs.get("fn") == "Softmax"):
-            how += ("; fixed8 on sparse_cluster: integers on codes at calibrated radix points, attention's rules "
-                    "17-19 and 15c (hlsnn.engines.network.attention), on the network kernel")
         out.append({"layer": layer.name, "op": op, "precision": how})
     return out
 
