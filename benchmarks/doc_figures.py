@@ -985,7 +985,19 @@ LAYERNORM = [
     _bf("convnext's two-hot kernel, {lut:,} LUT,", _ln("convnext", "twohot")),
 ]
 
-FIGURES = FIGURES + BEYOND + LAYERNORM
+# --- docs/deploy-beyond-cnn.md: attention in one start (issue 79: hlsnn.engines.network.attention) ---
+ATT, VIT, BPAGE = "docs/beyond/attention.yaml", "docs/beyond/vit.yaml", "docs/deploy-beyond-cnn.md"
+ATTENTION = [
+    Figure(BPAGE, "It models {e2e_us:.0f} us end to end ({kernel_us:.0f} us of kernel)", Net(ATT, "fixed8")),
+    Figure(BPAGE, "against {e2e_ms:.1f} ms layer by layer (`hlsnn perf\n--layer-by-layer`: {starts} kernel starts",
+           Net(ATT, "fixed8", layers=True)),
+    Figure(BPAGE, "fits the PYNQ-Z2 ({dsp} of 220 DSP)", Net(ATT, "fixed8")),
+    Figure(BPAGE, "(float 94.17%), {e2e_us:.0f} us\nend to end", Net(VIT, "fixed8")),
+    Figure(BPAGE, "against {e2e_ms:.1f} ms layer by layer ({starts} starts; 23.8 ms", Net(VIT, "fixed8", layers=True)),
+    Figure(BPAGE, "In bfp8 it runs layer by layer ({e2e_ms:.1f} ms on the", Net(VIT, "bfp8")),
+]
+
+FIGURES = FIGURES + BEYOND + LAYERNORM + ATTENTION
 
 
 def needs_build(fig):
