@@ -15,7 +15,8 @@ from ..engines.network import attention as at, layernorm
 
 def applies(dep):
     """True when ``dep``'s layer path runs these rules: a ``MatMulAct`` in the network, every
-    engine layer ``fixed``/``sparse`` on ``sparse_cluster``, not ``dynamic``, and a program of
+    engine layer on ``sparse_cluster`` (fixed, sparse) or ``shift_mac`` (two-hot, power of two:
+    codes at radix points), not ``dynamic``, and a program of
     revision :data:`at.REVISION` on (a deployment being made is)."""
     got = dep.__dict__.get("_attn_rules")
     if got is None:
@@ -23,7 +24,7 @@ def applies(dep):
         exs = list(dep.execs.values())
         got = bool(exs) and rev >= at.REVISION and not dep.dynamic and \
             any(getattr(la, "op", "") == "MatMulAct" for la in dep.net.layers) and \
-            all(ex.acc.config.engine == "sparse_cluster" for ex in exs)      # fixed/sparse codes only
+            all(ex.acc.config.engine in ("sparse_cluster", "shift_mac") for ex in exs)   # codes (not BFP pairs)
         dep._attn_rules = got
     return got
 

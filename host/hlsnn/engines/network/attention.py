@@ -74,8 +74,8 @@ import numpy as np
 REVISION = 7
 #: the op kinds of this module
 KINDS = ("gather", "addc", "actmm", "softmax")
-#: the engines whose network kernel has loops for them (:mod:`.attnkernel`: the plain sparse_cluster kernel)
-KERNEL_KINDS = {"sparse_cluster": KINDS}
+#: the engines whose network kernel has loops for them (:mod:`.attnkernel`: the plain sparse_cluster kernel, shift_mac's)
+KERNEL_KINDS = {"sparse_cluster": KINDS, "shift_mac": KINDS}
 #: rule 19's exponential table's fraction bits (entries up to 2**EXP_BITS)
 EXP_BITS = 16
 #: rule 19's reciprocal's bits (r = floor(2**RECIP_BITS / S))

@@ -171,7 +171,8 @@ def widths(net, t, pc):
 
     def most(code, key="n_iter"):
         return max([r["vals"][r["names"].index(key)] for r in rows if r["vals"][0] == code] + [1])
-    return dict(has_attn=True, has_gather="gather" in kinds, has_addc="addc" in kinds, has_amm="actmm" in kinds,
+    shifts = {op.f["g"] - op.f["f_out"] for op in ab}
+    return dict(has_attn=True, addc_shift=shifts.pop() if len(shifts) == 1 else None, has_gather="gather" in kinds, has_addc="addc" in kinds, has_amm="actmm" in kinds,
                 has_smax="softmax" in kinds, addc_bits=min(addc_bits, 64), amm_bits=2 * a + max(1, kmax.bit_length()) + 1,
                 smax_s_bits=at.EXP_BITS + max(1, smax_n.bit_length()) + 1, recip_bits=at.RECIP_BITS,
                 smax_fp=a - 1, max_gather_iter=most(9), max_addc_iter=most(10), max_amm_iter=most(11),
@@ -213,14 +214,31 @@ def multipliers(net, tables_):
 
 
 def logic(net, tables_):
-    """``{"attention": (LUT, FF)}`` outside the DSPs and ROMs: per bank the gather's select and
-    write enables (``a`` bits x ``Q`` inputs / 4), the AddConst's adder and rounding shifter, the
-    MatMul's LUT-built ``a x a`` product (``(a + 1) a``) and accumulator, the Softmax's max compare, its sum's adder and its sequential divider
-    (a ``K``-bit subtract a bank); their registers."""
+    """``{"attention": (LUT, FF)}`` outside the DSPs and ROMs, from the rendered widths with the LUT
+    rules of :func:`hlsnn.resources.shifter_luts` (a LUT per adder bit; a LUT-built ``a x b``
+    product ``(a + 1) b``), per bank and only for the loops the program has: the gather's
+    ``Q:1`` select (``a ceil(Q/4)``); the AddConst's adder and rounding shifter (``addc_bits``, by
+    up to its largest shift); the MatMul's product, accumulator and requantization shifter; the
+    Softmax's max compare, its sum's adder, its sequential divider (a ``K + 1``-bit subtract) and
+    the output's rounding add; a register per stage's value."""
     from ...resources import shifter_luts
-    if not any(op.kind in at.KINDS for op in net.ops):
+    ops = [op for op in net.ops if op.kind in at.KINDS]
+    if not ops:
         return {}
     pc, a = tables_["pc"], net.input["bits"]
-    w = 56
-    bank = a * -(-pc // 4) + w + shifter_luts(w, 63) + (a + 1) * a + 24 + a + 20 + at.RECIP_BITS + 2 * a
-    return {"attention": (pc * bank, pc * (w + 24 + 20 + at.RECIP_BITS + 25 + 2 * a))}
+    w = widths(net, tables_, pc)
+    kinds = {op.kind for op in ops}
+    lut = ff = 0
+    if "gather" in kinds:
+        lut, ff = lut + a * -(-pc // 4), ff + a
+    if "addc" in kinds:
+        ab = w["addc_bits"]
+        sh = w["addc_shift"]                  # one constant shift (24): the rounding add only
+        lut, ff = lut + ab + (shifter_luts(ab, 63) if sh is None else 0) + ab, ff + ab + a
+    if "actmm" in kinds:
+        mb = w["amm_bits"]
+        lut, ff = lut + (a + 1) * a + mb + shifter_luts(mb, 31) + mb, ff + 2 * a + mb
+    if "softmax" in kinds:
+        sb, rb = w["smax_s_bits"], at.RECIP_BITS + 1
+        lut, ff = lut + a + sb + rb + rb, ff + a + sb + rb + rb
+    return {"attention": (pc * lut, pc * ff)}

@@ -285,10 +285,10 @@ def resources(net, tables, ps):
     its parts)."""
     import math
     from ....resources import build
-    from ...network import layernorm                  # rule 15's ROMs, DSPs and logic
-    m = build(buffers(net, tables) + layernorm.buffers(net, tables),
-              multipliers(net, tables) + layernorm.multipliers(net, tables), ps)
-    logic = dict(datapath(net, tables), **layernorm.logic(net, tables))
+    from ...network import attnkernel, layernorm      # rule 15's, rules 16-19's ROMs, DSPs and logic
+    m = build(buffers(net, tables) + layernorm.buffers(net, tables) + attnkernel.buffers(net, tables),
+              multipliers(net, tables) + layernorm.multipliers(net, tables) + attnkernel.multipliers(net, tables), ps)
+    logic = dict(datapath(net, tables), **layernorm.logic(net, tables), **attnkernel.logic(net, tables))
     return {"bram36": math.ceil(m.bram36), "uram": m.uram, "lut": m.lut + sum(v[0] for v in logic.values()),
             "ff": m.ff + sum(v[1] for v in logic.values()), "dsp": m.dsp, "buffers": m.buffer_rows(),
             "logic": {k: {"lut": v[0], "ff": v[1]} for k, v in logic.items()}}
