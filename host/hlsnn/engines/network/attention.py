@@ -2,10 +2,10 @@
 engine layers (``nn.MultiheadAttention`` as both PyTorch exporters write it, the position
 embedding before it) as integer rules on fixed-point codes, so that an encoder classifier lowers
 to one network program. The layer path (:meth:`hlsnn.deploy.runner.Deployment.run`, through
-:func:`hlsnn.deploy.attnrun.layer_run`) runs these rules where they apply (:func:`hlsnn.deploy.attnrun.applies`: a network with a
-``MatMulAct`` whose engine layers are all ``fixed``/``sparse`` on ``sparse_cluster``, program
-revision :data:`REVISION` on), and the network mode runs them as the ops below, so both give the
-same bits. Every tensor here is ``b``-bit signed codes ``q`` at a radix ``F`` (value ``q *
+:func:`hlsnn.deploy.attnrun.layer_run`) runs these rules where they apply
+(:func:`hlsnn.deploy.attnrun.applies`: a network with a ``MatMulAct`` whose engine layers are all
+on ``sparse_cluster`` (fixed8) or ``shift_mac`` (two-hot), program revision :data:`REVISION` on),
+and the network mode runs them as the ops below, so both give the same bits. Every tensor here is ``b``-bit signed codes ``q`` at a radix ``F`` (value ``q *
 2**-F``), held per image in the ONNX tensor's own element order (the batch axis, of size 1 in the
 file, removed).
 
@@ -59,8 +59,9 @@ is rule 15s's sum of codes; a token mean of codes (``ReduceMean`` over ``T`` of 
 is rule 9's transpose then rule 4's global pool. GELU (``UnaryChain``) and the ``Scale`` of q
 and k are rule 9's tables of codes already.
 
-The kernels have no loop for ``gather``, ``addc``, ``actmm`` or ``softmax`` yet: such a network
-runs in the emu network mode, and layer by layer on csim, sim and pynq (:func:`refuse_kernel`).
+The plain ``sparse_cluster`` network kernel and the ``shift_mac`` one run these ops in their loops
+(:mod:`.attnkernel`); an engine without them (``bfp_systolic``: its network mode has no rule for BFP
+pairs here) refuses by the op's name (:func:`refuse_kernel`).
 """
 from __future__ import annotations
 
