@@ -51,6 +51,24 @@ def test_gather_patterns_are_the_moves():
             ).all()
 
 
+@pytest.mark.parametrize("rounding", ["nearest_away", "nearest_even"])
+def test_class_token_codes_are_to_fixed_and_the_concat_pattern(rounding):
+    """Rule 16k: a Concat's constant part as codes at the tensor's radix (hlsnn's to_fixed of the
+    constant, ties included) and its place in the pattern (numpy's concatenate)."""
+    r = np.random.default_rng(8)
+    c = r.normal(0, 0.3, (1, 1, 16))
+    c[0, 0, :3] = np.ldexp([0.5, 1.5, -2.5], -5)                      # ties at radix 5
+    for f in (5, 7, 2):
+        assert (at.const_codes(c, f, 8, rounding) == to_fixed(c, f, 8, True, rounding)).all()
+    attrs = dict(in_shapes=[[1, 4, 16]], axis=1, operands=[["c", c.tolist()], ["x", 0]])
+    idx, consts = at.concat_index(attrs, 5, 8, rounding)
+    q = r.integers(-128, 128, (3, 64))
+    want = np.concatenate([np.broadcast_to(to_fixed(c, 5, 8, True, rounding), (3, 1, 1, 16)),
+                           q.reshape(3, 1, 4, 16)], axis=2).reshape(3, -1)
+    assert (at.gather(q, idx, consts) == want).all()
+    assert (at.gather(q, idx, consts ^ 1) != want).any()               # a planted bit of a constant code
+
+
 # ---- rule 17: a per-element constant -----------------------------------------------------------
 
 @pytest.mark.parametrize("rounding", ["nearest_away", "nearest_even"])
