@@ -341,3 +341,19 @@ def test_bfp8_attention_is_refused_by_name_not_crashed(tmp_path):
     prog, arrays = artifact.read(tmp_path / "v.hlsnn")[:2]
     with pytest.raises(InputError, match=r"layer /Transpose \(SwMove\): no integer rule"):
         netmode.lower(prog, arrays)
+
+
+def test_a_reshaped_head_merge_is_the_gathers_layout(tmp_path):
+    """v_sdpa (scaled_dot_product_attention, heads merged by Transpose then a plain Reshape into
+    the out-projection's rows): the merge's gather writes the rows the RowsToMap takes, so the
+    lowering gets past it to its next refusal, the LayerNorm over (T, F) together (no rule 15)."""
+    from hlsnn.deploy import program as netmode
+    from hlsnn.network import artifact
+    from hlsnn.network.build import compile_model
+    cfg = tmp_path / "s.yaml"
+    cfg.write_text(f"name: s\nmodel: {ROOT}/tests/data/torch/beyond/v_sdpa_ts17.onnx\ndata: digits\nlayout: ntf\n"
+                   "formats:\n  fixed8: {type: fixed, accel: sparse8_pynq-z2}\nassignments:\n  fixed8: {default: fixed8}\n")
+    compile_model(str(cfg), "fixed8", str(tmp_path / "s.hlsnn"))
+    prog, arrays = artifact.read(tmp_path / "s.hlsnn")[:2]
+    with pytest.raises(InputError, match=r"layer /norm/LayerNormalization \(LayerNormalization\)"):
+        netmode.lower(prog, arrays)

@@ -246,6 +246,8 @@ def lower_host(j, program, w, steps, why, op_cls):
         return False
     f = sts[0][1]
     bits = steps.bits
+    if op in ("Reshape", "Flatten") and w.aliases.get(ins[0], ins[0]) in w.__dict__.get("gathers", {}):
+        return _reshaped_gather(j, program, w)                          # a gather's output read as reshaped
     if op == "Add" and "codes" in j and len(ins) == 2:                   # rule 4r: a residual sum as codes
         from .program import _chw
         if _chw(shapes[ins[0]]) != _chw(shapes[ins[1]]):
@@ -317,6 +319,32 @@ def lower_host(j, program, w, steps, why, op_cls):
             and len(a["in_shapes"][0]) == 3 and int(a["in_shapes"][0][0]) == 1 and not a.get("keepdims"):
         return _token_mean(j, w, op_cls)
     return False
+
+
+def _reshaped_gather(j, program, w):
+    """A ``Reshape`` or ``Flatten`` (an alias) of a gather's output that nothing else reads: the
+    gather writes its output in the reshaped per-image shape instead (the same element order, so
+    the same pattern; its readers see the layout they expect, e.g. the ``(T, E)`` rows of a
+    merged head that a ``RowsToMap`` takes). False where another layer reads the gather's output."""
+    src = w.aliases.get(j["inputs"][0], j["inputs"][0])
+    if sum(src in la["inputs"] for la in program["layers"]) != 1:
+        return False
+    full = (1,) + tuple(int(d) for d in w.shapes[src])
+    a = j.get("attrs") or {}
+    try:
+        if j["op"] == "Reshape":
+            t = [full[i] if int(v) == 0 else int(v) for i, v in enumerate(a["shape"])]
+            new = np.zeros(full).reshape(t).shape[1:]
+        else:
+            ax = int(a.get("axis", 1))
+            new = (int(np.prod(full[1:ax], dtype=np.int64)) if ax > 1 else 1, int(np.prod(full[max(ax, 1):])))
+            new = new[1:] if new[0] == 1 else new
+    except (KeyError, ValueError, TypeError):
+        return False
+    w.shapes[src] = tuple(int(d) for d in new)
+    w.state[j["output"]], w.shapes[j["output"]] = w.state[src], w.shapes[src]
+    w.aliases[j["output"]] = src
+    return True
 
 
 def _drop_unread(program, w, t):
