@@ -278,7 +278,7 @@ def test_attention_models_one_kernel_start_bit_exact_on_csim_and_sim(model):
         got = np.asarray(net.logits(x))
         assert net.last_kernel_starts == 1
         k = net._kernel
-        assert k.strict and checked_raw(k.strict_report)["act"] > 0    # its deepest pipeline (sc too where an Add writes it)
+        assert k.strict and checked_raw(k.strict_report)["act"] > 0    # its deepest pipeline (sc: an Add's)
         assert all(b["sites"] <= b["ports"] for b in k.strict_report["banks"])
         assert {m: it for m, (it, _) in k.counters.items()} == {
             m: len(x) * v for m, v in sparseperf.iterations(net.network, k.tables).items()}
@@ -352,7 +352,8 @@ def test_a_reshaped_head_merge_is_the_gathers_layout(tmp_path):
     from hlsnn.network.build import compile_model
     cfg = tmp_path / "s.yaml"
     cfg.write_text(f"name: s\nmodel: {ROOT}/tests/data/torch/beyond/v_sdpa_ts17.onnx\ndata: digits\nlayout: ntf\n"
-                   "formats:\n  fixed8: {type: fixed, accel: sparse8_pynq-z2}\nassignments:\n  fixed8: {default: fixed8}\n")
+                   "formats:\n  fixed8: {type: fixed, accel: sparse8_pynq-z2}\n"
+                   "assignments:\n  fixed8: {default: fixed8}\n")
     compile_model(str(cfg), "fixed8", str(tmp_path / "s.hlsnn"))
     prog, arrays = artifact.read(tmp_path / "s.hlsnn")[:2]
     with pytest.raises(InputError, match=r"layer /norm/LayerNormalization \(LayerNormalization\)"):

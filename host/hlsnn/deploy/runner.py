@@ -272,8 +272,9 @@ class Deployment:
         luts = self.bfp_luts()
         for k, layer in enumerate(self.net.layers):
             ins = [env[i] for i in layer.inputs]
-            if layer.kind == "host" and k < last and (y := attnrun.layer_run(self, layer, ins, calibrate, env)) is not None:
-                env[layer.output] = y                 # attention's rules 17-19, 15c (deploy.attnrun)
+            if layer.kind == "host" and k < last and \
+                    (y := attnrun.layer_run(self, layer, ins, calibrate, env)) is not None:
+                env[layer.output] = y                 # attention's rules 16k-19, 4r, 15c (deploy.attnrun)
             elif layer.name in getattr(self, "actmm", ()):
                 env[layer.output] = Act(self.actmm[layer.name].run([a.values for a in ins]), None)
             elif layer.name in self.host:

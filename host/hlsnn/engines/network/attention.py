@@ -5,9 +5,9 @@ to one network program. The layer path (:meth:`hlsnn.deploy.runner.Deployment.ru
 :func:`hlsnn.deploy.attnrun.layer_run`) runs these rules where they apply
 (:func:`hlsnn.deploy.attnrun.applies`: a network with a ``MatMulAct`` whose engine layers are all
 on ``sparse_cluster`` (fixed8) or ``shift_mac`` (two-hot), program revision :data:`REVISION` on),
-and the network mode runs them as the ops below, so both give the same bits. Every tensor here is ``b``-bit signed codes ``q`` at a radix ``F`` (value ``q *
-2**-F``), held per image in the ONNX tensor's own element order (the batch axis, of size 1 in the
-file, removed).
+and the network mode runs them as the ops below, so both give the same bits. Every tensor here
+is ``b``-bit signed codes ``q`` at a radix ``F`` (value ``q * 2**-F``), held per image in the ONNX
+tensor's own element order (the batch axis, of size 1 in the file, removed).
 
 16. **gather** (a data move): ``y.flat[i] = q.flat[idx[i]]``, radix unchanged; ``idx`` is the
     ``SwMove`` chain's own ``Transpose``/``Reshape``/``Squeeze``/``Unsqueeze``/``Gather``/``Slice``
@@ -75,7 +75,8 @@ import numpy as np
 REVISION = 7
 #: the op kinds of this module
 KINDS = ("gather", "addc", "actmm", "softmax")
-#: the engines whose network kernel has loops for them (:mod:`.attnkernel`: the plain sparse_cluster kernel, shift_mac's)
+#: the engines whose network kernel has loops for them (:mod:`.attnkernel`: the plain sparse_cluster
+#: kernel, shift_mac's)
 KERNEL_KINDS = {"sparse_cluster": KINDS, "shift_mac": KINDS}
 #: rule 19's exponential table's fraction bits (entries up to 2**EXP_BITS)
 EXP_BITS = 16

@@ -172,8 +172,10 @@ def widths(net, t, pc):
     def most(code, key="n_iter"):
         return max([r["vals"][r["names"].index(key)] for r in rows if r["vals"][0] == code] + [1])
     shifts = {op.f["g"] - op.f["f_out"] for op in ab}
-    return dict(has_attn=True, addc_shift=shifts.pop() if len(shifts) == 1 else None, has_gather="gather" in kinds, has_addc="addc" in kinds, has_amm="actmm" in kinds,
-                has_smax="softmax" in kinds, addc_bits=min(addc_bits, 64), amm_bits=2 * a + max(1, kmax.bit_length()) + 1,
+    return dict(has_attn=True, addc_shift=shifts.pop() if len(shifts) == 1 else None,
+                has_gather="gather" in kinds, has_addc="addc" in kinds, has_amm="actmm" in kinds,
+                has_smax="softmax" in kinds, addc_bits=min(addc_bits, 64),
+                amm_bits=2 * a + max(1, kmax.bit_length()) + 1,
                 smax_s_bits=at.EXP_BITS + max(1, smax_n.bit_length()) + 1, recip_bits=at.RECIP_BITS,
                 smax_fp=a - 1, max_gather_iter=most(9), max_addc_iter=most(10), max_amm_iter=most(11),
                 max_smax_n=smax_n, max_smax_rows=max([most(12, "zb") * most(12, "oh")] + [1]),

@@ -222,8 +222,8 @@ def descriptor_head(op, unfold, place, name, pz, pc, sc_transpose=False):
     writers = SC_WRITERS + (("transpose",) if sc_transpose else ()) + gate
     if dst is None and op.kind not in ("conv", "lut", "add", "gather", "addc", "softmax") + \
             (("transpose",) if sc_transpose else ()) + gate:
-        raise InputError(f"network kernel: {op.name}: only a conv, a table or an Add can write the shortcut buffer "
-                         f"alone")
+        raise InputError(f"network kernel: {op.name}: only a conv, a table, an Add or a gather, AddConst or "
+                         f"Softmax of attention can write the shortcut buffer alone")
     if dual and op.kind not in writers:      # its loop has no write to sc: refused, not wrong bits
         raise InputError(f"network kernel: {op.name} ({op.kind}) makes a shortcut: its output is read from the "
                          f"shortcut buffer, which the kernels' {op.kind} loop does not write (a "
