@@ -147,7 +147,8 @@ def test_matmul_of_two_activations_is_the_product_of_the_quantized_operands(tmp_
 def test_an_attention_classifier_compiles_and_runs_as_deployed(tmp_path):
     """``hlsnn compile`` of a TorchScript-exported encoder (opset 17's shape ops): the compiled
     model quantizes its MatMuls of two activations as the deployment does (its self-check at
-    load compares every layer with the emulator's at compile time) and gives the same bits."""
+    load compares every layer with the emulator's at compile time) and gives the same bits, on the
+    network path (two-hot: attention's integer rules, hlsnn.engines.network.attention)."""
     import hlsnn
     from hlsnn.network.build import compile_model
     from hlsnn.deploy import datasets
@@ -163,7 +164,7 @@ def test_an_attention_classifier_compiles_and_runs_as_deployed(tmp_path):
             a.close()
     compile_model(tmp_path / "c.yaml", "f", tmp_path / "enc.hlsnn")
     got = hlsnn.load(tmp_path / "enc.hlsnn", "emu")
-    assert got.network is None                   # host layers between the engine layers: layer by layer
+    assert got.network is not None               # attention's integer rules: one network program (issue 79)
     np.testing.assert_array_equal(got(ds.x_test[:32]), want)
 
 

@@ -370,7 +370,7 @@ def format_result(res) -> str:
             lines.append(f"  {'':<14} note: {e['note']}")
         lines += fitreport.lines(e)
         lines += format_per_layer(e)
-        on_engine = {k: v for k, v in (e.get("act_matmul") or {}).items() if v["on"] != "host"}
+        on_engine = {k: v for k, v in (e.get("act_matmul") or {}).items() if v["on"] != "host" and v["gemms"]}
         if on_engine:
             lines.append(f"  {'':<14} MatMul of two activations on the engine: " + "; ".join(
                 f"{k} {v['gemms']} GEMMs in {v['kernel_calls']} {v['on']} call(s)" for k, v in on_engine.items()))

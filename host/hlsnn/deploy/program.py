@@ -108,7 +108,7 @@ import numpy as np
 
 from ..engine_registry import network_part
 from ..errors import InputError
-from ..engines.network import addclip, lintwo
+from ..engines.network import addclip, attention, lintwo
 from ..engines.network.program import ALIAS_OPS, NetProgram, Op, _chw, _why, materialized, pool_attrs_2d
 from ..primitives import shift_round_sat
 from .dilate import dilate
@@ -205,6 +205,8 @@ def walk(program, arrays, steps):
                 continue
             if prefix.take(j, w, arrays, _why):                   # on the float input, before the kernel
                 continue
+            if attention.lower_host(j, program, w, steps, _why, Op):   # attention's rules 16-19, 15c
+                continue
             if steps.host(j, st, w):                              # the engine's own
                 continue
             if op in ALIAS_OPS:
@@ -250,7 +252,8 @@ def walk(program, arrays, steps):
             if op == "Relu" and st[0] == "add" and st[1]["p"] is None:
                 state[j["output"]], shapes[j["output"]] = ("add", dict(st[1], relu=True)), shapes[src]
                 continue
-            from ..engines.network import catinput, gate as netgate, layernorm, linpool, move as netmove, reduce, transpose
+            from ..engines.network import addcat, addmove, catinput, catmix, gate as netgate, gatecat, layernorm, linpool
+            from ..engines.network import maxlate, move as netmove, pick, reduce, tablein, transpose
             if layernorm.lower_host(j, program, w, steps, _why) or addclip.lower_host(j, st, w, steps, _why):  # 15, 4q
                 continue
             op = linpool.global_op(j, st, shapes[src])                    # a window over the map of an Add: 11g
@@ -263,12 +266,10 @@ def walk(program, arrays, steps):
                 state[j["output"]] = ("add", dict(a, **count_fields(n)))   # p, or rule 13's division
                 shapes[j["output"]] = (c, 1, 1)
                 continue
-            from ..engines.network import catmix
             if catmix.lower_host(j, op, w, steps, _why, Op):                # a pool or gate of a pending concat: 8m
                 continue
             if reduce.lower_host(j, program, w, steps, _why):               # ReduceMean as a global pool
                 continue
-            from ..engines.network import addcat, addmove, gatecat, pick
             if addmove.lower_host(j, w, steps, _why, Op):              # a move or resize of a pending Add: 6a, 12a
                 continue
             if gatecat.lower_host(j, program, w, steps, _why, Op) or \
@@ -281,7 +282,6 @@ def walk(program, arrays, steps):
             if transpose.lower_host(j, state, shapes, aliases, w.kernel_in, ops, _why, Op,   # RowsToMap, MapToRows
                                     lambda s: s is not None and s[0] in ("q", "input")):
                 continue
-            from ..engines.network import tablein
             if tablein.lower_host(j, w, steps, _why, Op):                 # a table of a pending Add, gate, pool
                 continue
             if op == "Mul" and "gate_in" in j:                         # a gate of a gate's product (rule 10c)
@@ -289,10 +289,8 @@ def walk(program, arrays, steps):
                 j = lower_operands(j, w, steps, _why, Op)
             if netgate.lower_host(j, state, shapes, ops, steps.bits, steps.rounding, _why, Op):   # tables, gate Mul
                 continue
-            from ..engines.network import linpool
             if linpool.lower_host(j, state, shapes, ops, steps.bits, _why, Op):      # AveragePool, bilinear x2
                 continue
-            from ..engines.network import maxlate
             if maxlate.lower_host(j, program, w, steps, _why, Op, (maxpool_fields, global_max_fields)):  # Add, gate
                 continue
             raise _why(j, "no integer rule for this host op here")
@@ -619,8 +617,8 @@ def add_ints(a, b, f, bits):
 
 
 #: the op kinds :func:`run_move` runs: data moves (rules 6-8, 14), a transpose, an average pool
-#: (rules 11, 12), a linear resize of a wide sum (rule 12w)
-MOVE_KINDS = ("upsample", "zerostuff", "pad", "concat", "transpose", "avgpool", "linwide")
+#: (rules 11, 12), a linear resize of a wide sum (rule 12w), attention's rules 16-19
+MOVE_KINDS = ("upsample", "zerostuff", "pad", "concat", "transpose", "avgpool", "linwide") + attention.KINDS
 
 
 def run_move(net, op, get, b):
@@ -631,6 +629,8 @@ def run_move(net, op, get, b):
     if op.kind == "transpose":
         from ..engines.network.transpose import run
         return run(op, get, b)
+    if op.kind in attention.KINDS:                 # attention's rules 16-19
+        return attention.run(op, get, b, net.input["bits"])
     if op.kind == "avgpool":
         from ..engines.network import linpool
         return linpool.run(op, get, b, net.input["bits"])

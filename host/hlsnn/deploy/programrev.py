@@ -10,7 +10,7 @@ says so, with what to do, instead of the rule's own message."""
 from __future__ import annotations
 
 #: the revision this hlsnn writes
-REVISION = 6
+REVISION = 7
 #: revision -> the optional fields it added: ``{field: what it holds}``
 ADDED = {
     2: {"gate_in": "rule 10c's code radix of a gate's operand that is itself a gate's product"},
@@ -23,11 +23,16 @@ ADDED = {
                                           "self-check pairs made so (before: float64 on the host)"},
     6: {"lnorm_in": "rule 15s's calibrated radix of the residual sum a LayerNormalization reads (the layer path "
                     "converts the sum to codes there, then runs rule 15; before: float64 on the host)"},
+    7: {"codes": "attention's rules 17-19 and 15c (hlsnn.engines.network.attention): a position embedding, a MatMul "
+                 "of two activations, a Softmax and a LayerNormalization in a fixed8 attention network run in "
+                 "integers, the calibrated output radix of their codes (before: float64 on the host)"},
 }
 #: the first revision whose layer path runs rule 15 (an older program keeps float64 there)
 LAYERNORM = 5
 #: the first revision whose layer path runs rule 15s (a LayerNormalization of a residual sum)
 LAYERNORM_SUM = 6
+#: the first revision whose layer path runs attention's rules (hlsnn.engines.network.attention.REVISION)
+ATTENTION = 7
 
 
 def of(program):

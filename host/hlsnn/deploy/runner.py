@@ -71,7 +71,7 @@ from ..errors import InputError
 from . import biascorr, hostops, radix_lse, radix_search, samplewise, shift_auto, shift_netfit
 from . import update as updates
 from .config import STATIC_RULES
-from . import lnsum
+from . import attnrun, lnsum
 from .programrev import LAYERNORM, LAYERNORM_SUM
 from .executors import EXECS, BfpExec, ShiftExec
 from .hostquant import HostQuant, check_host_bits
@@ -272,7 +272,10 @@ class Deployment:
         luts = self.bfp_luts()
         for k, layer in enumerate(self.net.layers):
             ins = [env[i] for i in layer.inputs]
-            if layer.name in getattr(self, "actmm", ()):
+            if layer.kind == "host" and k < last and \
+                    (y := attnrun.layer_run(self, layer, ins, calibrate, env)) is not None:
+                env[layer.output] = y                 # attention's rules 16k-19, 4r, 15c (deploy.attnrun)
+            elif layer.name in getattr(self, "actmm", ()):
                 env[layer.output] = Act(self.actmm[layer.name].run([a.values for a in ins]), None)
             elif layer.name in self.host:
                 env[layer.output] = self.host[layer.name].run(ins, calibrate)

@@ -230,6 +230,7 @@ class CompiledNet:
             dep.bfp_bits = {j["name"]: int(j["bfp_table"]["bits"]) for j in prog["layers"]     # its code bits (netbfp 9g)
                             if "bits" in j.get("bfp_table", {})}
             dep.table_radix = {j["name"]: j["table"]["f_out"] for j in prog["layers"] if "table" in j}
+            dep.code_radix = {j["name"]: j["codes"]["f_out"] for j in prog["layers"] if "codes" in j}
             dep.table_in = {j["name"]: j["table_in"]["f_in"] for j in prog["layers"] if "table_in" in j}
             dep.lnorm_radix = {j["name"]: j["lnorm_in"]["f_in"] for j in prog["layers"] if "lnorm_in" in j}
             dep.gate_in = {j["name"]: list(j["gate_in"]["f_in"]) for j in prog["layers"] if "gate_in" in j}

@@ -63,9 +63,12 @@ OPS = {"conv": 0, "maxpool": 1, "avgpool": 1, "add": 2, "upsample": 3, "zerostuf
        "transpose": 5,                                                                  # 5: ... .transpose
        "lut": 6, "gate": 7,                                                             # 6, 7: ... .gate
        "linwide": 1,
-       "lnorm": 8}                                  # 8: hlsnn.engines.network.layernorm                                # the pool code, descriptor wide 1: ... .linwide
+       "lnorm": 8,                                  # 8: hlsnn.engines.network.layernorm
+       "gather": 9, "addc": 10, "actmm": 11, "softmax": 12}      # 9-12: ... .attention (.attnkernel)
 #: the ops whose kernel loops also write the shortcut buffer (descriptor ``dual``)
-SC_WRITERS = ("conv", "lut", "add", "maxpool", "avgpool")
+SC_WRITERS = ("conv", "lut", "add", "maxpool", "avgpool", "gather", "addc", "softmax")
+#: the ops with two operands, the earlier-made one read from the shortcut buffer
+TWO_IN = ("add", "concat", "gate", "actmm")
 ROUNDING = {"nearest_even": 0, "nearest_away": 1, "truncate": 2}
 TOP = "net_top"
 #: the most images a co-simulation test bench of a network kernel passes in one call: the
@@ -99,7 +102,7 @@ def allocate(net, pc=1):
         if op.kind == "add" and len(ins) == 1:          # the global pool of one tensor: no shortcut
             op.f["main"], op.f["short"] = ins[0], None
             main_uses[ins[0]].append(i)
-        elif op.kind in ("add", "concat", "gate"):     # a concat, a gate: the earlier-made operand in sc
+        elif op.kind in TWO_IN:                        # a concat, a gate, a MatMul: the earlier-made operand in sc
             a, b = ins
             if made[a] < made[b]:
                 a, b = b, a
@@ -143,7 +146,7 @@ def _slots(net, order, made, main_uses, sc_uses, name, n):
         slot = None
         if main_uses[t]:
             # the tensor op i reads from an activation buffer (an add's shortcut is in sc)
-            reading = set() if i < 0 else {net.ops[i].f["main"] if net.ops[i].kind in ("add", "concat", "gate")
+            reading = set() if i < 0 else {net.ops[i].f["main"] if net.ops[i].kind in TWO_IN
                                            else name(net.ops[i].ins[0])}
             free = [s for s in range(n) if holder[s] is None or (last(holder[s], main_uses) <= i
                                                                  and holder[s] not in reading)]
@@ -187,7 +190,7 @@ def check_disjoint(net, place):
     C-simulation makes it one at run time (a read within the pipeline's distance of its write)."""
     name = lambda t: net.aliases.get(t, t)         # noqa: E731
     for op in net.ops:
-        src = op.f["main"] if op.kind in ("add", "concat", "gate") else name(op.ins[0])
+        src = op.f["main"] if op.kind in TWO_IN else name(op.ins[0])
         s, d = place[src][0], place[op.out][0]
         if s is not None and s == d:
             raise AssertionError(f"network kernel: {op.name} would write activation buffer {d}, which it reads "
@@ -217,9 +220,10 @@ def descriptor_head(op, unfold, place, name, pz, pc, sc_transpose=False):
     from .gatesc import writes as gate_writes       # a gate over its own shortcut map (.gatesc)
     gate = ("gate",) if gate_writes(op, name) else ()
     writers = SC_WRITERS + (("transpose",) if sc_transpose else ()) + gate
-    if dst is None and op.kind not in ("conv", "lut", "add") + (("transpose",) if sc_transpose else ()) + gate:
-        raise InputError(f"network kernel: {op.name}: only a conv, a table or an Add can write the shortcut buffer "
-                         f"alone")
+    if dst is None and op.kind not in ("conv", "lut", "add", "gather", "addc", "softmax") + \
+            (("transpose",) if sc_transpose else ()) + gate:
+        raise InputError(f"network kernel: {op.name}: only a conv, a table, an Add or a gather, AddConst or "
+                         f"Softmax of attention can write the shortcut buffer alone")
     if dual and op.kind not in writers:      # its loop has no write to sc: refused, not wrong bits
         raise InputError(f"network kernel: {op.name} ({op.kind}) makes a shortcut: its output is read from the "
                          f"shortcut buffer, which the kernels' {op.kind} loop does not write (a "

@@ -262,8 +262,9 @@ def refuse_kernel(net):
     """:class:`InputError` naming the first op of this module in ``net``: the network kernels'
     C++ has no loop for it yet (module docstring)."""
     from ...errors import InputError
-    from . import gate, layernorm
+    from . import attention, gate, layernorm
     layernorm.refuse_kernel(net)
+    attention.refuse_kernel(net)
     for op in net.ops:
         if op.kind in KERNEL_KINDS.get(net.engine, ()) and (op.kind != "concat" or len(op.ins) == 2):
             continue

@@ -68,6 +68,8 @@ def tables(net, pz, pc):
     luts, lut_banks = lut_roms(net, a_bits, pc)    # rule 9ch: a ROM copy per bank, else None
     from ...network.layernorm import roms as ln_roms
     ln_g, ln_b = ln_roms(net, pc)                  # rule 15's scale and bias codes, a ROM per bank
+    from ...network import attention, attnkernel
+    attn = attnkernel.tables(net, place, pc)       # rules 16-19's ROMs (hlsnn.engines.network.attnkernel)
     from ...network.chain import wide_bits
     wide_sums = wide_bits(net)                     # chained Adds' exact sums: wider shortcut words
     for op in net.ops:
@@ -131,6 +133,8 @@ def tables(net, pz, pc):
             wins.append(np.asarray(win["bases"], np.int64))
             woff += nb * steps
             boff += nb
+        elif op.kind in attention.KINDS:               # attention's loops (hlsnn.engines.network.attnkernel)
+            attnkernel.descriptor(net, op, d, place, name, pc)
         else:
             add_bits = max(add_bits, pool_or_add(op, f, d, place, name, pc, a_bits, wide_sums))
         rows.append(dict(comment=f"{op.name}: {op.kind} {' + '.join(op.ins)} -> {op.out}",
@@ -167,7 +171,7 @@ def tables(net, pz, pc):
                 sc_bits=max([a_bits] + list(wide_sums.values())), in_slot=place[inp][0], in_dual=place[inp][1],
                 out_slot=place[out][0], in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
                 in_hw=hw(net.shapes[inp]), out_hw=hw(net.shapes[out]), luts=luts, **({} if lut_banks is None else {"lut_banks": lut_banks}), **io,
-                ln_g=ln_g, ln_b=ln_b)
+                ln_g=ln_g, ln_b=ln_b, attn=attn)
 
 
 def lanes(p):
@@ -233,7 +237,7 @@ def render(net, out_dir):
     from ...network.gatesc import used as gate_sc
     from ....version import __version__
     from . import perf as netperf
-    from ...network import layernorm
+    from ...network import attnkernel, layernorm
     p = net.params
     pz, pc = lanes(p)
     t = tables(net, pz, pc)
@@ -270,6 +274,7 @@ def render(net, out_dir):
                lut_type="int8_t" if net.input["bits"] <= 8 else "int16_t",
                **layernorm.widths(net, net.input["bits"], pc), ln_words=t["ln_g"].shape[1],   # rule 15
                ln_g=[_ints(r) for r in t["ln_g"]], ln_b=[_ints(r) for r in t["ln_b"]],
+               **attnkernel.widths(net, t, pc),                                     # rules 16-19 (.attnkernel)
                lane_of=[j % pz for j in range(pc)], block_of=[j - j % pz for j in range(pc)],
                parts=t["parts"], part_of=[j // pz if t["parts"] > 1 else 0 for j in range(pc)],
                sc_add=sc_add(net, t["place"]), gate_sc=gate_sc(net, t["place"]),

@@ -58,6 +58,7 @@ CONV_DEPTH = 8       # act read (BRAM, 1), shift, the Q-input adder tree (4), ac
 
 
 from ...network.layernorm import LOOPS as LN_LOOPS, OP_CODE as LN_OP  # noqa: E402 - rule 15's loops
+from ...network.attnkernel import LOOPS as ATT_LOOPS, cycles as attn_cycles, iterations as attn_iterations  # noqa: E402
 
 LOOPS = {0: "NetMac", 1: "NetPool", 2: "NetAdd", 3: "NetMove", 4: "NetConcat", 5: "NetTranspose", 6: "NetLut", 7: "NetGate"}
 
@@ -78,6 +79,10 @@ def iterations(net, tables):
             for k in LN_LOOPS:
                 it[k] = it.get(k, 0) + _f(r, "n_iter")
             continue
+        if _f(r, "op") in ATT_LOOPS:            # attention's loops (hlsnn.engines.network.attnkernel)
+            for k, n in attn_iterations(r, _f).items():
+                it[k] = it.get(k, 0) + n
+            continue
         k = LOOPS[_f(r, "op")]
         it[k] = it.get(k, 0) + _f(r, "n_iter")
     return it
@@ -97,6 +102,9 @@ def op_cycles(net, tables, conv_depth=CONV_DEPTH, ii=None):
         if _f(r, "op") == LN_OP:                # rule 15 (hlsnn.engines.network.layernorm)
             from ...network.layernorm import cycles as ln_cycles
             rows.append((op.name, op.kind, ln_cycles({k: _f(r, k) for k in ("zb", "hw")}, ii)))
+            continue
+        if _f(r, "op") in ATT_LOOPS:            # attention's loops (hlsnn.engines.network.attnkernel)
+            rows.append((op.name, op.kind, attn_cycles(r, _f, ii)))
             continue
         rows.append((op.name, op.kind, _f(r, "n_iter") * g(LOOPS[_f(r, "op")], 1) + depth[_f(r, "op")]))
     rows.append(("store", "store output", tables["out_elems"] * g("NetStore", 1)
@@ -277,10 +285,10 @@ def resources(net, tables, ps):
     its parts)."""
     import math
     from ....resources import build
-    from ...network import layernorm                  # rule 15's ROMs, DSPs and logic
-    m = build(buffers(net, tables) + layernorm.buffers(net, tables),
-              multipliers(net, tables) + layernorm.multipliers(net, tables), ps)
-    logic = dict(datapath(net, tables), **layernorm.logic(net, tables))
+    from ...network import attnkernel, layernorm      # rule 15's, rules 16-19's ROMs, DSPs and logic
+    m = build(buffers(net, tables) + layernorm.buffers(net, tables) + attnkernel.buffers(net, tables),
+              multipliers(net, tables) + layernorm.multipliers(net, tables) + attnkernel.multipliers(net, tables), ps)
+    logic = dict(datapath(net, tables), **layernorm.logic(net, tables), **attnkernel.logic(net, tables))
     return {"bram36": math.ceil(m.bram36), "uram": m.uram, "lut": m.lut + sum(v[0] for v in logic.values()),
             "ff": m.ff + sum(v[1] for v in logic.values()), "dsp": m.dsp, "buffers": m.buffer_rows(),
             "logic": {k: {"lut": v[0], "ff": v[1]} for k, v in logic.items()}}

@@ -146,6 +146,11 @@ def tables(net, pz, pc, pm):
         raise InputError("network kernel: a LayerNormalization (rule 15) in a board-sized sparse kernel (net_shape: "
                          "board): its loop is in the plain kernel only so far; this network runs layer by layer")
     ln_g, ln_b = ln_roms(net, pc)                  # rule 15's scale and bias codes, a ROM per bank
+    from ...network import attention, attnkernel
+    if sz and any(op.kind in attention.KINDS for op in net.ops):
+        raise InputError("network kernel: attention's ops (rules 16-19) in a board-sized sparse kernel (net_shape: "
+                         "board): their loops are in the plain kernel only so far; this network runs layer by layer")
+    attn = attnkernel.tables(net, place, pc)       # rules 16-19's ROMs (hlsnn.engines.network.attnkernel)
     for op in net.ops:
         f, d = descriptor_head(op, unfold, place, name, pz, pc, sc_transpose=True)
         if op.kind == "conv":
@@ -210,6 +215,8 @@ def tables(net, pz, pc, pm):
                      n_iter=f["oh"] * f["ow"] * n_steps, relu=int(f["relu"]))
             wins += win["bases"]
             boff += nb
+        elif op.kind in attention.KINDS:               # attention's loops (hlsnn.engines.network.attnkernel)
+            attnkernel.descriptor(net, op, d, place, name, pc)
         else:
             ab = pool_or_add(op, f, d, place, name, pc, a_bits, wide_sums)
             if op.kind == "add" and f.get("terms", 1) == 2:   # rule 12t: hi, then lo (network.lintwo)
@@ -244,7 +251,7 @@ def tables(net, pz, pc, pm):
                 sc_bits=max([a_bits] + list(wide_sums.values())), in_slot=place[inp][0], in_dual=place[inp][1],
                 out_slot=place[out][0], in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
                 in_hw=hwf(net.shapes[inp]), out_hw=hwf(net.shapes[out]), luts=luts, **({} if lut_banks is None else {"lut_banks": lut_banks}),
-                ln_g=ln_g, ln_b=ln_b)
+                ln_g=ln_g, ln_b=ln_b, attn=attn)
 
 
 def _words(a, per_line=8):
@@ -259,7 +266,7 @@ def render(net, out_dir):
     from ...network.chain import sc_add
     from ...network.gatesc import used as gate_sc
     from ....version import __version__
-    from ...network import layernorm, perf as netperf
+    from ...network import attnkernel, layernorm, perf as netperf
     from . import perf as sparseperf
     from .. import netsize
     p = net.params
@@ -297,6 +304,7 @@ def render(net, out_dir):
                lut_banks=[_ints(r) for r in t["lut_banks"]] if "lut_banks" in t else None,
                **layernorm.widths(net, 8, pc), ln_words=t["ln_g"].shape[1],        # rule 15 (engines/network/layernorm)
                ln_g=[_ints(r) for r in t["ln_g"]], ln_b=[_ints(r) for r in t["ln_b"]],
+               **attnkernel.widths(net, t, pc),                                     # rules 16-19 (.attnkernel)
                sc_add=sc_add(net, t["place"]), gate_sc=gate_sc(net, t["place"]),
                split_shift=any("split" in op.f for op in net.ops),   # rule 8m (hlsnn.engines.network.catmix)
                act_distance=max(sparseperf.CONV_DEPTH, netperf.POOL_DEPTH, netperf.ADD_DEPTH),

@@ -75,11 +75,12 @@ def buffers(net, tables):
             Buffer("kWinBase", "net_top", "array", 32, (nb,), static=True, note="per block: its window's base"),
             Buffer("kLut", "net_top", "array", 8, (pc, len(tables["luts"])), partition=((1, "complete"),),
                    static=True, note="the activation tables, a copy per bank")][:None if shiftperf.has_lut(net) else -1]
-    from ...network import layernorm
+    from ...network import attnkernel, layernorm
     bufs += layernorm.buffers(net, tables)            # rule 15's ROMs (hlsnn.engines.network.layernorm)
+    bufs += attnkernel.buffers(net, tables)           # rules 16-19's ROMs (hlsnn.engines.network.attnkernel)
     muls = [Multiplier("w*x", "NetMac", 8, 8, count=pz * pm,
                        note=f"{pz} lanes x {pm} int8 x int8 products per cycle")] + shiftperf.multipliers(net, tables) \
-        + layernorm.multipliers(net, tables)
+        + layernorm.multipliers(net, tables) + attnkernel.multipliers(net, tables)
     return bufs, muls
 
 
@@ -109,6 +110,7 @@ def resources(net, tables, ps):
     from ...network.catmix import logic as split_logic         # rule 8m's channel-range shifts
     from ...network.lintwo import logic as lintwo_logic        # rule 12t's two input terms
     from ...network.layernorm import logic as ln_logic         # rule 15's LayerNorm loops
+    from ...network.attnkernel import logic as attn_logic      # rules 16-19's loops
     if tables.get("sized"):
         from .. import netsize
         e = netsize.estimate(tables["sized"], ps, len(tables["steps"]), tables["act_words"], tables["sc_words"],
@@ -133,7 +135,7 @@ def resources(net, tables, ps):
     logic = dict(datapath(tables), **shiftperf.wpool_logic(net, tables["pc"], net.input["bits"], tables["add_bits"]),
                  **shiftperf.mean_logic(net, tables),
                  **linwide_logic(net, tables["pc"], net.input["bits"], tables["add_bits"]), **split_logic(net, tables),
-                 **lintwo_logic(net, tables), **ln_logic(net, tables))
+                 **lintwo_logic(net, tables), **ln_logic(net, tables), **attn_logic(net, tables))
     return {"bram36": math.ceil(m.bram36), "uram": m.uram, "lut": m.lut + sum(v[0] for v in logic.values()),
             "ff": m.ff + sum(v[1] for v in logic.values()), "dsp": m.dsp, "buffers": m.buffer_rows(),
             "logic": {k: {"lut": v[0], "ff": v[1]} for k, v in logic.items()}}
