@@ -18,7 +18,8 @@ it; ``notes`` says why):
     ``kRam1p`` one port, ``ram_s2p``/``kRamS2p`` one read and one write, ``ram_2p`` one read or
     write and one read, ``ram_t2p``/``kRamT2p`` two; an array with no storage declared: two, Vitis
     picks a dual-port RAM). ``ARRAY_PARTITION ... complete`` of every dimension makes registers (no
-    port limit). A stream (``hls::stream``, ``hlsnn::Fifo``) takes one read and one write a cycle,
+    port limit). ``ARRAY_RESHAPE ... complete`` of a dimension makes its elements one word: accesses
+    that differ only in that dimension's index are one access. A stream (``hls::stream``, ``hlsnn::Fifo``) takes one read and one write a cycle,
     each unrolled copy of an access its own; so does an ``m_axi`` bundle, whatever ports it holds
     (UG1399 "M_AXI Bundles"; ports with no ``bundle`` share ``gmem0``). Identical accesses (same
     array, same index text, same unrolled copy) count once; accesses in exclusive branches count
@@ -89,7 +90,7 @@ DEFAULT_DEPTH = 2
 #: ``num_write_outstanding`` default, UG1399 "INTERFACE pragma")
 AXI_OUTSTANDING = 16
 #: bumped when the analysis changes (the disk cache's key)
-VERSION = 11
+VERSION = 12
 
 _LOOPS = ("FOR_STMT", "WHILE_STMT", "DO_STMT")
 #: the overloaded assignments of ap_int and friends (an assignment to a class-typed element)
@@ -140,6 +141,11 @@ class Kernel:
                                                 "complete")
                 self.var_pragmas.setdefault(v, {}).setdefault("partition", []).append(
                     (int(p.kv.get("dim", 1)), kind, int(p.kv.get("factor", 0) or 0)))
+            elif p.name == "ARRAY_RESHAPE" and (p.kv.get("type") or "complete") == "complete" \
+                    and not any(f in p.flags for f in ("cyclic", "block")):
+                # a complete reshape of a dimension: its elements are one word (one access reads them all)
+                self.var_pragmas.setdefault(p.kv.get("variable"), {}).setdefault("reshape", set()).add(
+                    int(p.kv.get("dim", 1)))
             elif p.name == "BIND_STORAGE":
                 self.var_pragmas.setdefault(p.kv.get("variable"), {})["storage"] = p.kv.get("type", "").lower()
             elif p.name == "INTERFACE" and ("m_axi" in p.flags or p.kv.get("mode") == "m_axi"):
@@ -342,6 +348,7 @@ class Kernel:
             envs = ([dict(zip([v for v, _t in uv], vals)) for vals in itertools.product(*[range(t) for _v, t in uv])]
                     if n <= 4096 else [{}])
             pl = self.var_pragmas.get(name, {}).get("partition", [])
+            rs = self.var_pragmas.get(name, {}).get("reshape", set())     # ARRAY_RESHAPE complete dimensions
             blk = {}
             if kind == "stream":
                 parts, cyc = set(range(1, len(idx) + 1)), {}
@@ -365,7 +372,7 @@ class Kernel:
                              for d in sorted(parts) if d <= len(idx))      # cyclic F: element i in bank i % F
                 addr = tuple(v if v is not None else (_text(ix), tuple(sorted((k, x) for k, x in env.items()
                                                                              if k in self._reads(ix))))
-                             for v, ix in zip(vals, idx))
+                             for d, (v, ix) in enumerate(zip(vals, idx), 1) if d not in rs)
                 if kind == "stream":           # every stream read/write is its own beat, each unrolled copy too
                     addr = (addr, key, tuple(sorted(env.items())))
                 elif kind == "m_axi":

@@ -43,8 +43,9 @@ NOMINAL_ACT_WORDS = 2048
 #: words a weight ROM (a word of lanes by a bank) holds: one RAMB18 in its 512 x 36 shape (ResNet-8 at
 #: 16 x 16: 305, at 8 x 16: 610, pot at 16 x 32 with tap pairs: 157)
 NOMINAL_WEIGHT_WORDS = 512
-#: blocks of output channels (the bias and shift ROMs' depth; ResNet-8 at 16 lanes: 22)
-NOMINAL_BLOCKS = 64
+#: blocks of output channels (the bias and shift ROMs' depth; ResNet-8 at 16 lanes: 22; at 32 a 32-bit bias ROM
+#: of 16 lanes is 1,024 bits, LUTRAM, :data:`hlsnn.resources.LUTRAM_MAX_BITS`)
+NOMINAL_BLOCKS = 32
 
 
 def nominal(p, pz, pc):
@@ -56,11 +57,15 @@ def nominal(p, pz, pc):
     from .network.kernel import code_bits, weight_pack
     pot = p.get("default_mode") == "pot"
     cw = code_bits(int(p["exp_bits"]), pot)
+    dsp = bool(p.get("net_dsp")) and pz % 2 == 0 and pc % 2 == 0     # DSP banks (network.dsp)
+    pb = a + emax + 2
+    if p.get("max_code"):                 # the code limit bounds a product (network.kernel.tables)
+        pb = min(pb, (int(p["max_code"]) << (a - 1)).bit_length() + 1)
     tables = dict(pz=pz, pc=pc, pack=weight_pack(pz, cw), code_bits=cw, parts=1, terms=1, pot=pot,
                   tap_pairs=pc >= 2 * pz, act_bufs=2, act_words=NOMINAL_ACT_WORDS,
                   sc_words=NOMINAL_ACT_WORDS, sc_bits=a, weights=[[[0] * NOMINAL_WEIGHT_WORDS]],
-                  biases=[[0] * NOMINAL_BLOCKS], luts=[0], prod_bits=a + emax + 2, sum_bits=int(p["acc_bits"]),
-                  add_bits=max(a + 2, 16), div_bits=0)
+                  biases=[[0] * NOMINAL_BLOCKS], luts=[0], prod_bits=pb, max_shift=emax, sum_bits=int(p["acc_bits"]),
+                  add_bits=max(a + 2, 16), div_bits=0, dsp=dsp, sa_banks=pc // 2 if dsp else pc)
     return net, tables
 
 
