@@ -218,3 +218,26 @@ def test_given_lanes_and_banks_win_over_the_sizer(tmp_path):
     (tmp_path / "given.yaml").write_text(text)
     p = hlsnn.load_config(tmp_path / "given.yaml").params
     assert (p["net_lanes"], p["net_banks"]) == (8, 16) and p["net_shape"] == "board"
+
+
+def test_twohot_codes_keep_the_limit_and_a_code_beyond_it_is_refused(compiled):
+    """The compiled twohot_z2 program's codes are within the config's max_code 128 (its quantizer's
+    code limit; the refit of the codes on the calibration images may stop below it), and the network kernel
+    refuses the same program on a config whose limit is below its codes, and on DSP banks a code
+    above 128 (:mod:`hlsnn.engines.shift_mac.network.dsp`), in one line each."""
+    from dataclasses import replace
+    import numpy as np
+    from hlsnn.errors import InputError
+    from hlsnn.network import fit
+    from hlsnn.engines.shift_mac.network import dsp, kernel
+    net, _ = fit.network_kernel(*artifact.read(compiled("twohot_z2")))
+    assert net.params["max_code"] == 128 and net.params["net_dsp"]
+    t = kernel.tables(net, 16, 32)
+    big = max(int(np.abs(dsp.values(b)).max()) for lane in t["weights"] for b in lane)
+    assert 64 < big <= 128
+    with pytest.raises(InputError, match="above the config's max_code 96") as e:
+        kernel.tables(replace(net, params={**net.params, "max_code": 96}), 16, 32)
+    assert "\n" not in str(e.value)
+    hot = [[np.array([1 << 15]), np.array([7 | 6 << 6 | 1 << 13])]] * 2      # 128 + 64 on the DSP bank
+    with pytest.raises(InputError, match="magnitude 192 on the DSP banks"):
+        dsp.rom(hot, 2, 2)
