@@ -163,6 +163,23 @@ endmodule
 """
 
 
+def v_dsp_pair_offset():
+    return """\
+// Two two-hot code values (|w| <= 128, 9 bits) times one int8 activation in one DSP (shift_mac
+// network kernel, net_dsp: shift_mac/network/dsp.py): pp = ((w1 << 16) + w0) * x + 2^15, the
+// product registered (the DSP's P register); hi = pp[32:16] is w1 * x, lo = pp[15:0] with bit 15
+// flipped is w0 * x: no adder outside the DSP
+module dsp_pair_offset (input clk, input signed [8:0] w0, input signed [8:0] w1, input signed [7:0] x,
+                        output signed [15:0] lo, output signed [16:0] hi);
+  wire signed [24:0] wp = {w1, 16'b0} + {{16{w0[8]}}, w0};
+  reg signed [33:0] pp;
+  always @(posedge clk) pp <= wp * x + 34'sd32768;
+  assign lo = {~pp[15], pp[14:0]};
+  assign hi = pp[32:16];
+endmodule
+"""
+
+
 def v_tree(q=TREE_Q, w=PROD, s=TREE_SUM):
     """A lane's adder tree: ``q`` products of ``w`` bits, a registered level of adders at a time
     (each level one bit wider, at most ``s``), then the accumulator (``s`` bits)."""
@@ -267,6 +284,7 @@ def primitives():
     from hlsnn.config import load_config
     from hlsnn.engines.bfp_systolic.network import perf as bfpnet
     from hlsnn.engines.shift_mac import spec as shift
+    from hlsnn.engines.shift_mac.network import dsp as shiftdsp
     from hlsnn.engines.sparse_cluster import netsize
     from hlsnn.resources import dsp_per_product
 
@@ -305,6 +323,11 @@ def primitives():
                          "dsp": dsp_per_product(25, 4, True, False, "zynq7")},
                   model_src="netsize.PACK4_LUT, PACK4_FF; 1 DSP",
                   widths="NetMac (net_bits 4): ap_int<25> wp, ap_int<30> pp, four ap_int<8> fields"),
+        Primitive("offset DSP pair (shift_mac net_dsp)", "(w1<<16)+w0 times x plus 2^15 in one DSP, split by wiring",
+                  "dsp_pair_offset", v_dsp_pair_offset(),
+                  model={"lut": shiftdsp.PACK_LUT, "ff": None, "dsp": dsp_per_product(PACK_A, ACT, True, True, "zynq7")},
+                  model_src="shift_mac network.dsp.PACK_LUT; 1 DSP (its P register)",
+                  widths="ConvTaps: ap_int<9> w0, w1, ap_int<25> wp, ap_int<34> pp, prod_t lo, hi"),
         Primitive(f"lane adder tree, {TREE_Q} x {PROD} -> {TREE_SUM} bits",
                   "registered tree of the lane's products, then the accumulator", "lane_tree", v_tree(),
                   model={"lut": trees[0] // 2, "ff": trees[1] // 2, "dsp": 0},

@@ -151,6 +151,8 @@ def test_shipped_accel_config_loads(path):
         keys -= {"net_bits"}                        # kept only at 4 (issue 82): the 8-bit configs' hashes stay
     if cfg.engine == "shift_mac" and "net_shape" not in raw[cfg.engine]:
         keys -= {"net_shape"}                                                     # only with net_shape: board
+    if cfg.engine == "shift_mac":
+        keys -= {k for k in ("max_code", "net_dsp") if not raw[cfg.engine].get(k)}    # only when given
     assert set(cfg.params) == keys
     for res, used in cfg.estimates["resources"].items():
         # the shift-MAC engine uses no DSPs by design, and only sparse_cluster binds buffers to

@@ -53,8 +53,8 @@ def test_dsp_pair_uses_one_dsp_and_the_lut_product_none(yp):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("top", ["mul_lut", "dsp_pair", "lane_tree", "twohot", "pot", "bfp_align", "mul4_lut",
-                                 "dsp_quad"])
+@pytest.mark.parametrize("top", ["mul_lut", "dsp_pair", "dsp_pair_offset", "lane_tree", "twohot", "pot", "bfp_align",
+                                 "mul4_lut", "dsp_quad"])
 def test_model_constant_within_the_stated_margin(yp, top):
     """Each primitive synthesized in every run of the table (xc7, xc7 -abc9, xcup): the model's
     LUT figure is within ``within_margin`` of the references; its flip-flops, where the model
@@ -112,6 +112,18 @@ def test_dsp_quad_verilog_splits_exactly_and_uses_one_dsp(yp):
     vecs = [{"w": w, "x": x} for w in (-8, -7, -1, 0, 7) for x in (0, 1, 15)]
     got = yp.simulate(_prim(yp, "mul4_lut"), vecs, 1, ["p"])
     assert [g["p"] for g in got] == [v["w"] * v["x"] for v in vecs]
+
+
+def test_offset_dsp_pair_maps_to_one_dsp_and_no_lut_and_splits_exactly(yp):
+    """shift_mac's net_dsp pair (``(w1 * 2^16 + w0) * x + 2^15``): one DSP48E1 and no LUT on xc7
+    (the PYNQ-Z2's family: the model's ``PACK_LUT`` 0 a DSP), and ``lo = w0 * x``, ``hi = w1 * x``
+    at the corners of ``|w| <= 128`` and int8 ``x``, about 5 CPU-seconds."""
+    y = yp.synth(_prim(yp, "dsp_pair_offset"), "xc7")
+    assert y["cells"].get("DSP48E1") == 1 and y["lut"] == 0 and y["ff"] == 0, y["cells"]
+    vals = (-128, -1, 0, 127, 128)
+    vecs = [{"w0": a, "w1": b, "x": x} for a, b in itertools.product(vals, vals) for x in (-128, 127)]
+    got = yp.simulate(_prim(yp, "dsp_pair_offset"), vecs, 1, ["lo", "hi"])
+    assert [(g["lo"], g["hi"]) for g in got] == [(v["w0"] * v["x"], v["w1"] * v["x"]) for v in vecs]
 
 
 def _pack(vals, bits):

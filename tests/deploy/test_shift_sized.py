@@ -1,6 +1,7 @@
 """shift_mac's network kernel sized to the PYNQ-Z2 (issue 83): ``shift8net_pynq-z2`` (two-hot: 16
-lanes x 16 banks) and ``shift8net_pot_pynq-z2`` (power of two: 16 x 32 one-shifter units with tap
-pairs), both at 200 MHz with 3-bit weight exponents, and ResNet-8's ``twohot_z2`` / ``pot_z2``
+lanes x 32 banks with tap pairs, the upper 16 banks on DSP48s, two lanes a DSP, codes limited to 128:
+:mod:`hlsnn.engines.shift_mac.network.dsp`) and ``shift8net_pot_pynq-z2`` (power of two: 16 x 32
+one-shifter units with tap pairs), both at 200 MHz with 3-bit weight exponents, and ResNet-8's ``twohot_z2`` / ``pot_z2``
 assignments that use them.
 
 References: the board file's resources and the fit budget's 90%, the PS's PL clock rates
@@ -23,13 +24,13 @@ CONFIG = ROOT / "configs" / "accel" / "shift8net_pynq-z2.yaml"
 POT = ROOT / "configs" / "accel" / "shift8net_pot_pynq-z2.yaml"
 MODEL = ROOT / "configs" / "models" / "resnet8_digits32.yaml"
 #: per assignment: its config's (net_lanes, net_banks)
-SHAPE = {"twohot_z2": (16, 16), "pot_z2": (16, 32)}
+SHAPE = {"twohot_z2": (16, 32), "pot_z2": (16, 32)}
 
 
-def test_the_configs_double_and_quadruple_the_units_at_a_clock_the_ps_gives():
+def test_the_configs_quadruple_the_units_at_a_clock_the_ps_gives():
     old = hlsnn.load_config(ROOT / "configs" / "accel" / "shift8_pynq-z2.yaml")
     units = old.params["net_lanes"] * old.params["net_banks"]
-    for path, shape, k in ((CONFIG, SHAPE["twohot_z2"], 2), (POT, SHAPE["pot_z2"], 4)):
+    for path, shape, k in ((CONFIG, SHAPE["twohot_z2"], 4), (POT, SHAPE["pot_z2"], 4)):
         cfg = hlsnn.load_config(path)
         p = cfg.params
         assert (p["net_lanes"], p["net_banks"]) == shape and p["net_lanes"] * p["net_banks"] == k * units
@@ -55,12 +56,13 @@ def compiled(tmp_path_factory):
 def test_resnet8_on_the_sized_kernel_fits_closes_and_counts_by_hand(compiled, assignment):
     """Within 90% of every resource of the XC7Z020 (53,200 LUT, 106,400 FF, 220 DSP, 140 BRAM36),
     every network loop at II 1 at 200 MHz (the schedule lists only the loops of functions the
-    kernel's top calls: no IsqrtBits), and by hand: two-hot on 16 x 16, a 16 -> 16 conv at
-    9,216 taps plus the pipeline depth and 256 units of 72 LUTs (two left shifters of 8 bits by
-    0..7: 11 LUTs for the 4:1 stage, ceil(15 / 2) = 8 for the 2:1 stage, each; two 17-bit
-    add/negate stages); power of two on 16 x 32, the same conv at 32 * 32 * 5 (tap pairs: its
-    16 channels copied into the upper 16 banks, two taps a cycle), 64 -> 64 at 4 blocks of
-    outputs x 2 of inputs x 9 taps a pixel, and 512 units of 36 LUTs (one shifter, the negation)."""
+    kernel's top calls: no IsqrtBits), and by hand: a 16 -> 16 conv on 32x32 at 32 * 32 * 5 taps
+    plus the pipeline depth (tap pairs: its 16 channels copied into the upper 16 banks, two taps a
+    cycle), 64 -> 64 at 4 blocks of outputs x 2 of inputs x 9 taps a pixel; two-hot: 256 shift-add
+    units of 70 LUTs (two left shifters of 8 bits by 0..7: 11 LUTs for the 4:1 stage, ceil(15 / 2)
+    = 8 for the 2:1 stage, each; two 16-bit add/negate stages: |code| <= 128 times an int8 is
+    within 2^14) and 8 lane pairs x 16 banks = 128 DSPs; power of two: 512 units of 36 LUTs (one
+    shifter, the negation), no DSP."""
     from hlsnn.network import fit
     from hlsnn.engines.shift_mac.network import kernel, perf
     from hlsnn.network import schedule
@@ -77,16 +79,15 @@ def test_resnet8_on_the_sized_kernel_fits_closes_and_counts_by_hand(compiled, as
     assert (t["pz"], t["pc"]) == SHAPE[assignment]
     cycles = {name: c for name, _, c in perf.op_cycles(net, t)}
     r = perf.resources(net, t, cfg.board.ps)
+    assert cycles["s1a"] == 32 * 32 * 5 + perf.CONV_DEPTH
+    assert cycles["s2a"] == 2 * 16 * 16 * 5 + perf.CONV_DEPTH         # 16 -> 32, stride 2: 2 blocks of outputs
+    assert cycles["s3b"] == 4 * 8 * 8 * 2 * 9 + perf.CONV_DEPTH
+    assert t["tap_pairs"]
     if assignment == "twohot_z2":
-        assert cycles["s1a"] == 32 * 32 * 9 + perf.CONV_DEPTH
-        assert cycles["s3b"] == 4 * 8 * 8 * 4 * 9 + perf.CONV_DEPTH        # 64 -> 64 on 8x8: 4 output x 4 input blocks
-        assert not t["pot"] and not t["tap_pairs"]
-        assert r["logic"]["units"]["lut"] == 256 * (2 * (11 + 8) + 2 * 17)
+        assert not t["pot"] and t["dsp"] and t["sa_banks"] == 16 and t["prod_bits"] == 16
+        assert r["logic"]["units"]["lut"] == 256 * (2 * (11 + 8) + 2 * 16) and r["dsp"] == 8 * 16
     else:
-        assert cycles["s1a"] == 32 * 32 * 5 + perf.CONV_DEPTH
-        assert cycles["s2a"] == 2 * 16 * 16 * 5 + perf.CONV_DEPTH         # 16 -> 32, stride 2: 2 blocks of outputs
-        assert cycles["s3b"] == 4 * 8 * 8 * 2 * 9 + perf.CONV_DEPTH
-        assert t["pot"] and t["tap_pairs"] and (t["pack"], t["code_bits"]) == (4, 5)
+        assert t["pot"] and (t["pack"], t["code_bits"]) == (4, 5) and r["dsp"] == 0
         assert r["logic"]["units"]["lut"] == 512 * ((11 + 8) + 17)
 
 
@@ -98,7 +99,8 @@ def test_four_bit_exponents_at_16_x_16_are_refused(tmp_path):
     from hlsnn.errors import InputError
     from hlsnn.network.build import compile_model
     acc = (CONFIG.read_text().replace("exp_bits: 3", "exp_bits: 4").replace("acc_bits: 34", "acc_bits: 42")
-           .replace("\n  net_shape: board", "\n  net_lanes: 16\n  net_banks: 16"))      # the sizer would pick 8 x 16
+           .replace("\n  net_shape: board", "\n  net_lanes: 16\n  net_banks: 16")      # the sizer would pick 8 x 16
+           .replace("\n  max_code: 128", "").replace("\n  net_dsp: true", ""))      # all shift-add, any code
     assert "exp_bits: 4" in acc and "acc_bits: 42" in acc and "net_banks: 16" in acc
     (tmp_path / "wide.yaml").write_text(acc.replace("name: shift8net_pynq_z2", "name: shift8wide"))
     shutil.copy(ROOT / "configs" / "models" / "resnet8_digits32.onnx", tmp_path)
@@ -110,23 +112,29 @@ def test_four_bit_exponents_at_16_x_16_are_refused(tmp_path):
     assert "\n" not in str(e.value) and not out.exists()
 
 
-def test_the_sizer_picks_16_x_16_two_hot_16_x_32_pot_and_8_x_16_at_4_bit_exponents():
+def test_the_sizer_picks_16_x_32_two_hot_with_dsps_16_x_32_pot_and_8_x_16_at_4_bit_exponents():
     """``net_shape: board`` (:mod:`hlsnn.engines.shift_mac.netsize`), per the config's
-    ``default_mode``: two-hot at 16 x 16 (its next size up, 16 x 32, models ~65k LUTs), power of
+    ``default_mode``: two-hot with DSP banks at 16 x 32 (256 shift-add units of 70 LUTs, 128 DSPs;
+    all shift-add, without ``net_dsp``, 16 x 16, as 16 x 32 models ~65k LUTs), power of
     two at 16 x 32 (one shifter a unit, four 5-bit codes a ROM word: within 90% of the LUTs and
     the 126 BRAM36; 32 x 32, 1,024 units, models ~81k LUTs); shift8_pynq-z2's 4-bit exponents
     (25-bit products, 42-bit sums) at 8 x 16 (16 x 16: above 47,880). The nominal kernel's units
-    count by hand: 72 LUTs each two-hot at 3 bits (the docstring of the compile test above), 36
+    count by hand: 72 LUTs each two-hot at 3 bits (70 with max_code 128: the docstring of the compile test above), 36
     pot, 2 x 34 + 2 x 25 = 118 two-hot at 4 bits (two shifters of 8 bits by 0..15: 8 + 3 = 11
     and 8 + 15 = 23 LUTs for their two 4:1 stages)."""
     from hlsnn.engines.shift_mac import netsize
     cfg, pot = hlsnn.load_config(CONFIG), hlsnn.load_config(POT)
-    assert cfg.params["net_shape"] == "board" and (cfg.params["net_lanes"], cfg.params["net_banks"]) == (16, 16)
+    assert cfg.params["net_shape"] == "board" and (cfg.params["net_lanes"], cfg.params["net_banks"]) == (16, 32)
+    lut_only = {k: v for k, v in cfg.params.items() if k not in ("net_dsp", "max_code")}
+    assert netsize.size(lut_only, cfg.board) == {"net_lanes": 16, "net_banks": 16}
+    e = netsize.estimate(dict(cfg.params), 16, 32, "zynq7")
+    assert e["logic"]["units"]["lut"] == 256 * 70 and e["dsp"] == 128 and e["lut"] <= 0.9 * 53200
+    assert e["bram36"] <= 0.9 * 140
     assert netsize.size(dict(pot.params), pot.board) == {"net_lanes": 16, "net_banks": 32}
     old = dict(hlsnn.load_config(ROOT / "configs" / "accel" / "shift8_pynq-z2.yaml").params)
     assert netsize.size(old, cfg.board) == {"net_lanes": 8, "net_banks": 16}
-    assert netsize.estimate(dict(cfg.params), 16, 16, "zynq7")["logic"]["units"]["lut"] == 256 * 72
-    assert netsize.estimate(dict(cfg.params), 16, 32, "zynq7")["lut"] > 0.9 * 53200
+    assert netsize.estimate(lut_only, 16, 16, "zynq7")["logic"]["units"]["lut"] == 256 * 72
+    assert netsize.estimate(lut_only, 16, 32, "zynq7")["lut"] > 0.9 * 53200
     e = netsize.estimate(dict(pot.params), 16, 32, "zynq7")
     assert e["logic"]["units"]["lut"] == 512 * 36 and e["lut"] <= 0.9 * 53200 and e["bram36"] <= 0.9 * 140
     assert netsize.estimate(dict(pot.params), 32, 32, "zynq7")["lut"] > 0.9 * 53200
@@ -191,7 +199,7 @@ def test_net_lanes_without_net_shape_board_keep_the_layer_shape_and_its_hash():
 @pytest.mark.strict_csim
 @pytest.mark.parametrize("assignment", ["twohot_z2", "pot_z2"])
 def test_the_sized_kernels_give_the_emulators_bits_in_one_strict_start(compiled, assignment):
-    """The strict C-simulation of the sized kernels (16 x 16 two-hot, 16 x 32 pot with tap pairs):
+    """The strict C-simulation of the sized kernels (16 x 32 two-hot with DSP banks, 16 x 32 pot, both with tap pairs):
     one start for the batch, the layer-by-layer emulator's bits, every bank within its ports, the
     loop counters the cycle model's iterations."""
     from conftest import checked_raw
@@ -210,3 +218,26 @@ def test_given_lanes_and_banks_win_over_the_sizer(tmp_path):
     (tmp_path / "given.yaml").write_text(text)
     p = hlsnn.load_config(tmp_path / "given.yaml").params
     assert (p["net_lanes"], p["net_banks"]) == (8, 16) and p["net_shape"] == "board"
+
+
+def test_twohot_codes_keep_the_limit_and_a_code_beyond_it_is_refused(compiled):
+    """The compiled twohot_z2 program's codes are within the config's max_code 128 (its quantizer's
+    code limit; the refit of the codes on the calibration images may stop below it), and the network kernel
+    refuses the same program on a config whose limit is below its codes, and on DSP banks a code
+    above 128 (:mod:`hlsnn.engines.shift_mac.network.dsp`), in one line each."""
+    from dataclasses import replace
+    import numpy as np
+    from hlsnn.errors import InputError
+    from hlsnn.network import fit
+    from hlsnn.engines.shift_mac.network import dsp, kernel
+    net, _ = fit.network_kernel(*artifact.read(compiled("twohot_z2")))
+    assert net.params["max_code"] == 128 and net.params["net_dsp"]
+    t = kernel.tables(net, 16, 32)
+    big = max(int(np.abs(dsp.values(b)).max()) for lane in t["weights"] for b in lane)
+    assert 64 < big <= 128
+    with pytest.raises(InputError, match="above the config's max_code 96") as e:
+        kernel.tables(replace(net, params={**net.params, "max_code": 96}), 16, 32)
+    assert "\n" not in str(e.value)
+    hot = [[np.array([1 << 15]), np.array([7 | 6 << 6 | 1 << 13])]] * 2      # 128 + 64 on the DSP bank
+    with pytest.raises(InputError, match="magnitude 192 on the DSP banks"):
+        dsp.rom(hot, 2, 2)

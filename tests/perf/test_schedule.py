@@ -158,6 +158,32 @@ Spread:
     assert derive(tmp_path, two % "j")["Spread"]["ii"] == 1
 
 
+def test_a_complete_reshape_makes_the_copies_one_word(tmp_path):
+    """ARRAY_RESHAPE complete of a dimension (the shift_mac network kernel's weight ROMs with
+    net_dsp): the 8 unrolled reads of one index of the other dimension are one read of a word, II 1
+    on one port; the same reads unreshaped are 8 on one port, II 8; a cyclic reshape is not merged."""
+    src = """
+void k(int n, int out[64]) {
+  static int b[8][64];
+#pragma HLS ARRAY_RESHAPE variable = b dim = 1 %s
+#pragma HLS BIND_STORAGE variable = b type = ram_1p impl = bram
+Word:
+  for (int i = 0; i < n; ++i) {
+#pragma HLS PIPELINE II = 1
+    int s = 0;
+    for (int j = 0; j < 8; ++j) {
+#pragma HLS UNROLL
+      s += b[j][i & 63];
+    }
+    out[i & 63] = s;
+  }
+}
+"""
+    assert derive(tmp_path, src % "complete")["Word"]["ii"] == 1
+    assert derive(tmp_path, src % "cyclic factor = 2")["Word"]["ii"] == 8
+    assert derive(tmp_path, src.replace("#pragma HLS ARRAY_RESHAPE variable = b dim = 1 %s\n", ""))["Word"]["ii"] == 8
+
+
 @pytest.mark.parametrize("form", ["if (b < 32) a[b] = i;", "if (b < 32) { a[b] = i; }",
                                   "if (b >= 32) { } else a[b] = i;"])
 def test_a_branch_that_is_one_expression_writes(tmp_path, form):

@@ -255,9 +255,11 @@ class ShiftExec(_Exec):
         self.mode = "twohot" if fmt.type == "twohot" else "pot"
         axis = 0 if fmt.weight_scale == "channel" else None          # one scale per output row, or one
 
+        self.max_code = p.get("max_code") if self.mode == "twohot" else None   # the config's code limit
+
         def quantize(ax):
             if self.mode == "twohot":
-                return sfmt.quantize_twohot(w2, p["exp_bits"], delta=fmt.delta, axis=ax)
+                return sfmt.quantize_twohot(w2, p["exp_bits"], delta=fmt.delta, axis=ax, max_code=self.max_code)
             return sfmt.quantize_pot(w2, p["exp_bits"], axis=ax)
         self.wq = quantize(axis)
         if axis is not None:

@@ -489,7 +489,7 @@ def refit(ex, x, fx, target=None):
     ``_bias`` rounds). ``target``: the layer with other float weights and bias to fit (``weight_fit:
     network``, :func:`hlsnn.deploy.shift_netfit.target`), else ``ex.layer``."""
     t, layer = ex.wq, (ex.layer if target is None else target)
-    tab = codes.table(t.mode, t.exp_bits, t.delta)
+    tab = codes.table(t.mode, t.exp_bits, t.delta, getattr(ex, "max_code", None))   # the code limit (formats.shift)
     f = np.broadcast_to(np.asarray(t.scale_exponent, np.int64).reshape(-1, 1), (t.shape[0], 1))
     own, ex.b_fit = fit_layer(layer, x, fx, f, tab)
     values = own

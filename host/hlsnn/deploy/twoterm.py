@@ -106,7 +106,7 @@ def refit(ex, x, fx, target=None):
     packs' rows ``[Q1 | Q2]``) and ``ex.b_fit``; returns the layer's own ``Q1 + Q2`` values
     (``target``: as for :func:`hlsnn.deploy.shift_fit.refit`)."""
     t, layer = ex.wq, (ex.layer if target is None else target)
-    tab = codes.table(t.mode, t.exp_bits, t.delta)
+    tab = codes.table(t.mode, t.exp_bits, t.delta, getattr(ex, "max_code", None))   # the code limit (formats.shift)
     f = np.broadcast_to(np.asarray(t.scale_exponent, np.int64).reshape(-1, 1), (t.shape[0], 1))
     v1, v2, ex.b_fit = fit_layer(layer, x, fx, f, tab)
     own = (v1, v2)

@@ -58,6 +58,16 @@ Quantization (nearest code, deterministic tie-break)
     counts them with a table over the top bits of ``a``'s float64 pattern (cached with the
     magnitudes), :func:`.shift_codes.nearest_reference` with :func:`numpy.searchsorted`.
 
+Code limit (``max_code``, two-hot only; an accelerator config's ``shift_mac.max_code``)
+    A limit ``Lm`` (a two-hot magnitude of the format, at least ``2**emax``: 128 at
+    ``exp_bits`` 3) takes the place of ``M`` above: ``F`` fits the largest weight to ``Lm``,
+    and only the codes with ``|value| <= Lm`` are candidates of the nearest rounding (and of
+    :mod:`hlsnn.deploy.shift_fit`'s refit), so no code above it is ever produced. Why: the
+    product ``x * value`` of an int8 activation then has ``|x * value| <= 2**14``, and two such
+    products pack into one DSP48E1 (the shift_mac network kernel's ``net_dsp`` banks,
+    :mod:`hlsnn.engines.shift_mac.network.dsp`). The code values stay exact integers, so the
+    bits of a product do not depend on whether shifters or a DSP form it.
+
 Dequantization
     ``code_value * 2**-F`` computed with :func:`numpy.ldexp`: exact whenever the result is a
     float64, i.e. always except next to float64's limits: a slice maximum that rounds up to
@@ -407,13 +417,27 @@ def _scale_exponent(amax: np.ndarray, max_mag: int) -> np.ndarray:
 _BLOCK_ELEMS = 1 << 14
 
 
-def _prepare(mode: str, w, exp_bits, delta, axis):
+def _check_limit(limit, mode, exp_bits, delta):
+    """A code limit (module docstring): None, or a two-hot magnitude of the format of at least
+    2 ** (2 ** exp_bits - 1) (the largest power-of-two term)."""
+    if limit is None:
+        return None
+    tab = codes.table(mode, exp_bits, delta)
+    top = 1 << codes.emax(exp_bits)
+    if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or mode != "twohot" \
+            or not top <= int(limit) or int(limit) not in set(tab.mags.astype(np.int64).tolist()):
+        raise InputError(f"max_code: {limit!r} is not allowed (a two-hot code magnitude of exp_bits={exp_bits}, "
+                         f"delta={delta} of at least {top}, e.g. 128 at exp_bits 3; two-hot only)")
+    return int(limit)
+
+
+def _prepare(mode: str, w, exp_bits, delta, axis, limit=None):
     """Checked inputs, the format's table and the scale exponents: ``(a, tab, F, eb, d, ax)``."""
     eb = _check_exp_bits(exp_bits)
     d = _check_delta(delta, mode)
     a = np.ascontiguousarray(as_float_array(w, "w"))
     ax = _check_axis(axis, a.ndim)
-    tab = codes.table(mode, eb, d)
+    tab = codes.table(mode, eb, d, _check_limit(limit, mode, eb, d))
     if ax is None:
         amax = np.maximum(a.max(initial=0.0), -a.min(initial=0.0)).reshape((1,) * a.ndim)
     else:
@@ -446,11 +470,11 @@ def _blocks(a, tab, F):
         yield sl, ab, codes.nearest(tab, v)
 
 
-def _quantize(mode: str, w, exp_bits, delta, axis) -> ShiftTensor:
+def _quantize(mode: str, w, exp_bits, delta, axis, limit=None) -> ShiftTensor:
     """:func:`quantize_pot` / :func:`quantize_twohot`: the module's rules, with the nearest
     magnitude found by :func:`.shift_codes.nearest`, block by block of the leading axis; equal, field for
     field, to :func:`_quantize_reference` (``tests/formats/test_shift.py``)."""
-    a, tab, F, eb, d, ax = _prepare(mode, w, exp_bits, delta, axis)
+    a, tab, F, eb, d, ax = _prepare(mode, w, exp_bits, delta, axis, limit)
     e1, e2, s1, s2 = (np.zeros(a.shape, np.uint8) for _ in range(4))
     zero = np.empty(a.shape, bool)
     for sl, ab, k in _blocks(a, tab, F):
@@ -554,7 +578,7 @@ def quantize_pot(w, exp_bits: int, *, axis: Optional[int] = None) -> ShiftTensor
 
 
 def quantize_twohot(w, exp_bits: int, *, delta: int = 0,
-                    axis: Optional[int] = None) -> ShiftTensor:
+                    axis: Optional[int] = None, max_code: Optional[int] = None) -> ShiftTensor:
     """Quantize ``w`` to two-hot codes (see the module docstring for the rules).
 
     Parameters
@@ -568,6 +592,10 @@ def quantize_twohot(w, exp_bits: int, *, delta: int = 0,
     axis : int or None, default None
         None: one scale exponent for the whole tensor; an int: one per slice along that
         axis (e.g. ``axis=0`` of ``(Z, C, k, k)`` conv weights: one per output channel).
+
+    max_code : int or None, default None
+        A code limit (module docstring, "Code limit"): no code magnitude above it, and the
+        scale exponents fit the largest weight to it.
 
     Returns
     -------
@@ -589,7 +617,7 @@ def quantize_twohot(w, exp_bits: int, *, delta: int = 0,
     >>> q.code_values(), q.e1, q.e2, q.dequantize()
     (array([18]), array([3], dtype=uint8), array([1], dtype=uint8), array([9.]))
     """
-    return _quantize("twohot", w, exp_bits, delta, axis)
+    return _quantize("twohot", w, exp_bits, delta, axis, max_code)
 
 
 def encode(values, scale_exponent, mode: str, exp_bits: int, *, delta: int = 0,

@@ -108,7 +108,9 @@ def nearest_reference(tab: "Table", v: np.ndarray) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=None)
-def table(mode: str, exp_bits: int, delta: int) -> Table:
+def table(mode: str, exp_bits: int, delta: int, limit=None) -> Table:
+    """The format's magnitudes and canonical codes; ``limit`` (a code limit, :mod:`hlsnn.formats.shift`'s
+    "Code limit"): only the magnitudes up to it, and it is the table's ``max_mag``."""
     top = emax(exp_bits)
     best = {0: (0, 0, 0, False)}
     if mode == "pot":
@@ -124,10 +126,13 @@ def table(mode: str, exp_bits: int, delta: int) -> Table:
                     if inner != 0:
                         best.setdefault(abs(inner), (e1, e2, s1, inner < 0))
     keys = sorted(best)
+    if limit is not None:
+        keys = [k for k in keys if k <= limit]
     rows = [best[k] for k in keys]
     arrays = [np.array(keys, dtype=np.float64)]
     arrays += [np.array([r[i] for r in rows], dtype=np.uint8) for i in range(3)]
     arrays.append(np.array([r[3] for r in rows], dtype=bool))
     for a in arrays:
         a.setflags(write=False)
-    return Table(*arrays, max_mag=max_magnitude(mode, exp_bits, delta), buckets=buckets(arrays[0]))
+    top_mag = max_magnitude(mode, exp_bits, delta) if limit is None else keys[-1]
+    return Table(*arrays, max_mag=top_mag, buckets=buckets(arrays[0]))

@@ -10,30 +10,28 @@ it; ``notes`` says why):
 ``pragma``
     the pragma's ``II`` (1 when none is given).
 ``ports``
-    resources: per memory bank, the accesses one iteration makes (inner loops are unrolled by the pipeline:
-    an access in an inner loop of ``T`` iterations is ``T`` accesses, unless the array is partitioned on the
-    dimension that loop's variable indexes; ``cyclic F``: index i in bank i % F; ``block F`` of a
-    dimension of N: consecutive blocks of N // F, the last holding the rest) against its ports
-    (UG1448 "Resource Constraints"): the storage of ``BIND_STORAGE`` or ``HLSNN_MEM`` (``ram_1p``/
-    ``kRam1p`` one port, ``ram_s2p``/``kRamS2p`` one read and one write, ``ram_2p`` one read or
-    write and one read, ``ram_t2p``/``kRamT2p`` two; an array with no storage declared: two, Vitis
-    picks a dual-port RAM). ``ARRAY_PARTITION ... complete`` of every dimension makes registers (no
-    port limit). A stream (``hls::stream``, ``hlsnn::Fifo``) takes one read and one write a cycle,
-    each unrolled copy of an access its own; so does an ``m_axi`` bundle, whatever ports it holds
-    (UG1399 "M_AXI Bundles"; ports with no ``bundle`` share ``gmem0``). Identical accesses (same
-    array, same index text, same unrolled copy) count once; accesses in exclusive branches count
-    each (:mod:`hlsnn.perf.model`'s rule).
+    resources: per memory bank, the accesses one iteration makes (inner loops are unrolled by the pipeline: an
+    access in an inner loop of ``T`` iterations is ``T`` accesses, unless the array is partitioned on the dimension
+    that loop's variable indexes; ``cyclic F``: index i in bank i % F; ``block F`` of a dimension of N: consecutive
+    blocks of N // F, the last holding the rest) against its ports (UG1448 "Resource Constraints"): the storage of
+    ``BIND_STORAGE`` or ``HLSNN_MEM`` (``ram_1p``/``kRam1p`` one port, ``ram_s2p``/``kRamS2p`` one read and one
+    write, ``ram_2p`` one read or write and one read, ``ram_t2p``/``kRamT2p`` two; an array with no storage
+    declared: two, Vitis picks a dual-port RAM). ``ARRAY_PARTITION ... complete`` of every dimension makes registers
+    (no port limit). ``ARRAY_RESHAPE ... complete`` of a dimension makes its elements one word: accesses that differ
+    only in that dimension's index are one access. A stream (``hls::stream``, ``hlsnn::Fifo``) takes one read and
+    one write a cycle, each unrolled copy of an access its own; so does an ``m_axi`` bundle, whatever ports it holds
+    (UG1399 "M_AXI Bundles"; ports with no ``bundle`` share ``gmem0``). Identical accesses (same array, same index
+    text, same unrolled copy) count once; accesses in exclusive branches count each (:mod:`hlsnn.perf.model`'s
+    rule).
 ``dependence``
-    an array read and written in the loop body at a run-time index (not the same index of the
-    loop's own counter on both sides) is a loop-carried dependence at distance 1 unless the loop
-    declares ``#pragma HLS DEPENDENCE variable = X inter false`` (or ``inter RAW false``), or
-    ``intra RAW false`` where a write of X comes before a read of it in the iteration (UG1399's
-    histogram: the II 2 is that ordering); a ``WAR``/``WAW`` or ``true`` pragma leaves it, and an
-    ``inter ... distance = d`` divides it: II >= ceil((store stage - load stage + 1) / d), the
-    stages' difference + 1 being the loop's pipeline depth (the engine page's ``Loop.depth``, the
-    network models' depth constants; :data:`DEFAULT_DEPTH` for a loop none lists). With the pragma the kernel must
-    declare ``HLSNN_MEM(X, kind, d)`` with ``d > 0`` (the strict C-simulation checks ``d``); else
-    the note says "unchecked".
+    an array read and written in the loop body at a run-time index (not the same index of the loop's own counter on
+    both sides) is a loop-carried dependence at distance 1 unless the loop declares ``#pragma HLS DEPENDENCE
+    variable = X inter false`` (or ``inter RAW false``), or ``intra RAW false`` where a write of X comes before a
+    read of it in the iteration (UG1399's histogram: the II 2 is that ordering); a ``WAR``/``WAW`` or ``true``
+    pragma leaves it, and an ``inter ... distance = d`` divides it: II >= ceil((store stage - load stage + 1) / d),
+    the stages' difference + 1 being the loop's pipeline depth (the engine page's ``Loop.depth``, the network
+    models' depth constants; :data:`DEFAULT_DEPTH` for a loop none lists). With the pragma the kernel must declare
+    ``HLSNN_MEM(X, kind, d)`` with ``d > 0`` (the strict C-simulation checks ``d``); else the note says "unchecked".
 ``register``
     a register (a scalar of the loop's function declared outside the loop, not the loop counter,
     or an element of such an array that is registers: ``ARRAY_PARTITION ... complete``) whose value
@@ -89,7 +87,7 @@ DEFAULT_DEPTH = 2
 #: ``num_write_outstanding`` default, UG1399 "INTERFACE pragma")
 AXI_OUTSTANDING = 16
 #: bumped when the analysis changes (the disk cache's key)
-VERSION = 11
+VERSION = 13
 
 _LOOPS = ("FOR_STMT", "WHILE_STMT", "DO_STMT")
 #: the overloaded assignments of ap_int and friends (an assignment to a class-typed element)
@@ -140,6 +138,8 @@ class Kernel:
                                                 "complete")
                 self.var_pragmas.setdefault(v, {}).setdefault("partition", []).append(
                     (int(p.kv.get("dim", 1)), kind, int(p.kv.get("factor", 0) or 0)))
+            elif p.name == "ARRAY_RESHAPE" and {"cyclic", "block"}.isdisjoint({*p.flags, p.kv.get("type")}):
+                self.var_pragmas.setdefault(p.kv["variable"], {}).setdefault("reshape", set()).add(int(p.kv.get("dim", 1)))
             elif p.name == "BIND_STORAGE":
                 self.var_pragmas.setdefault(p.kv.get("variable"), {})["storage"] = p.kv.get("type", "").lower()
             elif p.name == "INTERFACE" and ("m_axi" in p.flags or p.kv.get("mode") == "m_axi"):
@@ -341,7 +341,7 @@ class Kernel:
                 n *= t
             envs = ([dict(zip([v for v, _t in uv], vals)) for vals in itertools.product(*[range(t) for _v, t in uv])]
                     if n <= 4096 else [{}])
-            pl = self.var_pragmas.get(name, {}).get("partition", [])
+            pl, rs = (self.var_pragmas.get(name, {}).get(k, ()) for k in ("partition", "reshape"))   # rs: reshaped dims
             blk = {}
             if kind == "stream":
                 parts, cyc = set(range(1, len(idx) + 1)), {}
@@ -365,7 +365,7 @@ class Kernel:
                              for d in sorted(parts) if d <= len(idx))      # cyclic F: element i in bank i % F
                 addr = tuple(v if v is not None else (_text(ix), tuple(sorted((k, x) for k, x in env.items()
                                                                              if k in self._reads(ix))))
-                             for v, ix in zip(vals, idx))
+                             for d, (v, ix) in enumerate(zip(vals, idx), 1) if d not in rs)
                 if kind == "stream":           # every stream read/write is its own beat, each unrolled copy too
                     addr = (addr, key, tuple(sorted(env.items())))
                 elif kind == "m_axi":

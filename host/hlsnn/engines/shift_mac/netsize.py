@@ -7,7 +7,9 @@ channel banks of shift-add units (``net_lanes``, ``net_banks``); a conv of ``C``
 its time is inversely proportional to ``P * Q``; a dense conv of ``C <= Q/2`` channels reads two
 taps a cycle when ``Q/2`` is a multiple of ``P`` (tap pairs,
 :mod:`hlsnn.engines.shift_mac.network.pairs`). Its products are shifts and adds: LUTs, no DSP, so
-the LUTs bound ``P * Q``, and the weight ROMs' read width the BRAM.
+the LUTs bound ``P * Q``, and the weight ROMs' read width the BRAM; with ``net_dsp`` the upper half
+of the banks multiplies on DSP48s, two lanes a DSP (:mod:`hlsnn.engines.shift_mac.network.dsp`), and
+the DSPs bound it too.
 
 **Sizing** (:func:`size`, at config load, when the config gives neither ``net_lanes`` nor
 ``net_banks``: a compiled model records the pick, so its config hash does not move with this
@@ -22,15 +24,18 @@ widest products and sums the config allows (shifts up to ``2**exp_bits - 1``, ``
 sums), :data:`NOMINAL_ACT_WORDS` words a bank and :data:`NOMINAL_WEIGHT_WORDS` words a weight
 ROM, tap pairs where the shape has them, and the units of the config's ``default_mode``: a
 ``pot`` config is sized for one-shifter units and 5-bit ROM codes at 3-bit exponents (four a
-word), a ``twohot`` one for two shifters and an adder a unit and 10-bit codes (two a word). A
+word), a ``twohot`` one for two shifters and an adder a unit and 10-bit codes (two a word; with
+``net_dsp``, shift-add units on half the banks, ``P/2 * Q/2`` DSPs, each bank's ROM one reshaped word,
+and products as narrow as the config's ``max_code`` allows). A
 program larger than the nominal one (or of the other mode: two-hot weights on a kernel sized for
 pot) is checked on its own figures, and ``hlsnn compile`` refuses one that is over
 (:mod:`hlsnn.network.fit`). The clock is the config's ``clock_mhz`` (the delay model's check of
 it: ``hlsnn perf``'s schedule). The figures are the model's, not a synthesis report.
 
 On the PYNQ-Z2 at 3-bit exponents and ``acc_bits`` 34 (``shift8net_pynq-z2``,
-``shift8net_pot_pynq-z2``): two-hot 16 x 16 (16 x 32 models ~65k LUTs, above 47,880), power of
-two 16 x 32 (46.7k LUTs, 121 BRAM36 nominal; 32 x 32 ~81k LUTs).
+``shift8net_pot_pynq-z2``): two-hot with ``net_dsp`` and ``max_code`` 128 16 x 32 (46.0k LUTs, 120
+BRAM36, 128 DSP nominal; all shift-add 16 x 16, as 16 x 32 models ~65k LUTs, above 47,880), power
+of two 16 x 32 (47.0k LUTs, 112 BRAM36 nominal; 32 x 32 ~81k LUTs).
 """
 from __future__ import annotations
 
@@ -43,8 +48,9 @@ NOMINAL_ACT_WORDS = 2048
 #: words a weight ROM (a word of lanes by a bank) holds: one RAMB18 in its 512 x 36 shape (ResNet-8 at
 #: 16 x 16: 305, at 8 x 16: 610, pot at 16 x 32 with tap pairs: 157)
 NOMINAL_WEIGHT_WORDS = 512
-#: blocks of output channels (the bias and shift ROMs' depth; ResNet-8 at 16 lanes: 22)
-NOMINAL_BLOCKS = 64
+#: blocks of output channels (the bias and shift ROMs' depth; ResNet-8 at 16 lanes: 22; at 32 a 32-bit bias ROM
+#: of 16 lanes is 1,024 bits, LUTRAM, :data:`hlsnn.resources.LUTRAM_MAX_BITS`)
+NOMINAL_BLOCKS = 32
 
 
 def nominal(p, pz, pc):
@@ -56,11 +62,15 @@ def nominal(p, pz, pc):
     from .network.kernel import code_bits, weight_pack
     pot = p.get("default_mode") == "pot"
     cw = code_bits(int(p["exp_bits"]), pot)
+    dsp = bool(p.get("net_dsp")) and pz % 2 == 0 and pc % 2 == 0     # DSP banks (network.dsp)
+    pb = a + emax + 2
+    if p.get("max_code"):                 # the code limit bounds a product (network.kernel.tables)
+        pb = min(pb, (int(p["max_code"]) << (a - 1)).bit_length() + 1)
     tables = dict(pz=pz, pc=pc, pack=weight_pack(pz, cw), code_bits=cw, parts=1, terms=1, pot=pot,
                   tap_pairs=pc >= 2 * pz, act_bufs=2, act_words=NOMINAL_ACT_WORDS,
                   sc_words=NOMINAL_ACT_WORDS, sc_bits=a, weights=[[[0] * NOMINAL_WEIGHT_WORDS]],
-                  biases=[[0] * NOMINAL_BLOCKS], luts=[0], prod_bits=a + emax + 2, sum_bits=int(p["acc_bits"]),
-                  add_bits=max(a + 2, 16), div_bits=0)
+                  biases=[[0] * NOMINAL_BLOCKS], luts=[0], prod_bits=pb, max_shift=emax, sum_bits=int(p["acc_bits"]),
+                  add_bits=max(a + 2, 16), div_bits=0, dsp=dsp, sa_banks=pc // 2 if dsp else pc)
     return net, tables
 
 

@@ -6,7 +6,7 @@ import math
 
 from ...config import Field
 from ...engine_registry import register
-from ...errors import ConfigError
+from ...errors import ConfigError, InputError
 from ...primitives import ROUNDING_CODES
 from ...resources import shifter_luts  # noqa: F401  (a shift_mac unit's shifters; the model's primitive)
 
@@ -55,6 +55,12 @@ SCHEMA = {
                               "largest divisor of net_banks not above cols", default=None, lo=1, hi=64),
     "net_banks": Field("int", "network kernel: input channels per cycle, the activation buffers' banks; a "
                               "multiple of net_lanes; default rows", default=None, lo=1, hi=64),
+    "max_code": Field("int", "two-hot: the largest code magnitude the quantizer picks (hlsnn.formats.shift's code "
+                             "limit; a two-hot magnitude of the format of at least 2^(2^exp_bits - 1)); default none",
+                      default=None, lo=1, hi=1 << 20),
+    "net_dsp": Field("bool", "network kernel: the upper half of the channel banks multiplies on DSP48s, two lanes' "
+                             "products a DSP (hlsnn.engines.shift_mac.network.dsp; needs max_code 128 or less and "
+                             "act_bits 8)", default=False),
 }
 
 
@@ -135,6 +141,21 @@ def validate(p: dict, board, source) -> dict:
             p.update(netsize.size(p, board))
     else:
         p.pop("net_shape")                # absent for 'layer': the configs' hashes stay
+    for k in ("max_code", "net_dsp"):     # absent unless given: the other configs' hashes stay
+        if not p[k]:
+            p.pop(k)
+    if "max_code" in p:
+        from ...formats.shift import _check_limit
+        try:
+            _check_limit(p["max_code"], "twohot", p["exp_bits"], 0)
+        except InputError:
+            raise ConfigError(source, f"{NAME}.max_code", p["max_code"],
+                              f"must be a two-hot code magnitude at exp_bits {p['exp_bits']} of at least "
+                              f"{1 << ((1 << p['exp_bits']) - 1)}") from None
+    if p.get("net_dsp") and (p.get("max_code") or 1 << 30) > 128 or p.get("net_dsp") and p["act_bits"] != 8:
+        raise ConfigError(source, f"{NAME}.net_dsp", True,
+                          "needs max_code 128 or less and act_bits 8 (two products of |w| <= 128 by an int8 "
+                          "activation pack into one DSP48E1)")
     if p["net_banks"] is None:
         p["net_banks"] = p["rows"]
     if p["net_lanes"] is None:

@@ -8,7 +8,7 @@ import numpy as np
 
 from ....errors import InputError
 from ....names import c_ident
-from . import pairs
+from . import dsp as dspbanks, pairs
 from ...network.kernel import (FIELDS, ROUNDING, TOP, _ints, _most, _size, act_bufs, allocate, descriptor_head,
                                div_bits, expand_groups, group_windows, pool_or_add, render_templates, unfold_fields,
                                unfold_of)
@@ -56,6 +56,12 @@ def tables(net, pz, pc):
     wl = [[[] for _ in range(pc)] for _ in range(pz)]
     terms = 2 if any(op.kind == "conv" and "zero2" in op.f["fields"] for op in net.ops) else 1
     wl2 = [[[] for _ in range(pc)] for _ in range(pz)]    # the second codes (terms 2: kWeights2)
+    dsp = bool(net.params.get("net_dsp"))          # DSP banks (.dsp): the upper half of the banks
+    if dsp:
+        dspbanks.check(net, pz, pc)
+        if terms == 2:
+            raise InputError("network kernel: net_dsp takes one code a weight (weight_terms 1)")
+    sa = dspbanks.banks(pc, dsp)                   # the shift-add banks
     bl, sl = [[] for _ in range(parts * pz)], [[] for _ in range(parts * pz)]
     wins = []                                      # per block: its window's base (kWinBase)
     woff = boff = 0
@@ -152,8 +158,14 @@ def tables(net, pz, pc):
     for w_ in (wl, wl2)[:terms]:
         ws = [[cat(b) if b else np.full(1, 1 << 15, np.int64) for b in lane] for lane in w_]
         wd = [[sum(narrow_codes(ws[q * pack + h][j], ebits, not two) << (cw * h) for h in range(pack))
-               for j in range(pc)] for q in range(pz // pack)]
+               for j in range(sa)] for q in range(pz // pack)]
         weights, words, weights2, words2 = (ws, wd, None, None) if w_ is wl else (weights, words, ws, wd)
+    max_code = net.params.get("max_code")        # the code limit: a product's bound (formats.shift)
+    if max_code:
+        dspbanks.limit(weights, int(max_code))
+    words_d = dspbanks.rom(weights, pz, pc) if dsp else None     # the DSP banks' values (kWeightsD)
+    prod_bits = (a_bits + max_ea + 2 if not max_code
+                 else min(a_bits + max_ea + 2, (int(max_code) << (a_bits - 1)).bit_length() + 1))
     # a board-sized kernel's unfolded load: a pixel of every input channel a cycle, plus a group of
     # kWordLanes cycles to fetch the first words (network.cpp.j2's fast LoadImage)
     wlanes = 64 // io["lane_bits"]
@@ -163,10 +175,11 @@ def tables(net, pz, pc):
                 **({"load_iters": hw(net.shapes[inp]) + wlanes} if fast else {}),
                 pc=pc, pack=pack, code_bits=cw, exp_bits=ebits, unfold=unfold,
                 parts=parts,
-                weights=weights, words=words, **(dict(terms=2, weights2=weights2, words2=words2) if terms == 2 else {}),
+                weights=weights, words=words, dsp=dsp, sa_banks=sa, max_shift=max_ea,
+                **({"words_d": words_d} if dsp else {}), **(dict(terms=2, weights2=weights2, words2=words2) if terms == 2 else {}),
                 biases=[cat(x) for x in bl], shifts=[cat(x) for x in sl], win_base=cat(wins),
                 pot=not two, tap_pairs=bool(paired),
-                prod_bits=a_bits + max_ea + 2, sum_bits=max(sum_bits, net.params["acc_bits"]),
+                prod_bits=prod_bits, sum_bits=max(sum_bits, net.params["acc_bits"]),
                 add_bits=max(add_bits, a_bits + 2, 16), **div_bits(net, max(add_bits, a_bits + 2, 16)),
                 sc_bits=max([a_bits] + list(wide_sums.values())), in_slot=place[inp][0], in_dual=place[inp][1],
                 out_slot=place[out][0], in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
@@ -261,7 +274,8 @@ def render(net, out_dir):
                out_words=t["out_words"], out_slot=t["out_slot"], n_ops=len(t["rows"]), ops=t["rows"],
                w_words=len(t["weights"][0][0]), b_words=len(t["biases"][0]), pack=t["pack"], pz_words=pz // t["pack"],
                pack_log=t["pack"].bit_length() - 1, code_bits=t["code_bits"], exp_bits=t["exp_bits"],
-               weights=[[_ints(b) for b in q] for q in t["words"]], terms2=t.get("terms", 1) == 2,
+               weights=[[_ints(b) for b in q] for q in t["words"]], net_dsp=t["dsp"], sa_banks=t["sa_banks"],
+               weights_d=[[_ints(b) for b in q] for q in t.get("words_d", ())], terms2=t.get("terms", 1) == 2,
                weights2=[[_ints(b) for b in q] for q in t.get("words2", ())], biases=[_ints(b) for b in t["biases"]],
                shifts=[_ints(s) for s in t["shifts"]], win_base=_ints(t["win_base"]),
                max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_add_iter=_most(t, 2),

@@ -119,14 +119,23 @@ def buffers(net, tables):
     a = net.input["bits"]
     nw, nb = len(tables["weights"][0][0]), len(tables["biases"][0])
     cw = tables.get("code_bits", 16)              # a ROM code's bits (kernel.narrow_codes)
+    if tables.get("dsp"):                         # DSP banks (.dsp): one reshaped ROM a bank, every lane's code a word
+        sa = tables["sa_banks"]
+        from .dsp import VALUE_BITS
+        weights = [Buffer("kWeights", "net_top", "array", cw * pz, (sa, nw), partition=((1, "complete"),), static=True,
+                          note=f"shift-add banks' codes, {pz} a word (ARRAY_RESHAPE)"),
+                   Buffer("kWeightsD", "net_top", "array", VALUE_BITS * pz, (pc - sa, nw), partition=((1, "complete"),),
+                          static=True, note=f"DSP banks' values, {pz} a word (ARRAY_RESHAPE)")]
+    else:
+        weights = [Buffer("kWeights", "net_top", "array", cw * tables["pack"], (pz // tables["pack"], pc, nw),
+                          partition=((1, "complete"), (2, "complete")), static=True,
+                          note=f"resident weight codes, {tables['pack']} units' codes per ROM word")]
     return [Buffer("act", "net_top", "array", a, (tables.get("act_bufs", 2), pc, tables["act_words"]),
                    partition=((1, "complete"), (2, "complete")),
                    static=True, note="ping-pong activation buffers, channel banks"),
             Buffer("sc", "net_top", "array", tables.get("sc_bits", a), (pc, tables["sc_words"]),
                    partition=((1, "complete"),), static=True, note="shortcut buffer, channel banks"),
-            Buffer("kWeights", "net_top", "array", cw * tables["pack"], (pz // tables["pack"], pc, nw),
-                   partition=((1, "complete"), (2, "complete")), static=True,
-                   note=f"resident weight codes, {tables['pack']} units' codes per ROM word"),
+            *weights,
             *([Buffer("kWeights2", "net_top", "array", cw * tables["pack"], (pz // tables["pack"], pc, nw),
                       partition=((1, "complete"), (2, "complete")), static=True,
                       note="the weights' second codes (a two-term program)")] if tables.get("terms", 1) == 2 else []),
@@ -151,11 +160,12 @@ def multipliers(net, tables):
     a gate; none otherwise (the convs shift and add)."""
     from ....resources import Multiplier
     from ...network.mean import multipliers as mean_multipliers      # a mean's division (rule 13)
+    from .dsp import multipliers as dsp_multipliers                  # the DSP banks' packed products
     if not any(op.kind == "gate" for op in net.ops):
-        return mean_multipliers(net, tables)
+        return mean_multipliers(net, tables) + dsp_multipliers(tables)
     a = net.input["bits"]
     return [Multiplier("gate", "GatePixels", a, a, count=tables["pc"], note="a channel gate: map x gate per bank")
-            ] + mean_multipliers(net, tables)
+            ] + mean_multipliers(net, tables) + dsp_multipliers(tables)
 
 
 def datapath(net, tables):
@@ -205,7 +215,8 @@ def datapath(net, tables):
     pz, pc = tables["pz"], tables["pc"]
     a, pb, sb, wb = net.input["bits"], tables["prod_bits"], tables["sum_bits"], tables["add_bits"]
     acc = net.params["acc_bits"]
-    smax = pb - a - 2
+    smax = tables.get("max_shift", pb - a - 2)   # a unit's largest shift (the program's largest exponent)
+    sa = tables.get("sa_banks", pc)           # the shift-add banks (net_dsp: half, the rest on DSPs, .dsp)
     mux = lambda n: math.ceil(n / 4) if n > 1 else 0          # noqa: E731 - LUT6s of an n:1 multiplexer, per bit
     r = tables.get("parts", 1)
     terms = tables.get("terms", 1)        # a two-term program: each unit's second shift-add and its adder
@@ -221,7 +232,7 @@ def datapath(net, tables):
     writers = pc // pz + 1 + (r > 1)
     bank = (16 + a + a + a * mux(writers) + 2 * a + 2 * shifter_luts(a, 8) + 3 * wb + shifter_luts(wb, 31),
             16 + 3 * a + 2 * wb)
-    parts = {"units": (pz * pc * unit[0], pz * pc * unit[1]), "trees": (pz * tree[0], pz * tree[1]),
+    parts = {"units": (pz * sa * unit[0], pz * sa * unit[1]), "trees": (pz * tree[0], pz * tree[1]),
              "epilogues": (r * pz * epi[0], r * pz * epi[1]), "banks": (pc * bank[0], pc * bank[1]),
              "axi": (2 * AXI_MASTER[0] + AXI_LITE[0], 2 * AXI_MASTER[1] + AXI_LITE[1]), "control": CONTROL}
     if "load_iters" in tables and "unfold" in tables:    # the board-sized unfolded load (kernel.tables)
@@ -229,6 +240,8 @@ def datapath(net, tables):
         parts["load"] = (u["c"] * u["kw"] * lb * mux(64 // lb), 2 * u["c"] * 64)
     if tables.get("tap_pairs"):           # the upper banks' tap cursor (.pairs; rendered with a paired conv)
         parts["pairs"] = (PAIR_LOGIC * 32, 3 * 32)
+    from .dsp import logic as dsp_logic         # the DSP banks' split
+    parts.update(dsp_logic(tables))
     parts.update(wpool_logic(net, pc, a, wb))
     from ...network.linwide import logic as linwide_logic      # rule 12w's LinWide loop
     parts.update(linwide_logic(net, pc, a, wb))
