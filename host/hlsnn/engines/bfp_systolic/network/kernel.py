@@ -45,7 +45,7 @@ from ....names import c_ident
 from ...network import kernel as netkernel
 from ..emulator import zero_row_exponent
 from . import reduce as netreduce
-from .perf import FAMILIES, MAC_DEPTH, families, pool_odd, third_storage  # noqa: F401  (kernel's API)
+from .perf import FAMILIES, MAC_DEPTH, families, packed, pool_odd, third_storage  # noqa: F401  (kernel's API)
 from .lower import ELEM_BITS, EXACT_BITS, WIDE_BITS, pack as netbfp_pack, taps as netbfp_taps
 from ...network.kernel import (ROUNDING, TOP, _ints, _most, _size, act_bufs, allocate, descriptor_head,
                                pool_or_add)
@@ -80,8 +80,23 @@ FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", 
 #: counts a family's datapath only where it is rendered (a table's and a gate's loops have
 #: ``has_lut``, ``has_gate`` of their own)
 def shape(p):
-    """``(P lanes, Q banks)`` of a bfp_systolic config (module docstring)."""
-    return LANES, BANKS
+    """``(P lanes, Q banks)`` of a bfp_systolic config (module docstring): :data:`LANES` x
+    :data:`BANKS`, or the board-sized shape (``net_shape: board``, :mod:`hlsnn.engines.bfp_systolic.netsize`)."""
+    return p.get("net_lanes") or LANES, p.get("net_banks") or BANKS
+
+
+def pair_words(weights):
+    """The packed weight ROMs (``kWPairs``): per lane pair ``i`` and bank ``j``, lane ``2i``'s
+    mantissa in bits 7..0 and lane ``2i + 1``'s in bits 15..8 of a 16-bit word, as C text."""
+    out = []
+    for i in range(len(weights) // 2):
+        row = []
+        for j in range(len(weights[0])):
+            w0 = np.asarray(weights[2 * i][j], np.int64) & 0xFF
+            w1 = np.asarray(weights[2 * i + 1][j], np.int64) & 0xFF
+            row.append(_ints(w1 << 8 | w0))
+        out.append(row)
+    return out
 
 
 def tables(net, pz, pc):
@@ -353,7 +368,8 @@ def render(net, out_dir):
                header="network.h", data_header="network_data.h", mant_bits=p["mantissa_bits"],
                emin=-(1 << (e - 1)), emax=(1 << (e - 1)) - 1, acc_bits=p["acc_bits"], sum_bits=t["sum_bits"],
                elem_bits=t["elem_bits"], wide_bits=WIDE_BITS, gap_words=t["gap_words"], exact_bits=EXACT_BITS,
-               pool_bits=t["pool_bits"], pz=pz, pc=pc,
+               pool_bits=t["pool_bits"], pz=pz, pc=pc, pack=packed(p),
+               wpairs=pair_words(t["weights"]) if packed(p) else [],
                rounding=ROUNDING[p["rounding"]], act_bufs=t["act_bufs"], act_words=t["act_words"],
                act3_words=t["act3_words"], act3_type=third_storage(t["act3_words"], t["elem_bits"])[0],
                act3_impl=third_storage(t["act3_words"], t["elem_bits"])[1],
@@ -365,7 +381,8 @@ def render(net, out_dir):
                out_words=t["out_words"], out_slot=t["out_slot"], out_hw=t["out_hw"], n_ops=len(t["rows"]), fields=FIELDS,
                ops=t["rows"], lane_of=[j % pz for j in range(pc)], block_of=[j - j % pz for j in range(pc)],
                w_ctype="int8_t" if p["mantissa_bits"] <= 8 else "int16_t", w_words=len(t["weights"][0][0]),
-               b_words=len(t["biases"][0]), weights=[[_ints(b) for b in lane] for lane in t["weights"]],
+               b_words=len(t["biases"][0]),
+               weights=[] if packed(p) else [[_ints(b) for b in lane] for lane in t["weights"]],
                wexps=[_ints(x) for x in t["wexps"]], biases=[_ints(x) for x in t["biases"]],
                max_exp_iter=most_exp, max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_move_iter=_most(t, 3), max_cat_iter=_most(t, 4), max_tr_iter=_most(t, 5),
                max_add_iter=_most(t, 2), n_taps=len(t["taps"]),

@@ -65,6 +65,18 @@ LOOPS = {0: "ConvMac", 1: "NetPool", 2: "NetAdd", 3: "NetMove", 4: "NetConcat", 
          7: "NetGate"}
 
 
+def packed(p):
+    """True where lanes ``2i`` and ``2i + 1`` share one DSP48 per bank (``net_pack``: a board-sized
+    kernel of mantissas of at most 8 bits, :mod:`hlsnn.engines.bfp_systolic.netsize`)."""
+    return bool(p.get("net_pack"))
+
+
+#: LUTs and FFs per DSP of a packed pair (``net_pack``): the split's add of the low field's sign
+#: (17 bits) and its registers; the packed weight ``w1 * 2**16 + w0`` is the DSP's pre-adder's
+#: (as :data:`hlsnn.engines.sparse_cluster.netsize.PACK_LUT`)
+PACK_LUT, PACK_FF = 17, 33
+
+
 FAMILIES = {1: "has_pool", 2: "has_add", 3: "has_move", 4: "has_concat", 5: "has_transpose"}
 
 
@@ -168,8 +180,11 @@ def buffers(net, tables):
                    static=True, note="shortcut buffer, channel banks"),
             Buffer("gap", "net_top", "array", 64, (pc, tables["gap_words"]), partition=((1, "complete"),),
                    static=True, note=f"pool buffer: a global pool's sums, {WIDE_BITS}-bit mantissas"),
-            Buffer("kWeights", "net_top", "array", wbits, (pz, pc, nw), partition=((1, "complete"), (2, "complete")),
-                   static=True, note="resident weight mantissas, one ROM per multiplier"),
+            (Buffer("kWPairs", "net_top", "array", 16, (pz // 2, pc, nw), partition=((1, "complete"), (2, "complete")),
+                    static=True, note="resident weight mantissas, a lane pair's two a word, one ROM per DSP")
+             if packed(net.params) else
+             Buffer("kWeights", "net_top", "array", wbits, (pz, pc, nw), partition=((1, "complete"), (2, "complete")),
+                    static=True, note="resident weight mantissas, one ROM per multiplier")),
             Buffer("kWExp", "net_top", "array", 8, (pz, nb), partition=((1, "complete"),), static=True),
             Buffer("kBiasM", "net_top", "array", wbits, (pz, nb), partition=((1, "complete"),), static=True),
             Buffer("pexp", "Conv", "array", 12, (tables["max_pix"],), note="a conv's patch exponents"),
@@ -186,7 +201,10 @@ def buffers(net, tables):
         bufs.append(Buffer("act3", "net_top", "array", ELEM_BITS + 10, (pc, a3), partition=((1, "complete"),),
                            static=True, storage=kind, impl=impl,
                            note="the third activation buffer, its own size: CBAM's small tensors"))
-    muls = [Multiplier("x*w", "ConvMac", m, m, count=pz * pc,
+    muls = [Multiplier("w1:w0*x", "ConvMac", 25, m, count=pz // 2 * pc,
+                       note=f"{pz // 2} lane pairs x {pc} banks: two {m} x {m}-bit mantissa products per DSP")
+            if packed(net.params) else
+            Multiplier("x*w", "ConvMac", m, m, count=pz * pc,
                        note=f"{pz} lanes x {pc} banks: {m} x {m}-bit mantissa products")]
     if any(op.kind == "lut" for op in net.ops):        # netbfp rule 9b's tables, a copy per bank
         bufs.append(Buffer("kLut", "net_top", "array", 8 if tables["lut_entry_bits"] <= 8 else 16,
@@ -372,6 +390,7 @@ def datapath(net, tables):
     has = families(tables)                    # the op families the kernel renders (issue 83)
     parts = {"conv_exp": conv_exp, "conv_mac_banks": (pc * mac_bank[0], pc * mac_bank[1]),
              "conv_mac_lanes": (pz * mac_lane[0], pz * mac_lane[1]),
+             **({"conv_pack": (pz // 2 * pc * PACK_LUT, pz // 2 * pc * PACK_FF)} if packed(net.params) else {}),
              **({"maxpool": (pc * maxpool[0], pc * maxpool[1])} if has["has_pool"] else {}),
              **({"add": (pc * add[0], pc * add[1])} if has["has_add"] else {}),
              "axi": (2 * AXI_MASTER[0] + AXI_LITE[0], 2 * AXI_MASTER[1] + AXI_LITE[1]), "control": CONTROL}
