@@ -65,12 +65,12 @@ def can_pack(p):
     return int(p["mantissa_bits"]) <= 8
 
 
-def nominal(p, pz, pc, pack):
+def nominal(p, pz, pc, pack, add=None):
     """``(net, tables)`` of the nominal program (module docstring) on ``pz`` lanes by ``pc``
     banks: the fields :func:`hlsnn.engines.bfp_systolic.network.perf.resources` reads."""
     from .network.lower import ELEM_BITS, WIDE_BITS
     params = dict(mantissa_bits=int(p["mantissa_bits"]), acc_bits=int(p["acc_bits"]),
-                  net_lanes=pz, net_banks=pc, net_pack=int(pack))
+                  net_lanes=pz, net_banks=pc, net_pack=int(pack), net_add=add or pc)
     net = SimpleNamespace(ops=[], params=params)
     nw = -(-NOMINAL_WEIGHTS // (pz * pc))
     nb = -(-NOMINAL_OUT_CHANNELS // pz)
@@ -83,10 +83,11 @@ def nominal(p, pz, pc, pack):
     return net, tables
 
 
-def estimate(p, pz, pc, pack, ps):
-    """The nominal kernel's resources on ``pz`` lanes by ``pc`` banks (``{"lut", "ff", ...}``)."""
+def estimate(p, pz, pc, pack, ps, add=None):
+    """The nominal kernel's resources on ``pz`` lanes by ``pc`` banks, the Add's ``add`` lanes
+    (``{"lut", "ff", ...}``)."""
     from .network import perf
-    return perf.resources(*nominal(p, pz, pc, pack), ps)
+    return perf.resources(*nominal(p, pz, pc, pack, add), ps)
 
 
 def size(p, board) -> dict:
@@ -96,15 +97,18 @@ def size(p, board) -> dict:
     from .network.kernel import BANKS, LANES
     pack = can_pack(p)
     for pz, pc in shapes():
-        if within_margins(estimate(p, pz, pc, pack, board.ps), board.resources, ("lut", "ff", "bram36", "dsp")):
-            return dict(net_lanes=pz, net_banks=pc, net_pack=int(pack))
-    return dict(net_lanes=LANES, net_banks=BANKS, net_pack=int(pack))
+        for add in (pc, pc // 2):
+            if within_margins(estimate(p, pz, pc, pack, board.ps, add), board.resources,
+                              ("lut", "ff", "bram36", "dsp")):
+                return dict(net_lanes=pz, net_banks=pc, net_pack=int(pack), net_add=add)
+    return dict(net_lanes=LANES, net_banks=BANKS, net_pack=int(pack), net_add=BANKS // 2)
 
 
 def fill(p):
     """The fields a partly given board shape leaves out: the layer shape's, packed where it can."""
     from .network.kernel import BANKS, LANES
-    return dict(net_lanes=LANES, net_banks=BANKS, net_pack=int(can_pack(p)))
+    return dict(net_lanes=LANES, net_banks=BANKS, net_pack=int(can_pack(p)),
+                net_add=p.get("net_banks") or BANKS)
 
 
 def check(p, source):
@@ -113,6 +117,9 @@ def check(p, source):
     if pc % pz:
         raise ConfigError(source, "bfp_systolic.net_banks", pc,
                           f"must be a multiple of net_lanes = {pz} (a block's outputs fall in distinct banks)")
+    if pc % p["net_add"]:
+        raise ConfigError(source, "bfp_systolic.net_add", p["net_add"],
+                          f"must divide net_banks = {pc} (the Add takes a block of banks in parts)")
     if p["net_pack"] and not can_pack(p):
         raise ConfigError(source, "bfp_systolic.net_pack", p["net_pack"],
                           f"must be 0 with mantissa_bits = {p['mantissa_bits']}: two mantissas share a DSP48 "

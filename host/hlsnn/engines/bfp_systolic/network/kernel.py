@@ -45,7 +45,7 @@ from ....names import c_ident
 from ...network import kernel as netkernel
 from ..emulator import zero_row_exponent
 from . import reduce as netreduce
-from .perf import FAMILIES, MAC_DEPTH, families, packed, pool_odd, third_storage  # noqa: F401  (kernel's API)
+from .perf import FAMILIES, MAC_DEPTH, add_lanes, families, packed, pool_odd, third_storage  # noqa: F401  (kernel's API)
 from .lower import ELEM_BITS, EXACT_BITS, WIDE_BITS, pack as netbfp_pack, taps as netbfp_taps
 from ...network.kernel import (ROUNDING, TOP, _ints, _most, _size, act_bufs, allocate, descriptor_head,
                                pool_or_add)
@@ -179,7 +179,9 @@ def tables(net, pz, pc):
             if op.kind == "add":
                 d.update(cg=int(f["c"]))          # the live banks: a bank past channel c raises no status
                 max_hw = max(max_hw, f["hw"])
-                if f["gap"]:                      # two passes per block: the exponent, the sum
+                # kA channels a cycle (a board-sized kernel's net_add: parts of a block, one after another)
+                d.update(n_iter=-(-int(f["c"]) // add_lanes(p, pc)) * f["hw"])
+                if f["gap"]:                      # two passes per part: the exponent, the sum
                     d.update(n_iter=2 * d["n_iter"], shift=int(f["p"]))
                     gap_words = max(gap_words, -(-f["c"] // pc))
         rows.append(dict(comment=f"{op.name}: {op.kind} {' + '.join(op.ins)} -> {op.out}",
@@ -368,7 +370,7 @@ def render(net, out_dir):
                header="network.h", data_header="network_data.h", mant_bits=p["mantissa_bits"],
                emin=-(1 << (e - 1)), emax=(1 << (e - 1)) - 1, acc_bits=p["acc_bits"], sum_bits=t["sum_bits"],
                elem_bits=t["elem_bits"], wide_bits=WIDE_BITS, gap_words=t["gap_words"], exact_bits=EXACT_BITS,
-               pool_bits=t["pool_bits"], pz=pz, pc=pc, pack=packed(p),
+               pool_bits=t["pool_bits"], pz=pz, pc=pc, pack=packed(p), add_lanes=add_lanes(p, pc),
                wpairs=pair_words(t["weights"]) if packed(p) else [],
                rounding=ROUNDING[p["rounding"]], act_bufs=t["act_bufs"], act_words=t["act_words"],
                act3_words=t["act3_words"], act3_type=third_storage(t["act3_words"], t["elem_bits"])[0],

@@ -18,7 +18,8 @@ count):
   alone: its holes cost nothing). A conv of ``n`` packs of groups (the layer path's GEMM per
   pack) is ``n`` such rows, pack ``j`` over the channel blocks its ``C/n`` inputs span and the
   output blocks its ``Z/n`` outputs span;
-* maxpool: ``ceil(C/Q) * OH * OW * kh * kw`` plus its depth; add: ``ceil(C/Q) * H * W``, twice
+* maxpool: ``ceil(C/Q) * OH * OW * kh * kw`` plus its depth; add: ``ceil(C/kA) * H * W`` (``kA``
+  its lanes: ``Q``, or a board-sized kernel's ``net_add``, :func:`add_lanes`), twice
   that with the global pool (a pass for each channel's smallest exponent, a pass for the sum),
   and then, where the kernel holds the pool's sums rounded to odd (issue 83, ``AddPoolOdd``),
   ``ceil(C/Q) * Q`` words one a cycle plus :data:`POOL_ODD_DEPTH`;
@@ -69,6 +70,12 @@ def packed(p):
     """True where lanes ``2i`` and ``2i + 1`` share one DSP48 per bank (``net_pack``: a board-sized
     kernel of mantissas of at most 8 bits, :mod:`hlsnn.engines.bfp_systolic.netsize`)."""
     return bool(p.get("net_pack"))
+
+
+def add_lanes(p, pc):
+    """The residual Add's channels a cycle ``kA`` (``net_add``: a board-sized kernel's, a divisor
+    of the ``pc`` banks; else ``pc``): a block of ``pc`` channels takes ``pc / kA`` parts."""
+    return p.get("net_add") or pc
 
 
 #: LUTs and FFs per DSP of a packed pair (``net_pack``): the split's add of the low field's sign
@@ -330,11 +337,15 @@ def datapath(net, tables):
       lane's share of the balanced tree over the ``P`` lanes (one compare-select of ``X``);
       the write path's exponent difference, the output ``ShiftRoundSat<A, M>`` and the lane
       window's compare (``l >= zfirst``, a pack of groups' first output);
+    * ``conv_pack`` (``P / 2 x Q`` DSPs, a packed kernel's, ``net_pack``): per DSP the split of
+      its product into the two lanes' (:data:`PACK_LUT`, :data:`PACK_FF`);
     * ``maxpool`` (``Q``): rule 7's exact compare (``Greater``): per operand ``|m|``, its
       leading one, the exponent add and the left-aligning shifter (``E`` bits by 0..53), then
       the magnitude compare and equality, the leading ones' compare and the signs; the running
       value's select and the first tap's (64 bits each);
-    * ``add`` (``Q``): per operand ``AlignExact`` of the element as it is (``|m|`` and its
+    * ``add`` (``kA`` = ``net_add`` lanes, ``Q`` unless a board-sized kernel takes a block in
+      ``Q / kA`` parts; then per lane each operand's select of its part's bank, ``W + 10`` bits
+      from ``Q / kA``): per operand ``AlignExact`` of the element as it is (``|m|`` and its
       leading one of the element's ``W`` = kElemBits mantissa bits, the exponent difference and
       bound compare, the left shifter of ``W`` bits by ``0 .. O - 1`` into ``O`` =
       kExactBits + 1 bits: a term below ``2**53``, issue 83), the smaller exponent's
@@ -387,12 +398,15 @@ def datapath(net, tables):
     add_align = w + w + x + _cmp(x) + lshift_luts(w, o, o - 1)
     add = (2 * add_align + 3 * (_cmp(x) + _sel(x)) + 2 * o + (o + 1) + (o + 1) + -(-(o + 1) // 2) + 2 * pool
            + 2 * pool + _sel(w + 10), 2 * (o + 1) + 4 * pool + 2 * x)
+    ka = add_lanes(net.params, pc)            # the Add's lanes, each picking its pair from pc / ka banks
+    kh = pc // ka
+    pick = 0 if kh == 1 else 2 * (_sel(w + 10) if kh == 2 else (w + 10) * _mux(kh))
     has = families(tables)                    # the op families the kernel renders (issue 83)
     parts = {"conv_exp": conv_exp, "conv_mac_banks": (pc * mac_bank[0], pc * mac_bank[1]),
              "conv_mac_lanes": (pz * mac_lane[0], pz * mac_lane[1]),
              **({"conv_pack": (pz // 2 * pc * PACK_LUT, pz // 2 * pc * PACK_FF)} if packed(net.params) else {}),
              **({"maxpool": (pc * maxpool[0], pc * maxpool[1])} if has["has_pool"] else {}),
-             **({"add": (pc * add[0], pc * add[1])} if has["has_add"] else {}),
+             **({"add": (ka * (add[0] + pick), ka * add[1])} if has["has_add"] else {}),
              "axi": (2 * AXI_MASTER[0] + AXI_LITE[0], 2 * AXI_MASTER[1] + AXI_LITE[1]), "control": CONTROL}
     if any(op.kind == "avgpool" for op in getattr(net, "ops", ())):     # the pool loop's exact sum (netlinpool rule 11)
         wpool = 4 * align + 2 * (E + 1) + _cmp(x) + 2 * _sel(x) + _cmp(E) + _sel(64)
