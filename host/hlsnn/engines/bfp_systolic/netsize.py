@@ -23,7 +23,7 @@ LUTs each for the split.
 ``net_banks``, ``net_pack``: a compiled model records the pick, so its config hash does not move
 with the sizer): packing wherever ``mantissa_bits <= 8``; of the shapes in :func:`shapes`, the one
 with the most products a cycle ``P * Q`` whose kernel, by the resource model ``hlsnn perf``
-reports (:func:`hlsnn.engines.bfp_systolic.network.perf.resources`, on :func:`nominal`'s
+reports (:func:`hlsnn.engines.bfp_systolic.network.resmodel.resources`, on :func:`nominal`'s
 program), keeps LUT, FF, BRAM and DSP within :data:`hlsnn.resources.MARGINS` (90% of each, the
 fit check's, :func:`hlsnn.resources.within_margins`); among as many products the fewer banks (a
 conv of 16 channels leaves no bank idle at ``Q = 16``). The nominal program is ResNet-8's on
@@ -38,6 +38,9 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from ...errors import ConfigError
+
+#: the layer shape (``net_shape: layer``): 8 output lanes x 16 channel banks, a DSP a product
+LANES, BANKS = 8, 16
 
 #: elements of the largest activation map the nominal program holds (ResNet-8 on 32 x 32: 16
 #: channels of 1,024 pixels), spread over the banks (a bank at least 1,024 words: a BRAM36 of
@@ -65,12 +68,12 @@ def can_pack(p):
     return int(p["mantissa_bits"]) <= 8
 
 
-def nominal(p, pz, pc, pack, add=None):
+def nominal(p, pz, pc, pack, add=None, maps=0):
     """``(net, tables)`` of the nominal program (module docstring) on ``pz`` lanes by ``pc``
     banks: the fields :func:`hlsnn.engines.bfp_systolic.network.perf.resources` reads."""
-    from .network.lower import ELEM_BITS, WIDE_BITS
+    from .network.widths import ELEM_BITS, WIDE_BITS
     params = dict(mantissa_bits=int(p["mantissa_bits"]), acc_bits=int(p["acc_bits"]),
-                  net_lanes=pz, net_banks=pc, net_pack=int(pack), net_add=add or pc)
+                  net_lanes=pz, net_banks=pc, net_pack=int(pack), net_add=add or pc, net_maps=int(maps))
     net = SimpleNamespace(ops=[], params=params)
     nw = -(-NOMINAL_WEIGHTS // (pz * pc))
     nb = -(-NOMINAL_OUT_CHANNELS // pz)
@@ -79,36 +82,34 @@ def nominal(p, pz, pc, pack, add=None):
     tables = dict(pz=pz, pc=pc, rows=rows, act_bufs=2, act_words=words, act3_words=0, sc_words=words,
                   elem_bits=ELEM_BITS, sum_bits=NOMINAL_SUM_BITS, max_pix=NOMINAL_PIX, max_blocks=nb, tz_slots=6,
                   pool_bits=WIDE_BITS + 13, gap_words=4, weights=[[[0] * nw]], biases=[[0] * nb],
-                  taps=[0] * NOMINAL_TAPS, prelu=None)
+                  taps=[0] * NOMINAL_TAPS, prelu=None, maps=bool(maps), map_words=NOMINAL_PIX)
     return net, tables
 
 
-def estimate(p, pz, pc, pack, ps, add=None):
+def estimate(p, pz, pc, pack, ps, add=None, maps=0):
     """The nominal kernel's resources on ``pz`` lanes by ``pc`` banks, the Add's ``add`` lanes
     (``{"lut", "ff", ...}``)."""
-    from .network import perf
-    return perf.resources(*nominal(p, pz, pc, pack, add), ps)
+    from .network import resmodel
+    return resmodel.resources(*nominal(p, pz, pc, pack, add, maps), ps)
 
 
 def size(p, board) -> dict:
     """``{net_lanes, net_banks, net_pack}`` for ``board`` (module docstring); the layer shape
     (packed where it can) when nothing larger fits."""
     from ...resources import within_margins
-    from .network.kernel import BANKS, LANES
     pack = can_pack(p)
     for pz, pc in shapes():
-        for add in (pc, pc // 2):
-            if within_margins(estimate(p, pz, pc, pack, board.ps, add), board.resources,
+        for add, maps in ((pc, 1), (pc // 2, 1), (pc, 0), (pc // 2, 0)):
+            if within_margins(estimate(p, pz, pc, pack, board.ps, add, maps), board.resources,
                               ("lut", "ff", "bram36", "dsp")):
-                return dict(net_lanes=pz, net_banks=pc, net_pack=int(pack), net_add=add)
-    return dict(net_lanes=LANES, net_banks=BANKS, net_pack=int(pack), net_add=BANKS // 2)
+                return dict(net_lanes=pz, net_banks=pc, net_pack=int(pack), net_add=add, net_maps=maps)
+    return dict(net_lanes=LANES, net_banks=BANKS, net_pack=int(pack), net_add=BANKS // 2, net_maps=0)
 
 
 def fill(p):
     """The fields a partly given board shape leaves out: the layer shape's, packed where it can."""
-    from .network.kernel import BANKS, LANES
     return dict(net_lanes=LANES, net_banks=BANKS, net_pack=int(can_pack(p)),
-                net_add=p.get("net_banks") or BANKS)
+                net_add=p.get("net_banks") or BANKS, net_maps=0)
 
 
 def check(p, source):

@@ -67,6 +67,9 @@ SCHEMA = {
                        pow2=True),
     "net_pack": Field("int", "net_shape board: 1 where lanes 2i and 2i+1 share a DSP48 (two products each; "
                       "mantissa_bits at most 8), 0 a DSP a product (default: sized)", default=None, lo=0, hi=1),
+    "net_maps": Field("int", "net_shape board: 1 where a conv takes its patch exponents from the leading-one map its "
+                      "source conv wrote, beside its products (hlsnn.engines.bfp_systolic.network.expmap), 0 from "
+                      "the exponent pass (default: sized)", default=None, lo=0, hi=1),
     "net_add": Field("int", "net_shape board: the residual Add's channels a cycle, a divisor of net_banks (default: "
                      "sized)", default=None, lo=1, hi=64, pow2=True),
 }
@@ -257,7 +260,7 @@ def _net_shape(p, board, source):
     :func:`hlsnn.engines.bfp_systolic.netsize.size` unless given; a compiled model records the
     pick, so its config hash does not move with the sizer); absent for 'layer' (the configs'
     hashes stay)."""
-    keys = ("net_lanes", "net_banks", "net_pack", "net_add")
+    keys = ("net_lanes", "net_banks", "net_pack", "net_add", "net_maps")
     if p["net_shape"] != "board":
         for k in keys:
             if p.pop(k) is not None:

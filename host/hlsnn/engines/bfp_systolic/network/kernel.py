@@ -44,7 +44,7 @@ from ....errors import InputError
 from ....names import c_ident
 from ...network import kernel as netkernel
 from ..emulator import zero_row_exponent
-from . import reduce as netreduce
+from . import expmap, reduce as netreduce
 from .perf import FAMILIES, MAC_DEPTH, add_lanes, families, packed, pool_odd, third_storage  # noqa: F401  (kernel's API)
 from .lower import ELEM_BITS, EXACT_BITS, WIDE_BITS, pack as netbfp_pack, taps as netbfp_taps
 from ...network.kernel import (ROUNDING, TOP, _ints, _most, _size, act_bufs, allocate, descriptor_head,
@@ -58,8 +58,8 @@ from ...network.kernel import (ROUNDING, TOP, _ints, _most, _size, act_bufs, all
 #: (``2 + ceil(TZ_DISTANCE / (blocks * steps))`` over the convs of more than one pixel).
 TZ_DISTANCE = MAC_DEPTH
 
-#: output lanes and channel banks: 128 DSP multipliers (module docstring)
-LANES, BANKS = 8, 16
+#: output lanes and channel banks of the layer shape: 128 DSP multipliers (module docstring)
+from ..netsize import BANKS, LANES  # noqa: E402
 
 
 #: the bfp kernel's descriptor fields in the order of its ``NetOp`` struct (network_data.h.j2
@@ -70,6 +70,7 @@ FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", 
           "blocks_per_group", "group_words", "n_iter", "sa", "sb", "gap", "shift", "single", "dh", "dw",
           "zfirst", "wob0", "wobase0", "sc_base", "mdiv", "xz",
           "pix",                                # a gate by a 1 x H x W map (netbfp rule 10p, .reduce)
+          "mr", "mw", "lead",                   # a conv's leading-one maps (.expmap)
           "odd")                                # a channel mean (netbfp rule 4o, .reduce), a gate's product (10r,
 #                                                 .gatero) rounded to odd
 
@@ -132,7 +133,7 @@ def tables(net, pz, pc):
         raise InputError("network kernel (bfp): the output is a global pool's; the kernel stores a conv's output")
     gap_words, tz_slots = 1, 2
     taps = []
-    rows = []
+    rows, infos = [], []                           # infos: per row what .expmap reads
     wl = [[[] for _ in range(pc)] for _ in range(pz)]
     el, bl = [[] for _ in range(pz)], [[] for _ in range(pz)]
     woff = boff = 0
@@ -158,7 +159,8 @@ def tables(net, pz, pc):
                 boff += dj["zb"]
                 rows.append(dict(comment=f"{op.name}: {op.kind} {' + '.join(op.ins)} -> {op.out}"
                                  + (f" (pack {j} of {f['packs']})" if f.get("packs", 1) > 1 else ""),
-                                 vals=[int(dj[k]) for k in FIELDS], names=FIELDS))
+                                 d=dj, names=FIELDS))
+                infos.append((op, f.get("packs", 1), f is not op.f, name(op.ins[0])))
             continue
         else:
             pool_or_add(op, f, d, place, name, pc, ELEM_BITS)
@@ -185,7 +187,12 @@ def tables(net, pz, pc):
                     d.update(n_iter=2 * d["n_iter"], shift=int(f["p"]))
                     gap_words = max(gap_words, -(-f["c"] // pc))
         rows.append(dict(comment=f"{op.name}: {op.kind} {' + '.join(op.ins)} -> {op.out}",
-                         vals=[int(d[k]) for k in FIELDS], names=FIELDS))
+                         d=d, names=FIELDS))
+        infos.append((op, 1, False, None))
+    map_words = expmap.mark([r["d"] for r in rows], infos, name, bool(p.get("net_maps")))
+    for r in rows:                                 # the descriptors' values, the leading-one maps marked
+        dr = r.pop("d")
+        r["vals"] = [int(dr[k]) for k in FIELDS]
     if sum_bits > p["acc_bits"]:
         raise InputError(f"network kernel (bfp): a patch's sum needs {sum_bits} bits, beyond acc_bits = "
                          f"{p['acc_bits']}")
@@ -201,7 +208,8 @@ def tables(net, pz, pc):
                 pc=pc, unfold=unfold,
                 weights=[[cat(b) for b in lane] for lane in wl], wexps=[cat(x) for x in el],
                 biases=[cat(x) for x in bl], taps=taps or [(0, 0, 0, 0, 0), (0, 0, 0, 0, 0)], sum_bits=sum_bits,
-                max_pix=max_pix, max_blocks=max_blocks, tz_slots=tz_slots,
+                max_pix=max_pix, max_blocks=max_blocks, tz_slots=tz_slots, map_words=map_words,
+                maps=bool(p.get("net_maps")),
                 pool_bits=WIDE_BITS + 2 + int(max_hw - 1).bit_length() + 1, gap_words=gap_words,
                 in_slot=place[inp][0], in_dual=place[inp][1], out_slot=place[out][0],
                 in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
@@ -371,6 +379,7 @@ def render(net, out_dir):
                emin=-(1 << (e - 1)), emax=(1 << (e - 1)) - 1, acc_bits=p["acc_bits"], sum_bits=t["sum_bits"],
                elem_bits=t["elem_bits"], wide_bits=WIDE_BITS, gap_words=t["gap_words"], exact_bits=EXACT_BITS,
                pool_bits=t["pool_bits"], pz=pz, pc=pc, pack=packed(p), add_lanes=add_lanes(p, pc),
+               maps=t["maps"], map_words=t["map_words"], exp_lead=expmap.EXP_LEAD,
                wpairs=pair_words(t["weights"]) if packed(p) else [],
                rounding=ROUNDING[p["rounding"]], act_bufs=t["act_bufs"], act_words=t["act_words"],
                act3_words=t["act3_words"], act3_type=third_storage(t["act3_words"], t["elem_bits"])[0],
