@@ -209,6 +209,8 @@ def tables(net, pz, pc):
                 weights=[[cat(b) for b in lane] for lane in wl], wexps=[cat(x) for x in el],
                 biases=[cat(x) for x in bl], taps=taps or [(0, 0, 0, 0, 0), (0, 0, 0, 0, 0)], sum_bits=sum_bits,
                 max_pix=max_pix, max_blocks=max_blocks, tz_slots=tz_slots, map_words=map_words,
+                # a board-sized kernel's unfolded load: a word (two values) a cycle, an even row width
+                load_pairs=bool(unfold and unfold["w"] % 2 == 0 and p.get("net_shape") == "board"),
                 maps=bool(p.get("net_maps")),
                 pool_bits=WIDE_BITS + 2 + int(max_hw - 1).bit_length() + 1, gap_words=gap_words,
                 in_slot=place[inp][0], in_dual=place[inp][1], out_slot=place[out][0],
@@ -379,7 +381,7 @@ def render(net, out_dir):
                emin=-(1 << (e - 1)), emax=(1 << (e - 1)) - 1, acc_bits=p["acc_bits"], sum_bits=t["sum_bits"],
                elem_bits=t["elem_bits"], wide_bits=WIDE_BITS, gap_words=t["gap_words"], exact_bits=EXACT_BITS,
                pool_bits=t["pool_bits"], pz=pz, pc=pc, pack=packed(p), add_lanes=add_lanes(p, pc),
-               maps=t["maps"], map_words=t["map_words"], exp_lead=expmap.EXP_LEAD,
+               maps=t["maps"], map_words=t["map_words"], exp_lead=expmap.EXP_LEAD, load_pairs=t["load_pairs"],
                wpairs=pair_words(t["weights"]) if packed(p) else [],
                rounding=ROUNDING[p["rounding"]], act_bufs=t["act_bufs"], act_words=t["act_words"],
                act3_words=t["act3_words"], act3_type=third_storage(t["act3_words"], t["elem_bits"])[0],

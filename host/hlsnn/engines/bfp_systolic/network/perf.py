@@ -7,7 +7,8 @@ count):
 
 * load: the input's ``ceil(in_elems / 2)`` 64-bit words in one burst (``LoadWords``, plus
   :data:`hlsnn.engines.network.perf.DDR_LATENCY`), then ``in_elems`` cycles to decode them (one
-  float32 value per cycle);
+  float32 value per cycle); a board-sized kernel's unfolded stem of an even row width
+  (``load_pairs``): the words alone, each decoded as it arrives (two values a cycle);
 * conv: the exponent pass ``OH * OW * ceil(steps / 2)`` (``ConvExp``: two taps a cycle, one on
   each port of the true dual-port activation banks; ``steps = ceil(C/Q) * kh * kw``) plus
   :data:`EXP_DEPTH`, then the multiply pass ``OH * OW * B * steps + TZ_DISTANCE - 1 + B``
@@ -73,7 +74,9 @@ LOOPS = {0: "ConvMac", 1: "NetPool", 2: "NetAdd", 3: "NetMove", 4: "NetConcat", 
 def iterations(net, tables):
     """Per image, the iterations of each counted loop of the kernel (the C-simulation's
     ``HLSNN_ITER`` counters): ``{loop: count}``."""
-    it = {"NetLoadWords": -(-tables["in_elems"] // 2), "NetLoad": tables["in_elems"], "NetStore": tables["out_elems"]}
+    it = ({"NetLoad": tables["in_words"]} if tables.get("load_pairs") else      # a word a cycle, decoded at once
+          {"NetLoadWords": -(-tables["in_elems"] // 2), "NetLoad": tables["in_elems"]})
+    it["NetStore"] = tables["out_elems"]
     for r in tables["rows"]:
         k = LOOPS[_f(r, "op")]
         it[k] = it.get(k, 0) + _f(r, "n_iter")
@@ -99,8 +102,8 @@ def op_cycles(net, tables, ii=None):
     counter: II}`` of the loops whose derived II is above 1 (:func:`hlsnn.perf.schedule.ii_of`):
     their iterations cost that many cycles each."""
     g = (ii or {}).get
-    rows = [("load", "load image", -(-tables["in_elems"] // 2) * g("NetLoadWords", 1) + DDR_LATENCY
-             + tables["in_elems"] * g("NetLoad", 1))]
+    rows = [("load", "load image", tables["in_words"] * g("NetLoad", 1) + DDR_LATENCY if tables.get("load_pairs")
+             else -(-tables["in_elems"] // 2) * g("NetLoadWords", 1) + DDR_LATENCY + tables["in_elems"] * g("NetLoad", 1))]
     depth = {1: POOL_DEPTH, 2: ADD_DEPTH, 3: MOVE_DEPTH, 4: MOVE_DEPTH, 5: MOVE_DEPTH, 6: LUT_DEPTH, 7: GATE_DEPTH}     # 3: netmove's Move loop, 5: Transpose
     gate_odd = any(op.kind == "gate" and op.f.get("odd") for op in net.ops)      # rule 10r: the loop is deeper
     from .lower import row_ops
