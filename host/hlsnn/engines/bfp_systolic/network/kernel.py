@@ -6,7 +6,11 @@ built for C-simulation and run through ctypes.
 **Shape** (:data:`LANES`, :data:`BANKS`): ``P = 8`` output lanes by ``Q = 16`` channel banks,
 ``P x Q = 128`` mantissa multipliers of ``mantissa_bits x mantissa_bits`` bits, one DSP48 each
 (16 x 16 fits the DSP48E1's 25 x 18 port): 128 of the XC7Z020's 220 DSPs, the same order as the
-layer kernel's 176 (8 x 11 tiles x 2), leaving room for the rest of the design.
+layer kernel's 176 (8 x 11 tiles x 2), leaving room for the rest of the design. A config with
+``net_shape: board`` is sized to its board (:mod:`hlsnn.engines.bfp_systolic.netsize`: ``P``
+and ``Q``; lanes ``2i`` and ``2i + 1`` sharing a DSP48 per bank, ``net_pack``, their mantissas
+one 16-bit ROM word, ``kWPairs``; the Add's lanes ``net_add``; the leading-one maps
+``net_maps``, :mod:`.expmap`; and an unfolded stem's image a word a cycle, ``load_pairs``).
 
 **Buffers**: :func:`hlsnn.engines.network.kernel.allocate` (two ping-pong buffers and a shortcut
 buffer in ``Q`` channel banks; a third activation buffer where two do not hold the network, declared

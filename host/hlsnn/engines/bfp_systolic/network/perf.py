@@ -16,7 +16,9 @@ count):
   pixel's writes, one block a cycle, start ``TZ_DISTANCE`` (:data:`MAC_DEPTH`) iterations after
   its last product and run beside the later pixels' products, the last pixel's after them)
   plus :data:`MAC_DEPTH` (``B = ceil(Z/P)``); ``kh x kw`` are the taps (a dilated window's
-  alone: its holes cost nothing). A conv of ``n`` packs of groups (the layer path's GEMM per
+  alone: its holes cost nothing); a conv that reads a leading-one map (:mod:`.expmap`, ``mr``)
+  has no exponent pass and its multiply pass ``kh * kw + EXP_LEAD`` iterations more (the map's
+  taps of its first pixel run ahead of the products). A conv of ``n`` packs of groups (the layer path's GEMM per
   pack) is ``n`` such rows, pack ``j`` over the channel blocks its ``C/n`` inputs span and the
   output blocks its ``Z/n`` outputs span;
 * maxpool: ``ceil(C/Q) * OH * OW * kh * kw`` plus its depth; add: ``ceil(C/kA) * H * W`` (``kA``
@@ -34,10 +36,12 @@ the depths are the model's, not a synthesis report. The carried maxima are a max
 block's results, each reduced by a balanced tree before one compare-select with the carried
 value, so the loop-carried path is one 12-bit compare and select.
 
-**Resources** (:mod:`hlsnn.resources`): the activation and shortcut buffers in ``Q`` banks of
+**Resources** (:mod:`hlsnn.resources`; the model lives in :mod:`.resmodel`, re-exported here, so
+the board sizer reads it at config load without the emulator's imports): the activation and shortcut buffers in ``Q`` banks of
 36-bit elements (a third activation buffer that holds only smaller tensors at its own size, in
 LUTRAM where a bank fits), the pool buffer, the ``P x Q`` weight mantissa ROMs, the row-exponent and bias ROMs, the patch
-exponents, and ``P x Q`` mantissa multipliers (a DSP48 each). The datapath logic is a model per
+exponents (and a board-sized kernel's two leading-one maps), and ``P x Q`` mantissa multipliers
+(a DSP48 each; ``P/2 x Q`` DSPs of two products each where packed). The datapath logic is a model per
 part (:func:`datapath`), the AXI and control allowances are :mod:`hlsnn.engines.shift_mac.network.perf`'s.
 """
 from __future__ import annotations
