@@ -532,7 +532,7 @@ FIGURES = [
     *[Figure(CMP, f"| `{a}` ({cfg}) | " + "{_} | {kernel_us:,.0f} us | {e2e_us:,.0f} us | {lut:,} | {dsp} | {bram} |",
              Net(R8, a)) for a, cfg in [
         ("fixed8_z2", "sparse8net_pynq-z2"), ("twohot_z2", "shift8net_pynq-z2"), ("pot_z2", "shift8net_pynq-z2"),
-        ("bfp8_z2", "bfp8_pynq-z2"), ("bfp16", "bfp16_pynq-z2"), ("twohot", "shift8_pynq-z2"), ("pot", "shift8_pynq-z2"),
+        ("bfp8_z2", "bfp8net_pynq-z2"), ("bfp16", "bfp16_pynq-z2"), ("twohot", "shift8_pynq-z2"), ("pot", "shift8_pynq-z2"),
         ("fixed8", "sparse8_pynq-z2"), ("sparse50", "sparse8_pynq-z2"), ("fixed8_kv260", "sparse8net_kv260"),
         ("fixed8_zu3", "sparse8net_aup-zu3"), ("bfp8_zu3", "bfp8_aup-zu3"), ("twohot_zu3", "shift8_aup-zu3"),
         ("fixed8_zcu104", "sparse8net_zcu104"), ("bfp8", "bfp8_zcu104")]],

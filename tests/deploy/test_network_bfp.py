@@ -494,3 +494,25 @@ def test_a_global_pools_sums_held_rounded_to_odd_keep_the_bits(compiled, monkeyp
     got = BfpNetKernel(net).run(xq)
     np.testing.assert_array_equal(netbfp.dequantize(got).reshape(8, -1).view(np.uint64),
                                   netbfp.dequantize(want).reshape(8, -1).view(np.uint64))
+
+
+@pytest.mark.csim
+@pytest.mark.strict_csim
+def test_the_board_sized_pynq_z2_kernel_gives_the_emulators_bits(compiled):
+    """Issue 83: bfp8net_pynq-z2 sized to the board (16 lanes x 16 banks, lane pairs on one
+    DSP48 each, the Add 8 channels a cycle, leading-one maps, the image a word a cycle) on the
+    strict C-simulation and the simulated board: the layer-by-layer emulator's bits in one start,
+    every bank within its ports, the cycle model's iterations, 128 DSPs doing 256 products, and
+    ResNet-8's convs after the stem taking their patch exponents from the maps where their
+    source is a conv's (no exponent pass)."""
+    from netfixtures import check_kernel_run
+    from hlsnn.engines.bfp_systolic.network.kernel import FIELDS
+    path = compiled("resnet8_digits32", "bfp8_z2")
+    k_run = check_kernel_run(path, "bfp8", _x("resnet8_digits32", 3), board=True)
+    k = k_run._kernel
+    assert k.strict and checked_raw(k.strict_report) == {"act": 16, "tz": 16, "e3z": 16, "gap": 16, "pexp": 16,
+                                                         "lmap": 16}
+    assert k.strict_report["operators"] == [{"loop": "ConvMac", "mul": 128, "div": 0, "dsp": 128}]
+    rows = {r["comment"].split(":")[0]: dict(zip(FIELDS, r["vals"])) for r in k.tables["rows"]}
+    assert {n for n, r in rows.items() if r["mr"]} == {"s1a", "s1b", "s2b", "s3b"}   # sources: convs
+    assert all(rows[n]["sa"] == 0 for n in ("s1a", "s1b", "s2b", "s3b"))

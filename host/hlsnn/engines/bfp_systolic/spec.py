@@ -57,6 +57,21 @@ SCHEMA = {
     "dsp_packing": Field("bool", "two products per DSP: rows 2D and 2D+1 share the sample mantissa, so one DSP "
                          "multiplies both weights at once (half the DSPs, the accumulators in fabric); rows even, "
                          "mantissa_bits at most 8 on DSP48E2 and 7 on DSP48E1", default=False),
+    "net_shape": Field("choice", "network kernel (hlsnn compile): 'layer' (8 lanes x 16 banks, a DSP a product) or "
+                       "'board' (lanes, banks and DSP packing sized to the board: hlsnn.engines.bfp_systolic.netsize)",
+                       default="layer", choices=("layer", "board")),
+    # derived with net_shape: board (hlsnn.engines.bfp_systolic.netsize.size); a compiled model keeps them
+    "net_lanes": Field("int", "net_shape board: the network kernel's output lanes (default: sized)", default=None,
+                       lo=2, hi=64, pow2=True),
+    "net_banks": Field("int", "net_shape board: its channel banks (default: sized)", default=None, lo=2, hi=64,
+                       pow2=True),
+    "net_pack": Field("int", "net_shape board: 1 where lanes 2i and 2i+1 share a DSP48 (two products each; "
+                      "mantissa_bits at most 8), 0 a DSP a product (default: sized)", default=None, lo=0, hi=1),
+    "net_maps": Field("int", "net_shape board: 1 where a conv takes its patch exponents from the leading-one map its "
+                      "source conv wrote, beside its products (hlsnn.engines.bfp_systolic.network.expmap), 0 from "
+                      "the exponent pass (default: sized)", default=None, lo=0, hi=1),
+    "net_add": Field("int", "net_shape board: the residual Add's channels a cycle, a divisor of net_banks (default: "
+                     "sized)", default=None, lo=1, hi=64, pow2=True),
 }
 
 #: Pipeline stages of a shadow row's post in ``Steps`` (perf/bfp_systolic.py's depth table):
@@ -236,7 +251,29 @@ def validate(p: dict, board, source) -> dict:
     if p["stream_bits"] > board.dma["stream_bits"] * 8:
         raise ConfigError(source, f"{NAME}.stream_bits", p["stream_bits"],
                           f"must be at most 8x the board DMA width ({board.dma['stream_bits']})")
+    _net_shape(p, board, source)
     return p
+
+
+def _net_shape(p, board, source):
+    """The network kernel's shape fields (``net_shape: board``: sized by
+    :func:`hlsnn.engines.bfp_systolic.netsize.size` unless given; a compiled model records the
+    pick, so its config hash does not move with the sizer); absent for 'layer' (the configs'
+    hashes stay)."""
+    keys = ("net_lanes", "net_banks", "net_pack", "net_add", "net_maps")
+    if p["net_shape"] != "board":
+        for k in keys:
+            if p.pop(k) is not None:
+                raise ConfigError(source, f"{NAME}.{k}", p.get(k), "is only read with net_shape: board")
+        p.pop("net_shape")
+        return
+    from . import netsize
+    if all(p[k] is None for k in keys):
+        p.update(netsize.size(p, board))
+    for k, v in netsize.fill(p).items():                          # the rest of a partly given shape
+        if p[k] is None:
+            p[k] = v
+    netsize.check(p, source)
 
 
 #: Estimated logic (LUT, FF), not synthesis: per tile, per column, and for streams and control.

@@ -6,7 +6,11 @@ built for C-simulation and run through ctypes.
 **Shape** (:data:`LANES`, :data:`BANKS`): ``P = 8`` output lanes by ``Q = 16`` channel banks,
 ``P x Q = 128`` mantissa multipliers of ``mantissa_bits x mantissa_bits`` bits, one DSP48 each
 (16 x 16 fits the DSP48E1's 25 x 18 port): 128 of the XC7Z020's 220 DSPs, the same order as the
-layer kernel's 176 (8 x 11 tiles x 2), leaving room for the rest of the design.
+layer kernel's 176 (8 x 11 tiles x 2), leaving room for the rest of the design. A config with
+``net_shape: board`` is sized to its board (:mod:`hlsnn.engines.bfp_systolic.netsize`: ``P``
+and ``Q``; lanes ``2i`` and ``2i + 1`` sharing a DSP48 per bank, ``net_pack``, their mantissas
+one 16-bit ROM word, ``kWPairs``; the Add's lanes ``net_add``; the leading-one maps
+``net_maps``, :mod:`.expmap`; and an unfolded stem's image a word a cycle, ``load_pairs``).
 
 **Buffers**: :func:`hlsnn.engines.network.kernel.allocate` (two ping-pong buffers and a shortcut
 buffer in ``Q`` channel banks; a third activation buffer where two do not hold the network, declared
@@ -44,8 +48,8 @@ from ....errors import InputError
 from ....names import c_ident
 from ...network import kernel as netkernel
 from ..emulator import zero_row_exponent
-from . import reduce as netreduce
-from .perf import FAMILIES, MAC_DEPTH, families, pool_odd, third_storage  # noqa: F401  (kernel's API)
+from . import expmap, reduce as netreduce
+from .perf import FAMILIES, MAC_DEPTH, add_lanes, families, packed, pool_odd, third_storage  # noqa: F401  (kernel's API)
 from .lower import ELEM_BITS, EXACT_BITS, WIDE_BITS, pack as netbfp_pack, taps as netbfp_taps
 from ...network.kernel import (ROUNDING, TOP, _ints, _most, _size, act_bufs, allocate, descriptor_head,
                                pool_or_add)
@@ -58,8 +62,8 @@ from ...network.kernel import (ROUNDING, TOP, _ints, _most, _size, act_bufs, all
 #: (``2 + ceil(TZ_DISTANCE / (blocks * steps))`` over the convs of more than one pixel).
 TZ_DISTANCE = MAC_DEPTH
 
-#: output lanes and channel banks: 128 DSP multipliers (module docstring)
-LANES, BANKS = 8, 16
+#: output lanes and channel banks of the layer shape: 128 DSP multipliers (module docstring)
+from ..netsize import BANKS, LANES  # noqa: E402
 
 
 #: the bfp kernel's descriptor fields in the order of its ``NetOp`` struct (network_data.h.j2
@@ -70,6 +74,7 @@ FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", 
           "blocks_per_group", "group_words", "n_iter", "sa", "sb", "gap", "shift", "single", "dh", "dw",
           "zfirst", "wob0", "wobase0", "sc_base", "mdiv", "xz",
           "pix",                                # a gate by a 1 x H x W map (netbfp rule 10p, .reduce)
+          "mr", "mw", "lead",                   # a conv's leading-one maps (.expmap)
           "odd")                                # a channel mean (netbfp rule 4o, .reduce), a gate's product (10r,
 #                                                 .gatero) rounded to odd
 
@@ -80,8 +85,23 @@ FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", 
 #: counts a family's datapath only where it is rendered (a table's and a gate's loops have
 #: ``has_lut``, ``has_gate`` of their own)
 def shape(p):
-    """``(P lanes, Q banks)`` of a bfp_systolic config (module docstring)."""
-    return LANES, BANKS
+    """``(P lanes, Q banks)`` of a bfp_systolic config (module docstring): :data:`LANES` x
+    :data:`BANKS`, or the board-sized shape (``net_shape: board``, :mod:`hlsnn.engines.bfp_systolic.netsize`)."""
+    return p.get("net_lanes") or LANES, p.get("net_banks") or BANKS
+
+
+def pair_words(weights):
+    """The packed weight ROMs (``kWPairs``): per lane pair ``i`` and bank ``j``, lane ``2i``'s
+    mantissa in bits 7..0 and lane ``2i + 1``'s in bits 15..8 of a 16-bit word, as C text."""
+    out = []
+    for i in range(len(weights) // 2):
+        row = []
+        for j in range(len(weights[0])):
+            w0 = np.asarray(weights[2 * i][j], np.int64) & 0xFF
+            w1 = np.asarray(weights[2 * i + 1][j], np.int64) & 0xFF
+            row.append(_ints(w1 << 8 | w0))
+        out.append(row)
+    return out
 
 
 def tables(net, pz, pc):
@@ -117,7 +137,7 @@ def tables(net, pz, pc):
         raise InputError("network kernel (bfp): the output is a global pool's; the kernel stores a conv's output")
     gap_words, tz_slots = 1, 2
     taps = []
-    rows = []
+    rows, infos = [], []                           # infos: per row what .expmap reads
     wl = [[[] for _ in range(pc)] for _ in range(pz)]
     el, bl = [[] for _ in range(pz)], [[] for _ in range(pz)]
     woff = boff = 0
@@ -143,7 +163,8 @@ def tables(net, pz, pc):
                 boff += dj["zb"]
                 rows.append(dict(comment=f"{op.name}: {op.kind} {' + '.join(op.ins)} -> {op.out}"
                                  + (f" (pack {j} of {f['packs']})" if f.get("packs", 1) > 1 else ""),
-                                 vals=[int(dj[k]) for k in FIELDS], names=FIELDS))
+                                 d=dj, names=FIELDS))
+                infos.append((op, f.get("packs", 1), f is not op.f, name(op.ins[0])))
             continue
         else:
             pool_or_add(op, f, d, place, name, pc, ELEM_BITS)
@@ -164,11 +185,18 @@ def tables(net, pz, pc):
             if op.kind == "add":
                 d.update(cg=int(f["c"]))          # the live banks: a bank past channel c raises no status
                 max_hw = max(max_hw, f["hw"])
-                if f["gap"]:                      # two passes per block: the exponent, the sum
+                # kA channels a cycle (a board-sized kernel's net_add: parts of a block, one after another)
+                d.update(n_iter=-(-int(f["c"]) // add_lanes(p, pc)) * f["hw"])
+                if f["gap"]:                      # two passes per part: the exponent, the sum
                     d.update(n_iter=2 * d["n_iter"], shift=int(f["p"]))
                     gap_words = max(gap_words, -(-f["c"] // pc))
         rows.append(dict(comment=f"{op.name}: {op.kind} {' + '.join(op.ins)} -> {op.out}",
-                         vals=[int(d[k]) for k in FIELDS], names=FIELDS))
+                         d=d, names=FIELDS))
+        infos.append((op, 1, False, None))
+    map_words = expmap.mark([r["d"] for r in rows], infos, name, bool(p.get("net_maps")))
+    for r in rows:                                 # the descriptors' values, the leading-one maps marked
+        dr = r.pop("d")
+        r["vals"] = [int(dr[k]) for k in FIELDS]
     if sum_bits > p["acc_bits"]:
         raise InputError(f"network kernel (bfp): a patch's sum needs {sum_bits} bits, beyond acc_bits = "
                          f"{p['acc_bits']}")
@@ -184,7 +212,10 @@ def tables(net, pz, pc):
                 pc=pc, unfold=unfold,
                 weights=[[cat(b) for b in lane] for lane in wl], wexps=[cat(x) for x in el],
                 biases=[cat(x) for x in bl], taps=taps or [(0, 0, 0, 0, 0), (0, 0, 0, 0, 0)], sum_bits=sum_bits,
-                max_pix=max_pix, max_blocks=max_blocks, tz_slots=tz_slots,
+                max_pix=max_pix, max_blocks=max_blocks, tz_slots=tz_slots, map_words=map_words,
+                # a board-sized kernel's unfolded load: a word (two values) a cycle, an even row width
+                load_pairs=bool(unfold and unfold["w"] % 2 == 0 and p.get("net_shape") == "board"),
+                maps=bool(p.get("net_maps")),
                 pool_bits=WIDE_BITS + 2 + int(max_hw - 1).bit_length() + 1, gap_words=gap_words,
                 in_slot=place[inp][0], in_dual=place[inp][1], out_slot=place[out][0],
                 in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
@@ -353,7 +384,9 @@ def render(net, out_dir):
                header="network.h", data_header="network_data.h", mant_bits=p["mantissa_bits"],
                emin=-(1 << (e - 1)), emax=(1 << (e - 1)) - 1, acc_bits=p["acc_bits"], sum_bits=t["sum_bits"],
                elem_bits=t["elem_bits"], wide_bits=WIDE_BITS, gap_words=t["gap_words"], exact_bits=EXACT_BITS,
-               pool_bits=t["pool_bits"], pz=pz, pc=pc,
+               pool_bits=t["pool_bits"], pz=pz, pc=pc, pack=packed(p), add_lanes=add_lanes(p, pc),
+               maps=t["maps"], map_words=t["map_words"], exp_lead=expmap.EXP_LEAD, load_pairs=t["load_pairs"],
+               wpairs=pair_words(t["weights"]) if packed(p) else [],
                rounding=ROUNDING[p["rounding"]], act_bufs=t["act_bufs"], act_words=t["act_words"],
                act3_words=t["act3_words"], act3_type=third_storage(t["act3_words"], t["elem_bits"])[0],
                act3_impl=third_storage(t["act3_words"], t["elem_bits"])[1],
@@ -365,7 +398,8 @@ def render(net, out_dir):
                out_words=t["out_words"], out_slot=t["out_slot"], out_hw=t["out_hw"], n_ops=len(t["rows"]), fields=FIELDS,
                ops=t["rows"], lane_of=[j % pz for j in range(pc)], block_of=[j - j % pz for j in range(pc)],
                w_ctype="int8_t" if p["mantissa_bits"] <= 8 else "int16_t", w_words=len(t["weights"][0][0]),
-               b_words=len(t["biases"][0]), weights=[[_ints(b) for b in lane] for lane in t["weights"]],
+               b_words=len(t["biases"][0]),
+               weights=[] if packed(p) else [[_ints(b) for b in lane] for lane in t["weights"]],
                wexps=[_ints(x) for x in t["wexps"]], biases=[_ints(x) for x in t["biases"]],
                max_exp_iter=most_exp, max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_move_iter=_most(t, 3), max_cat_iter=_most(t, 4), max_tr_iter=_most(t, 5),
                max_add_iter=_most(t, 2), n_taps=len(t["taps"]),

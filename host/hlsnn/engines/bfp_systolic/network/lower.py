@@ -110,17 +110,8 @@ class NotExact(InputError):
     not_exact = True
 
 
-#: the float64 significand: sums below 2**53 (in units of their finest term) are exact
-EXACT_BITS = 53
-#: an activation's mantissa on chip (the network kernel's 36-bit element: this and a 10-bit
-#: exponent): an Add's sum must be below 2**(ELEM_BITS - 1) (rule 5)
-ELEM_BITS = 26
-#: a mean over a count that is not a power of two: its sum's bound (rule 6b, :mod:`.anymean`)
-MEAN_BITS = 52
-#: a wide element's mantissa bits (a global pool's sums: below 2**53, netbfp rule 6; the
-#: output words); an element's in the activation buffers is :data:`ELEM_BITS` (26: a 36-bit
-#: element with its 10-bit exponent)
-WIDE_BITS = 54
+# the bounds (a leaf module: the resource model and the sizer read them without the emulator)
+from .widths import ELEM_BITS, EXACT_BITS, MEAN_BITS, WIDE_BITS  # noqa: E402,F401
 
 
 def _op(kind, name, ins, out, **f):

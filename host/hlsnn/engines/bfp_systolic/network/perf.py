@@ -7,7 +7,8 @@ count):
 
 * load: the input's ``ceil(in_elems / 2)`` 64-bit words in one burst (``LoadWords``, plus
   :data:`hlsnn.engines.network.perf.DDR_LATENCY`), then ``in_elems`` cycles to decode them (one
-  float32 value per cycle);
+  float32 value per cycle); a board-sized kernel's unfolded stem of an even row width
+  (``load_pairs``): the words alone, each decoded as it arrives (two values a cycle);
 * conv: the exponent pass ``OH * OW * ceil(steps / 2)`` (``ConvExp``: two taps a cycle, one on
   each port of the true dual-port activation banks; ``steps = ceil(C/Q) * kh * kw``) plus
   :data:`EXP_DEPTH`, then the multiply pass ``OH * OW * B * steps + TZ_DISTANCE - 1 + B``
@@ -15,10 +16,13 @@ count):
   pixel's writes, one block a cycle, start ``TZ_DISTANCE`` (:data:`MAC_DEPTH`) iterations after
   its last product and run beside the later pixels' products, the last pixel's after them)
   plus :data:`MAC_DEPTH` (``B = ceil(Z/P)``); ``kh x kw`` are the taps (a dilated window's
-  alone: its holes cost nothing). A conv of ``n`` packs of groups (the layer path's GEMM per
+  alone: its holes cost nothing); a conv that reads a leading-one map (:mod:`.expmap`, ``mr``)
+  has no exponent pass and its multiply pass ``kh * kw + EXP_LEAD`` iterations more (the map's
+  taps of its first pixel run ahead of the products). A conv of ``n`` packs of groups (the layer path's GEMM per
   pack) is ``n`` such rows, pack ``j`` over the channel blocks its ``C/n`` inputs span and the
   output blocks its ``Z/n`` outputs span;
-* maxpool: ``ceil(C/Q) * OH * OW * kh * kw`` plus its depth; add: ``ceil(C/Q) * H * W``, twice
+* maxpool: ``ceil(C/Q) * OH * OW * kh * kw`` plus its depth; add: ``ceil(C/kA) * H * W`` (``kA``
+  its lanes: ``Q``, or a board-sized kernel's ``net_add``, :func:`add_lanes`), twice
   that with the global pool (a pass for each channel's smallest exponent, a pass for the sum),
   and then, where the kernel holds the pool's sums rounded to odd (issue 83, ``AddPoolOdd``),
   ``ceil(C/Q) * Q`` words one a cycle plus :data:`POOL_ODD_DEPTH`;
@@ -32,15 +36,21 @@ the depths are the model's, not a synthesis report. The carried maxima are a max
 block's results, each reduced by a balanced tree before one compare-select with the carried
 value, so the loop-carried path is one 12-bit compare and select.
 
-**Resources** (:mod:`hlsnn.resources`): the activation and shortcut buffers in ``Q`` banks of
+**Resources** (:mod:`hlsnn.resources`; the model lives in :mod:`.resmodel`, re-exported here, so
+the board sizer reads it at config load without the emulator's imports): the activation and shortcut buffers in ``Q`` banks of
 36-bit elements (a third activation buffer that holds only smaller tensors at its own size, in
 LUTRAM where a bank fits), the pool buffer, the ``P x Q`` weight mantissa ROMs, the row-exponent and bias ROMs, the patch
-exponents, and ``P x Q`` mantissa multipliers (a DSP48 each). The datapath logic is a model per
+exponents (and a board-sized kernel's two leading-one maps), and ``P x Q`` mantissa multipliers
+(a DSP48 each; ``P/2 x Q`` DSPs of two products each where packed). The datapath logic is a model per
 part (:func:`datapath`), the AXI and control allowances are :mod:`hlsnn.engines.shift_mac.network.perf`'s.
 """
 from __future__ import annotations
 
-from ...network.perf import AXI_LITE, AXI_MASTER, CONTROL, DDR_LATENCY, MOVE_DEPTH, POOL_DEPTH, _f
+from ...network.perf import AXI_LITE, AXI_MASTER, CONTROL, DDR_LATENCY, MOVE_DEPTH, POOL_DEPTH, _f  # noqa: F401
+# the resource model (its own module: the board sizer reads it at config load), re-exported
+from .resmodel import (FAMILIES, PACK_FF, PACK_LUT, TAP_CYCLIC, TAP_TABLES, X_BITS, _cmp, _mux, _sel,  # noqa: F401
+                       _stages, add_lanes, buffers, datapath, families, lshift_luts, packed, pool_odd, resources,
+                       srs_luts, third_storage)
 
 #: act read (1), the leading-one encoder (2), the Q-input max tree (2), the clamp (1)
 EXP_DEPTH = 6
@@ -65,29 +75,12 @@ LOOPS = {0: "ConvMac", 1: "NetPool", 2: "NetAdd", 3: "NetMove", 4: "NetConcat", 
          7: "NetGate"}
 
 
-FAMILIES = {1: "has_pool", 2: "has_add", 3: "has_move", 4: "has_concat", 5: "has_transpose"}
-
-
-def families(t):
-    """``{template boolean: rendered}`` of :data:`FAMILIES` from the descriptor rows of
-    :func:`hlsnn.engines.bfp_systolic.network.kernel.tables` ``t`` (the compiled program as the kernel walks it)."""
-    codes = {r["vals"][0] for r in t["rows"]}         # "op", the descriptor's first field (kernel.FIELDS)
-    return {name: code in codes for code, name in FAMILIES.items()}
-
-
-def pool_odd(net):
-    """True where the kernel holds a global pool's sums rounded to odd (``AddPoolOdd``, issue 83):
-    a program with a global pool and no mean over a count with an odd factor (rule 6b reads a
-    pool's exact sums, :mod:`.anymean`). Then every word a conv reads is an element (a
-    ``kElemBits``-bit mantissa); otherwise the convs read the pool buffer's 54-bit sums as they are."""
-    from .anymean import mean_fields
-    return any(op.kind == "add" and op.f["gap"] for op in net.ops) and not mean_fields(net)["has_mean"]
-
-
 def iterations(net, tables):
     """Per image, the iterations of each counted loop of the kernel (the C-simulation's
     ``HLSNN_ITER`` counters): ``{loop: count}``."""
-    it = {"NetLoadWords": -(-tables["in_elems"] // 2), "NetLoad": tables["in_elems"], "NetStore": tables["out_elems"]}
+    it = ({"NetLoad": tables["in_words"]} if tables.get("load_pairs") else      # a word a cycle, decoded at once
+          {"NetLoadWords": -(-tables["in_elems"] // 2), "NetLoad": tables["in_elems"]})
+    it["NetStore"] = tables["out_elems"]
     for r in tables["rows"]:
         k = LOOPS[_f(r, "op")]
         it[k] = it.get(k, 0) + _f(r, "n_iter")
@@ -113,14 +106,15 @@ def op_cycles(net, tables, ii=None):
     counter: II}`` of the loops whose derived II is above 1 (:func:`hlsnn.perf.schedule.ii_of`):
     their iterations cost that many cycles each."""
     g = (ii or {}).get
-    rows = [("load", "load image", -(-tables["in_elems"] // 2) * g("NetLoadWords", 1) + DDR_LATENCY
-             + tables["in_elems"] * g("NetLoad", 1))]
+    rows = [("load", "load image", tables["in_words"] * g("NetLoad", 1) + DDR_LATENCY if tables.get("load_pairs")
+             else -(-tables["in_elems"] // 2) * g("NetLoadWords", 1) + DDR_LATENCY + tables["in_elems"] * g("NetLoad", 1))]
     depth = {1: POOL_DEPTH, 2: ADD_DEPTH, 3: MOVE_DEPTH, 4: MOVE_DEPTH, 5: MOVE_DEPTH, 6: LUT_DEPTH, 7: GATE_DEPTH}     # 3: netmove's Move loop, 5: Transpose
     gate_odd = any(op.kind == "gate" and op.f.get("odd") for op in net.ops)      # rule 10r: the loop is deeper
     from .lower import row_ops
     for (op, j), r in zip(row_ops(net), tables["rows"]):
         k = _f(r, "op")
-        c = (_f(r, "sa") * g("ConvExp", 1) + EXP_DEPTH + _f(r, "n_iter") * g("ConvMac", 1) + MAC_DEPTH if k == 0
+        c = (_f(r, "sa") * g("ConvExp", 1) + (EXP_DEPTH if _f(r, "sa") else 0)    # .expmap: no exponent pass
+             + _f(r, "n_iter") * g("ConvMac", 1) + MAC_DEPTH if k == 0
              else _f(r, "n_iter") * g(LOOPS[k], 1) + depth[k] + (GATE_ODD_DEPTH if k == 7 and gate_odd else 0))
         odd = _pool_odd_words(net, tables, r)                  # a global pool's sums rounded to odd
         c += odd * g("NetPoolOdd", 1) + POOL_ODD_DEPTH if odd else 0
@@ -128,280 +122,3 @@ def op_cycles(net, tables, ii=None):
         rows.append((op.name + (f" [pack {j + 1}/{n}]" if n > 1 else ""), op.kind, c))
     rows.append(("store", "store output", tables["out_words"] * g("NetStore", 1) + DDR_LATENCY))
     return rows
-
-
-def third_storage(act3_words, elem_bits=None):
-    """The third activation buffer's ``(BIND_STORAGE type, impl)`` where it has a size of its own
-    (:func:`hlsnn.engines.bfp_systolic.network.kernel._third`): LUTRAM where a bank fits
-    :data:`hlsnn.resources.LUTRAM_MAX_BITS` (two ports: ``ram_2p``), else BRAM as ``act``
-    (``elem_bits``: the element's mantissa, :data:`.lower.ELEM_BITS` unless rule 9w widens it)."""
-    from ....resources import LUTRAM_MAX_BITS
-    from .lower import ELEM_BITS
-    eb = elem_bits or ELEM_BITS
-    return ("ram_2p", "lutram") if act3_words * (eb + 10) <= LUTRAM_MAX_BITS else ("ram_t2p", "bram")
-
-
-#: the exponent pass's tap table ROMs (name, element bits, note), as the C++ declares them
-TAP_TABLES = (("kTapOff", 32, "the exponent pass's tap table"), ("kTapKy", 8, ""), ("kTapKx", 8, ""),
-              ("kTapC", 8, ""), ("kTapC0", 8, "a pack of groups' first bank"))
-#: their ``ARRAY_PARTITION cyclic factor``: ``ConvExp`` reads two taps a cycle (``k`` and ``k + 1``),
-#: one from each bank; the template renders the pragmas from this value (``tap_cyclic``)
-TAP_CYCLIC = 2
-
-
-def buffers(net, tables):
-    """The kernel's arrays and multipliers as :mod:`hlsnn.resources` rows."""
-    from ....resources import Buffer, Multiplier
-    from .lower import ELEM_BITS, WIDE_BITS
-    ELEM_BITS = tables.get("elem_bits", ELEM_BITS)    # rule 9w (.prelu): 53-bit elements     # noqa: N806
-    pz, pc = tables["pz"], tables["pc"]
-    m = net.params["mantissa_bits"]
-    wbits = 8 if m <= 8 else 16
-    nw, nb = len(tables["weights"][0][0]), len(tables["biases"][0])
-    nt = len(tables["taps"])
-    a3 = tables.get("act3_words", 0)                  # a third buffer of its own size (bfpkernel._third)
-    bufs = [Buffer("act", "net_top", "array", ELEM_BITS + 10, (2 if a3 else tables.get("act_bufs", 2), pc,
-                                                                tables["act_words"]),
-                   partition=((1, "complete"), (2, "complete")), static=True, storage="ram_t2p",
-                   note=f"ping-pong activation buffers, channel banks: {ELEM_BITS}-bit mantissa + 10-bit exponent"),
-            Buffer("sc", "net_top", "array", ELEM_BITS + 10, (pc, tables["sc_words"]), partition=((1, "complete"),),
-                   static=True, note="shortcut buffer, channel banks"),
-            Buffer("gap", "net_top", "array", 64, (pc, tables["gap_words"]), partition=((1, "complete"),),
-                   static=True, note=f"pool buffer: a global pool's sums, {WIDE_BITS}-bit mantissas"),
-            Buffer("kWeights", "net_top", "array", wbits, (pz, pc, nw), partition=((1, "complete"), (2, "complete")),
-                   static=True, note="resident weight mantissas, one ROM per multiplier"),
-            Buffer("kWExp", "net_top", "array", 8, (pz, nb), partition=((1, "complete"),), static=True),
-            Buffer("kBiasM", "net_top", "array", wbits, (pz, nb), partition=((1, "complete"),), static=True),
-            Buffer("pexp", "Conv", "array", 12, (tables["max_pix"],), note="a conv's patch exponents"),
-            Buffer("tz", "ConvMac", "array", net.params["acc_bits"], (pz, tables["tz_slots"] * tables["max_blocks"]),
-                   partition=((1, "complete"),), static=True, storage="ram_s2p", impl="lutram",
-                   note=f"a ring of {tables['tz_slots']} pixels' results, per lane: block-major words"),
-            Buffer("e3z", "ConvMac", "array", 12, (pz, tables["tz_slots"] * tables["max_blocks"]),
-                   partition=((1, "complete"),), static=True, storage="ram_s2p", impl="lutram",
-                   note="their product exponents"),
-            *[Buffer(name, "net_top", "array", bits, (nt,), partition=((1, f"cyclic {TAP_CYCLIC}"),), static=True,
-                     note=note) for name, bits, note in TAP_TABLES]]
-    if a3:
-        kind, impl = third_storage(a3, ELEM_BITS)
-        bufs.append(Buffer("act3", "net_top", "array", ELEM_BITS + 10, (pc, a3), partition=((1, "complete"),),
-                           static=True, storage=kind, impl=impl,
-                           note="the third activation buffer, its own size: CBAM's small tensors"))
-    muls = [Multiplier("x*w", "ConvMac", m, m, count=pz * pc,
-                       note=f"{pz} lanes x {pc} banks: {m} x {m}-bit mantissa products")]
-    if any(op.kind == "lut" for op in net.ops):        # netbfp rule 9b's tables, a copy per bank
-        bufs.append(Buffer("kLut", "net_top", "array", 8 if tables["lut_entry_bits"] <= 8 else 16,
-                           (pc, len(tables["luts"])), partition=((1, "complete"),), static=True,
-                           note="the tables of BFP values, a copy per bank"))
-    if tables.get("prelu") is not None:                # rule 9p (.prelu): the slopes per bank, Q products
-        words = tables["prelu"][0].shape[1]
-        bufs.append(Buffer("kPSlope", "net_top", "array", 25, (pc, words), partition=((1, "complete"),),
-                           static=True, note="a PRelu's slope mantissa per channel, a copy per bank (rule 9p)"))
-        bufs.append(Buffer("kPExp", "net_top", "array", 12, (pc, words), partition=((1, "complete"),),
-                           static=True, note="its exponent"))
-        muls.append(Multiplier("prelu", "LutPixels", m, 25, count=pc,
-                               note="PRelu per channel on pairs: m x the slope's mantissa per bank"))
-    # rule 9c: Q products (and / 3)
-    if any(op.kind == "lut" and op.f.get("exact") and op.f.get("fn") != "PRelu" for op in net.ops):
-        w = tables["hs_w"]
-        muls.append(Multiplier("hswish", "LutPixels", w + 1, 2 * w + 3, count=pc,
-                               note="HardSwish on pairs: xs (xs + 3 2^d) per bank"))
-    from .anymean import mean_fields
-    mf = mean_fields(net)
-    if mf["has_mean"]:                                  # rule 6b: floor(u / d) by a reciprocal per bank
-        muls.append(Multiplier("mean", "ConvMac", mf["mean_cap_bits"], mf["mean_recip_bits"], False, False,
-                               count=pc, note=f"a mean's mantissa: u x reciprocal of {mf['mean_div']} per bank"))
-    from .anymean import cat_fields
-    cf = cat_fields(net)
-    if cf["has_meancat"]:                               # rule 6c: a part's mantissa x its factor per bank
-        muls.append(Multiplier("meancat", "ConcatPixels", ELEM_BITS, cf["cat_scale_bits"], True, False, count=pc,
-                               note="a concat of means: a part's mantissa x L / d per bank (anymean rule 6c)"))
-    if any(op.kind == "gate" for op in net.ops):       # rule 10b: Q mantissa products
-        g = tables["gate_bits"]
-        muls.append(Multiplier("gate", "GatePixels", g, g, count=pc, note="a channel gate: map x gate per bank"))
-    return bufs, muls
-
-
-#: LUT rules of the datapath model (:func:`datapath`), the layer kernels' (a LUT per bit of a
-#: carry-chain adder, subtractor or ``|.|``; a magnitude compare two bit pairs per LUT6 into the
-#: carry chain, an equality three; a 2:1 select two bits per LUT6, sharing the select; a
-#: shifter's stage a 4:1 multiplexer per output bit, :func:`hlsnn.engines.shift_mac.spec.shifter_luts`
-#: where the output grows with the shift) and one more: a leading-one encoder of ``n`` bits (a
-#: priority tree to its index) one LUT per input bit.
-X_BITS = 12           # exponent arithmetic (hlsnn::exp_wide_t)
-
-
-def _sel(n):
-    """LUTs of a 2:1 select of ``n`` bits."""
-    return -(-n // 2)
-
-
-def _mux(n):
-    """LUTs per bit of an ``n``:1 multiplexer: a tree of 4:1 multiplexers, one LUT6 each."""
-    luts = 0
-    while n > 1:
-        n = -(-n // 4)
-        luts += n
-    return luts
-
-
-def _cmp(n):
-    """LUTs of an ``n``-bit magnitude compare."""
-    return -(-n // 2)
-
-
-def _stages(bits, max_shift):
-    """LUTs of a logarithmic shifter whose every stage is ``bits`` wide (a result truncated to
-    its operand's width), by ``0 .. max_shift``."""
-    import math
-    s = math.ceil(math.log2(max_shift + 1)) if max_shift > 0 else 0
-    return bits * (s // 2) + _sel(bits) * (s % 2)
-
-
-def lshift_luts(w, o, max_shift):
-    """LUTs of a logarithmic left shifter of a ``w``-bit value by ``0 .. max_shift`` into ``o``
-    bits (:func:`hlsnn.engines.shift_mac.spec.shifter_luts`' stages, each as wide as the value
-    and the largest shift reached so far, at most ``o``)."""
-    import math
-    sel = math.ceil(math.log2(max_shift + 1)) if max_shift > 0 else 0
-    luts, b = 0, 0
-    while b < sel:
-        take = 2 if sel - b >= 2 else 1
-        width = min(o, w + min(max_shift, (1 << (b + take)) - 1))
-        luts += width if take == 2 else -(-width // 2)
-        b += take
-    return luts
-
-
-def srs_luts(wi, wo, right_max, left_max):
-    """LUTs of ``hlsnn::ShiftRoundSat<wi, wo>`` (hls/include/hlsnn/primitives.h) as written: the
-    right shift of ``wi + 3`` bits by up to ``right_max`` (at most ``wi + 1``), the rounding's
-    mask and remainder, its compare and tie test against the half, the increment; the left
-    shift by up to ``left_max`` (at most ``wo``) into ``wi + wo + 2`` bits; the select between
-    them, the two saturation compares and the clamp."""
-    from ....resources import shifter_luts
-    w, t = wi + 3, wi + wo + 2
-    right = _stages(w, min(right_max, wi + 1))
-    rnd = w + _cmp(w) + -(-w // 3) + w
-    left = shifter_luts(wi, min(left_max, wo))
-    return right + rnd + left + _sel(t) + 2 * _cmp(t) + wo
-
-
-def datapath(net, tables):
-    """``{part: (LUT, FF)}`` outside the memories and DSPs, counted from what the kernel
-    instantiates (``P`` lanes, ``Q`` banks, ``M`` mantissa bits, ``A`` acc_bits, ``sb`` a patch
-    sum's bits, ``E`` = 54-bit wide mantissas, ``X`` = 12-bit exponents; the LUT rules above).
-    An op family's part is counted only where the kernel renders its loop (issue 83:
-    :func:`hlsnn.engines.bfp_systolic.network.perf.families` of the descriptor rows, the
-    template's booleans): ``maxpool`` (and ``wpool``, ``oddpool``: its loop's) with a max or
-    average pool, ``add`` with a residual Add or a global pool. The parts:
-
-    * ``conv_exp`` (``ConvExp``, ``2Q`` elements a cycle): per element the source select (act
-      or pool buffer, ``C + 10`` bits), ``|m|`` (``C``), its leading one (``C``), the exponent
-      add (``X``), the zero test (``C/6``) and its ``kLow`` select, the bank window's two
-      compares (``kTapC0 <= j < kTapC``, 8 bits); the balanced max tree of
-      ``2Q - 1`` compare-selects and the compare-select with the carried maximum (``X`` bits
-      each); the clamp (``3X``); per tap (two) the address adder and the padding tests;
-    * ``conv_mac_banks`` (``ConvMac``, ``Q``): the source select, the exponent difference
-      (``X``), the patch rounding ``ShiftRoundSat<C, M>`` (:func:`srs_luts`); ``C``, the convs'
-      source, is an element's ``W`` = kElemBits mantissa bits (issue 83: a global pool's sums
-      are held rounded to odd, ``pool_odd``), or ``E`` in a program with a mean over a count
-      with an odd factor (rule 6b reads a pool's exact sums);
-    * ``conv_mac_lanes`` (``P``): the adder tree of ``Q`` products (``sb`` each) and the
-      accumulator; the bias alignment ``ShiftRoundSat<M, A>``, the saturating add (``3A``) and
-      ReLU (``A/2``); the max rule's ``|v|``, leading one and exponent add (``2A + X``), the
-      lane's share of the balanced tree over the ``P`` lanes (one compare-select of ``X``);
-      the write path's exponent difference, the output ``ShiftRoundSat<A, M>`` and the lane
-      window's compare (``l >= zfirst``, a pack of groups' first output);
-    * ``maxpool`` (``Q``): rule 7's exact compare (``Greater``): per operand ``|m|``, its
-      leading one, the exponent add and the left-aligning shifter (``E`` bits by 0..53), then
-      the magnitude compare and equality, the leading ones' compare and the signs; the running
-      value's select and the first tap's (64 bits each);
-    * ``add`` (``Q``): per operand ``AlignExact`` of the element as it is (``|m|`` and its
-      leading one of the element's ``W`` = kElemBits mantissa bits, the exponent difference and
-      bound compare, the left shifter of ``W`` bits by ``0 .. O - 1`` into ``O`` =
-      kExactBits + 1 bits: a term below ``2**53``, issue 83), the smaller exponent's
-      compare-selects (``2X``) and the pool's (``X``), the exactness test (two ``|.|`` of ``O``
-      and their sum), the sum (``O + 1``), ReLU, the pool's sum and magnitude adders (``2 x``
-      pool bits, run on unreset), their values at the channel's first pixel (two registers of
-      pool bits with an enable) and the two subtractors that give the channel's sums, and the
-      output element's select (``W + 10``);
-    * ``wpool`` (``Q``, a program with an average pool or a bilinear upsample,
-      :mod:`hlsnn.engines.network.linpool`): four ``AlignExact`` (the term and its magnitude,
-      the running sum and magnitudes' sum realigned to a smaller exponent), their two adders
-      (``E + 1``), the exponent compare and selects, the bound compare and the output select;
-    * ``oddpool`` (``Q``, a program with CBAM's channel mean, netbfp rule 4o of
-      :mod:`~hlsnn.engines.bfp_systolic.network.reduce`: ``RoundOdd``): ``|s|`` and its leading
-      one (``E`` each), the shift count's compare and subtract (``2X``), the right shifter
-      (``E`` bits by ``0 .. E - K``), the sticky test's mask of the dropped bits (a decoder to
-      ``E`` bits, the AND) and its OR (``E / 6``), the negation (``E``) and the output select
-      (64), and the pool bound's select;
-    * ``oddgate`` (``Q``, a program with a gate of two tables' outputs, netbfp rule 10r of
-      :mod:`~hlsnn.engines.bfp_systolic.network.gatero`: the gate loop's ``RoundOdd`` on the wide
-      product): ``oddpool``'s parts but the pool bound's select;
-    * ``pool_odd`` (a program with a global pool and no rule 6b mean, issue 83: ``AddPoolOdd``,
-      one word a cycle): one ``RoundOdd`` (``oddgate``'s parts) and the ``Q``:1 multiplexer of
-      the 64-bit word it reads from the bank (the write goes to every bank, one enabled);
-    * ``lut_9g`` (``Q``, tables of codes of several widths, netbfp rule 9g): the saturation of
-      the ``kLutBits``-bit code to the op's ``b`` bits, two compares and two selects;
-    * ``axi``, ``control``: the allowances of :mod:`hlsnn.engines.shift_mac.network.perf`.
-
-    Flip-flops: the pipeline registers of each part's widest values (a model too)."""
-    from .lower import ELEM_BITS, EXACT_BITS, WIDE_BITS as E
-    pz, pc, sb = tables["pz"], tables["pc"], tables["sum_bits"]
-    w, o = tables.get("elem_bits", ELEM_BITS), EXACT_BITS + 1     # an Add's elements, its aligned terms
-    m, a = net.params["mantissa_bits"], net.params["acc_bits"]
-    x = X_BITS
-    pool = tables.get("pool_bits", E + 8)
-    ops = getattr(net, "ops", ())
-    from .anymean import mean_fields
-    c = E if ops and mean_fields(net)["has_mean"] else w     # the convs' source: elements, or rule 6b's sums
-    elem = _sel(c + 10) + c + c + x + -(-c // 6) + _sel(x) + 2 * _cmp(8)      # and the bank window [c0, c)
-    exp_tree = 2 * pc * (_cmp(x) + _sel(x))             # 2Q - 1 in the tree, one with the carried value
-    conv_exp = (2 * pc * elem + exp_tree + x + 2 * _cmp(x) + 2 * (32 + 4 * _cmp(16)), 2 * pc * (c + x) + 2 * pc * x)
-    mac_bank = (_sel(c + 10) + x + srs_luts(c, m, 63, m), c + 2 * m)
-    mac_lane = (pc * sb + sb + srs_luts(m, a, 63, a) + 3 * a + -(-a // 2)   # tree, accumulator, bias, AddSat, ReLU
-                + 2 * a + x + (_cmp(x) + _sel(x))                           # the max rule: leading one, its tree
-                + x + srs_luts(a, m, 63, m) + _cmp(8),                      # the write path: output stage, lane window
-                3 * sb + 3 * a + 2 * x + m)
-    greater = 2 * (E + E + x + _stages(E, 53)) + _cmp(E) + -(-E // 3) + _cmp(x) + 8
-    maxpool = (greater + 2 * _sel(64), 2 * 64)
-    align = E + E + x + _cmp(x) + _stages(E + 1, 53)          # the wide AlignExact (a pool window's sum)
-    add_align = w + w + x + _cmp(x) + lshift_luts(w, o, o - 1)
-    add = (2 * add_align + 3 * (_cmp(x) + _sel(x)) + 2 * o + (o + 1) + (o + 1) + -(-(o + 1) // 2) + 2 * pool
-           + 2 * pool + _sel(w + 10), 2 * (o + 1) + 4 * pool + 2 * x)
-    has = families(tables)                    # the op families the kernel renders (issue 83)
-    parts = {"conv_exp": conv_exp, "conv_mac_banks": (pc * mac_bank[0], pc * mac_bank[1]),
-             "conv_mac_lanes": (pz * mac_lane[0], pz * mac_lane[1]),
-             **({"maxpool": (pc * maxpool[0], pc * maxpool[1])} if has["has_pool"] else {}),
-             **({"add": (pc * add[0], pc * add[1])} if has["has_add"] else {}),
-             "axi": (2 * AXI_MASTER[0] + AXI_LITE[0], 2 * AXI_MASTER[1] + AXI_LITE[1]), "control": CONTROL}
-    if any(op.kind == "avgpool" for op in getattr(net, "ops", ())):     # the pool loop's exact sum (netlinpool rule 11)
-        wpool = 4 * align + 2 * (E + 1) + _cmp(x) + 2 * _sel(x) + _cmp(E) + _sel(64)
-        parts["wpool"] = (pc * wpool, pc * (2 * E + x + 1))
-    if any(op.kind == "avgpool" and op.f.get("odd") for op in getattr(net, "ops", ())):   # rule 4o's RoundOdd
-        from .reduce import ODD_BITS
-        odd = E + E + 2 * _cmp(x) + _stages(E, E - ODD_BITS) + E + _sel(E) + -(-E // 6) + E + _sel(64) + _sel(8)
-        parts["oddpool"] = (pc * odd, pc * (E + x))
-    if any(op.kind == "gate" and op.f.get("odd") for op in getattr(net, "ops", ())):   # rule 10r: RoundOdd
-        from .reduce import ODD_BITS
-        odd = E + E + 2 * _cmp(x) + _stages(E, E - ODD_BITS) + E + _sel(E) + -(-E // 6) + E + _sel(64)
-        parts["oddgate"] = (pc * odd, pc * (E + x))
-    if ops and pool_odd(net):                # issue 83: AddPoolOdd, one RoundOdd and the banks' multiplexer
-        from .reduce import ODD_BITS
-        odd = E + E + 2 * _cmp(x) + _stages(E, E - ODD_BITS) + E + _sel(E) + -(-E // 6) + E
-        parts["pool_odd"] = (odd + 64 * _mux(pc), 64 + 64 + x)
-    if tables.get("lut_mixed"):              # netbfp rule 9g: per bank the code's two compares and selects
-        k = tables["lut_bits"]
-        parts["lut_9g"] = (pc * (2 * _cmp(k + 1) + 2 * _sel(k)), 0)
-    return parts
-
-
-def resources(net, tables, ps):
-    """``{"bram36", "uram", "lut", "ff", "dsp", "buffers", "logic"}`` (as :func:`hlsnn.engines.shift_mac.network.perf.resources`)."""
-    import math
-    from ....resources import build
-    m = build(*buffers(net, tables), ps)
-    logic = datapath(net, tables)
-    return {"bram36": math.ceil(m.bram36), "uram": m.uram, "lut": m.lut + sum(v[0] for v in logic.values()),
-            "ff": m.ff + sum(v[1] for v in logic.values()), "dsp": m.dsp, "buffers": m.buffer_rows(),
-            "logic": {k: {"lut": v[0], "ff": v[1]} for k, v in logic.items()}}
