@@ -209,20 +209,31 @@ def _kws_config(tmp_path, name, fmts):
     return path
 
 
-@pytest.mark.parametrize("name", ["gru_kws_dynamo", "lstm_kws_ts17"])
-def test_a_keyword_spotter_compiles_to_one_start_with_the_layer_paths_bits(tmp_path, name):
-    """The unrolled cell on the PYNQ-Z2's sized sparse kernel: every layer up to the logits in the
-    network mode (one start), its logits the layer path's bits, within a point of the float
-    accuracy on the digits test split."""
+KWS_FORMATS = {"fixed8_z2": ("{type: fixed, accel: sparse8net_pynq-z2}", "sparse_cluster"),
+               "twohot": ("{type: twohot, accel: shift8_pynq-z2}", "shift_mac"),
+               "bfp8": ("{type: bfp, accel: bfp8_zcu104}", "bfp_systolic")}
+
+
+@pytest.mark.parametrize("name,fmt", [("gru_kws_dynamo", "fixed8_z2"), ("lstm_kws_ts17", "fixed8_z2"),
+                                      ("gru_kws_ts17", "twohot"), ("gru_kws_dynamo", "twohot"),
+                                      ("lstm_kws_ts17", "twohot"), ("lstm_kws_dynamo", "twohot"),
+                                      ("gru_kws_ts17", "bfp8"), ("gru_kws_dynamo", "bfp8")])
+def test_a_keyword_spotter_compiles_to_one_start_with_the_layer_paths_bits(tmp_path, name, fmt):
+    """The unrolled cell on a network kernel (the PYNQ-Z2's sized sparse kernel, two-hot's on the
+    PYNQ-Z2, bfp8's on the ZCU104), within its board's budget (compile refuses a kernel over it:
+    the steps' equal gate tables are stored once): every layer up to the logits in the network
+    mode (one start), its logits the layer path's bits, within a point of the float accuracy on
+    the digits test split."""
     import hlsnn
     from hlsnn.deploy import datasets
     from hlsnn.network.build import compile_model
-    cfg = _kws_config(tmp_path, name, {"fixed8_z2": "{type: fixed, accel: sparse8net_pynq-z2}"})
+    spec, engine = KWS_FORMATS[fmt]
+    cfg = _kws_config(tmp_path, name, {fmt: spec})
     out = tmp_path / f"{name}.hlsnn"
-    compile_model(cfg, "fixed8_z2", out)
+    compile_model(cfg, fmt, out)
     ds = datasets.load("digits", layout="ntf")
     net, layers = hlsnn.load(out, "emu", network=True), hlsnn.load(out, "emu", network=False)
-    assert net.network is not None and net.network.engine == "sparse_cluster"
+    assert net.network is not None and net.network.engine == engine
     y = net(ds.x_test)
     np.testing.assert_array_equal(y, layers(ds.x_test))
     acc = np.mean(np.argmax(y, axis=1) == ds.y_test)
@@ -239,6 +250,36 @@ def test_the_gru_network_kernel_is_bit_exact_on_csim_and_the_simulated_board(tmp
     out = tmp_path / "gru.hlsnn"
     compile_model(cfg, "fixed8", out)
     check_kernel_run(out, "fixed8", datasets.load("digits", layout="ntf").x_test[:8], board=True)
+
+
+@pytest.mark.slow      # two kernels' C++ (~1 min each)
+@pytest.mark.csim
+@pytest.mark.parametrize("fmt", ["twohot", "bfp8"])
+def test_the_gru_on_two_hot_and_bfp8_kernels_is_bit_exact_on_csim_and_the_simulated_board(tmp_path, fmt):
+    """The shared gate tables (one ROM copy read by every step's table op) give the emulator's
+    bits on the generated C++ and the simulated board."""
+    from hlsnn.deploy import datasets
+    from hlsnn.network.build import compile_model
+    from netfixtures import check_kernel_run
+    cfg = _kws_config(tmp_path, "gru_kws_ts17", {fmt: KWS_FORMATS[fmt][0]})
+    out = tmp_path / "gru.hlsnn"
+    compile_model(cfg, fmt, out)
+    check_kernel_run(out, fmt, datasets.load("digits", layout="ntf").x_test[:8], board=True)
+
+
+def test_equal_tables_are_stored_once_and_different_ones_apart():
+    """The network kernels' table ROM (hlsnn.engines.network.gate.lut_rom): an op whose table
+    equals an earlier op's reads that op's words; a different table gets its own."""
+    from types import SimpleNamespace
+    from hlsnn.engines.network.gate import lut_rom
+    a, b = np.arange(256) - 128, np.arange(256)[::-1] - 100
+    ops = [SimpleNamespace(kind="lut", name=f"t{i}", f={"table": t.copy()}) for i, t in enumerate((a, b, a, b, a))]
+    rom = lut_rom(SimpleNamespace(ops=ops), 8)
+    assert [op.f["rom"] for op in ops] == [0, 256, 0, 256, 0] and rom.shape == (512,)
+    for op in ops:
+        np.testing.assert_array_equal(rom[op.f["rom"]:op.f["rom"] + 256], op.f["table"])
+    banked = lut_rom(SimpleNamespace(ops=ops), 8, pc=4)
+    assert banked.shape == (4, 512) and [op.f["rom"] for op in ops] == [0, 256, 0, 256, 0]
 
 
 @pytest.mark.parametrize("n", [1, 3])

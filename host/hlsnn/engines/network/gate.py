@@ -359,15 +359,21 @@ def lut_rom(net, bits=8, pc=None):
     With ``pc`` (the channel banks): ``(pc, words)``, bank ``j``'s copy, where a table per
     channel (rule 9ch) holds, for each block ``k`` of ``pc`` channels, channel ``k pc + j``'s
     table (zeros past the last channel), and the op's field ``rstep`` is ``2**bits`` (0 for one
-    table): the Lut loop reads bank ``j`` at ``rom + k rstep + q - lo``."""
+    table): the Lut loop reads bank ``j`` at ``rom + k rstep + q - lo``. Equal tables are stored
+    once (an unrolled recurrent cell's gates, step after step): an op whose table equals an
+    earlier op's reads that op's words."""
     from ...errors import InputError
-    parts = []
+    parts, seen = [], {}
     for op in net.ops:
         if op.kind == "lut":
             t = np.asarray(op.f["table"], np.int64)
             if t.shape[-1] != 1 << bits:
                 raise InputError(f"network kernel: {op.name}: a table of {t.shape[-1]} codes for {bits}-bit "
                                  f"activations")
+            key = (t.shape, t.tobytes())
+            if key in seen:
+                op.f["rom"], op.f["rstep"] = seen[key]
+                continue
             op.f["rom"] = sum(p.shape[-1] for p in parts)
             op.f["rstep"] = 0
             if t.ndim == 2:
@@ -381,6 +387,7 @@ def lut_rom(net, bits=8, pc=None):
                 parts.append(tp.reshape(nb, pc, -1).transpose(1, 0, 2).reshape(pc, -1))
             else:
                 parts.append(t if pc is None else np.tile(t, (pc, 1)))
+            seen[key] = (op.f["rom"], op.f["rstep"])
     if not parts:
         z = np.zeros(1 << bits, np.int64)
         return z if pc is None else np.tile(z, (pc, 1))

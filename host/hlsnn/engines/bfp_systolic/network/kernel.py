@@ -256,7 +256,7 @@ def _lut_fields(net, m_bits):
                          f"bits, {sorted(rnd)} rounding; the kernel holds one HardSwish width and one rounding "
                          f"(codes up to 12 bits)")
     b, w, mixed = max(bits), hs_w.pop(), len(bits) > 1     # rule 9g: codes of the widest b, each op's saturated
-    parts = []
+    parts, seen = [], {}                           # equal tables stored once (an unrolled cell's gates)
     for op in net.ops:
         if op.kind == "lut":
             op.f["rom"] = sum(len(t) for t in parts)
@@ -264,7 +264,9 @@ def _lut_fields(net, m_bits):
                 t = np.asarray(op.f["table"], np.int64)
                 if t.size != 1 << int(op.f["bits"]) or np.abs(t).max(initial=0) >= 1 << (OUT_BITS - 1):
                     raise InputError(f"network kernel (bfp): {op.name}: a table of {t.size} entries")
-                parts.append(t)
+                op.f["rom"] = seen.setdefault(t.tobytes(), op.f["rom"])
+                if op.f["rom"] == sum(len(p) for p in parts):
+                    parts.append(t)
     made = {op.out: op for op in net.ops}
     name = lambda t: net.aliases.get(t, t)         # noqa: E731
     gate_bits = 2
