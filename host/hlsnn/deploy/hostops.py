@@ -295,18 +295,23 @@ def _fallback(layer, inputs):
 def float_tensors(net, x):
     """Every tensor of the imported network ``net`` on ``x`` in float64 (dense and conv layers
     in numpy, host ops by :func:`run`): ``{name: array}``."""
-    from ..engines import convgeom as conv
     env = {net.input: np.asarray(x, np.float64)}
     for layer in net.layers:
-        ins = [env[i] for i in layer.inputs]
-        if layer.kind == "host":
-            y = run(layer, ins)
-        elif layer.kind == "dense":
-            y = ins[0].reshape(ins[0].shape[0], -1) @ layer.w.T + layer.b
-        else:
-            y = conv.conv_float(ins[0], layer.w, layer.b, layer.geom)
-        env[layer.output] = np.maximum(y, 0) if layer.relu else y
+        env[layer.output] = float_layer(layer, [env[i] for i in layer.inputs])
     return env
+
+
+def float_layer(layer, ins):
+    """One layer of an imported network in float64 on its inputs ``ins``: a dense or conv layer
+    in numpy (its ReLU applied), a host op by :func:`run`."""
+    from ..engines import convgeom as conv
+    if layer.kind == "host":
+        y = run(layer, ins)
+    elif layer.kind == "dense":
+        y = ins[0].reshape(ins[0].shape[0], -1) @ layer.w.T + layer.b
+    else:
+        y = conv.conv_float(ins[0], layer.w, layer.b, layer.geom)
+    return np.maximum(y, 0) if layer.relu else y
 
 
 def alias_shape(j, shape):

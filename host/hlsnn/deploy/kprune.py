@@ -189,8 +189,7 @@ def apply(net, x_cal, assignment, formats, accelerators):
     ``x_cal`` (module docstring), in network order: a new :class:`~hlsnn.deploy.graph.Network`
     sharing the unchanged layers, or ``net`` itself when no format prunes so. Returns
     ``(network, names of the layers changed)``."""
-    from .hostops import float_tensors, run as host_run
-    from ..engines import convgeom as conv
+    from .hostops import float_layer, float_tensors
     todo = dict((la.name, f) for la, f in _kernel_layers(net, assignment, formats))
     if not todo:
         return net, []
@@ -211,11 +210,5 @@ def apply(net, x_cal, assignment, formats, accelerators):
             else:
                 la.w, la.b = refit_layer(la, ins[0], env_f[la.inputs[0]], f.prune, pbs, is_stem(la, net, pbs[1]))
         new.layers.append(la)
-        if la.kind == "host":
-            y = host_run(la, ins)
-        elif la.kind == "dense":
-            y = ins[0].reshape(ins[0].shape[0], -1) @ la.w.T + la.b
-        else:
-            y = conv.conv_float(ins[0], la.w, la.b, la.geom)
-        env[la.output] = np.maximum(y, 0) if la.relu else y
+        env[la.output] = float_layer(la, ins)
     return new, list(todo)
