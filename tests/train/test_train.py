@@ -61,6 +61,24 @@ def test_shift_fake_equals_numpy_quantizer(mode, delta, per_channel):
     np.testing.assert_array_equal(got, ref)
 
 
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_shift_fake_with_a_code_limit_equals_the_deploy_quantizer(per_channel):
+    """An accel config's code limit (shift8net_pynq-z2's ``max_code: 128``, its DSP banks): the
+    fake quantizer keeps the magnitudes up to it and scales the largest weight to it, as
+    formats.shift.quantize_twohot(max_code=) does at deployment; no code above it."""
+    rng = np.random.default_rng(31)
+    w = (rng.standard_normal((6, 40)) * 0.1).astype(np.float32)
+    q = ShiftWeight(torch.tensor(w), "twohot", 3, 0, per_channel=per_channel, max_code=128)
+    got = q(torch.tensor(w)).detach().double().numpy()
+    ref = sfmt.quantize_twohot(w.astype(np.float64), 3, axis=0 if per_channel else None, max_code=128)
+    np.testing.assert_array_equal(got, ref.dequantize())
+    F = q.exponent().double().numpy().reshape(-1, 1) if per_channel else float(q.exponent()[0])
+    codes = np.abs(got * np.exp2(F))
+    assert codes.max() <= 128 and np.all(codes == np.round(codes))
+    unlimited = ShiftWeight(torch.tensor(w), "twohot", 3, 0, per_channel=per_channel)
+    assert unlimited.max_mag > 128 and q.max_mag == 128
+
+
 def test_bfp_fake_equals_numpy_quantizer():
     rng = np.random.default_rng(4)
     x = (rng.standard_normal((5, 33)) * 3).astype(np.float32)

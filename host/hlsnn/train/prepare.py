@@ -36,7 +36,8 @@ class _QMixin:
         self.bfp_in = None
         if spec.type in ("pot", "twohot"):
             self.wq = ShiftWeight(self.weight, spec.type, params["exp_bits"], spec.delta,
-                                  per_channel=spec.weight_scale == "channel")
+                                  per_channel=spec.weight_scale == "channel",
+                                  max_code=params.get("max_code") if spec.type == "twohot" else None)
             bits, signed = params["act_bits"], params.get("act_signed", True)
             lse = rounding if getattr(spec, "radix", "msb") in ("lse", "search") else None     # as fixed's, below
             self.aq = FixedAct(bits, signed, overflow_ratio, rounding, lse=lse)

@@ -47,14 +47,17 @@ def _deploy_scale_exponent(amax, max_mag):
 class ShiftWeight(nn.Module):
     """Fake quantization of a weight tensor to ``mode`` (``"pot"`` or ``"twohot"``) codes with
     ``exp_bits`` exponent bits (and ``delta`` for two-hot), scale per tensor (``per_channel``
-    False) or per output channel (axis 0)."""
+    False) or per output channel (axis 0). ``max_code`` (an accel config's code limit, as
+    ``shift8net_pynq-z2``'s 128 for its DSP banks): only the magnitudes up to it, the largest
+    weight scaled to it, as :func:`hlsnn.formats.shift.quantize_twohot` does at deployment."""
 
-    def __init__(self, w, mode, exp_bits, delta=0, per_channel=False, learn_scale=True):
+    def __init__(self, w, mode, exp_bits, delta=0, per_channel=False, learn_scale=True, max_code=None):
         super().__init__()
         if mode not in ("pot", "twohot"):
             raise ValueError(f"mode = {mode!r}: one of pot, twohot")
         self.mode, self.exp_bits, self.delta, self.per_channel = mode, int(exp_bits), int(delta), bool(per_channel)
-        tab = shift_codes.table(mode, self.exp_bits, self.delta if mode == "twohot" else 0)
+        tab = shift_codes.table(mode, self.exp_bits, self.delta if mode == "twohot" else 0,
+                                None if max_code is None else int(max_code))
         self.max_mag = float(tab.max_mag)
         self.register_buffer("mags", torch.tensor(tab.mags, dtype=torch.float32))
         self.register_buffer("mids", torch.tensor((tab.mags[:-1] + tab.mags[1:]) / 2, dtype=torch.float32))
