@@ -1,4 +1,4 @@
-"""The bfp network kernel's widths (netbfp's bounds, :mod:`.lower`): a leaf module, so the
+"""The bfp network kernel's widths (netbfp's bounds, :mod:`hlsnn.engines.bfp_systolic.network.lower`): a leaf module, so the
 resource model (:mod:`.resmodel`) and the sizer (:mod:`hlsnn.engines.bfp_systolic.netsize`) read them
 without the emulator."""
 
