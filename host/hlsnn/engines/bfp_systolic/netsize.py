@@ -16,7 +16,7 @@ fabric splits the 33-bit product exactly: the low 16 bits as signed are ``w0 * x
 <= 2**14``: the mantissas are in ``[-128, 127]``), the rest plus that field's sign ``w1 * x``.
 The sums are the unpacked kernel's, so the bits do not move (netbfp's rules, the emulator's).
 A pair's two mantissas are one 16-bit ROM word (``kWPairs``): the weight ROMs stay one per DSP.
-``P x Q`` products then take ``P x Q / 2`` DSPs and :data:`~hlsnn.engines.bfp_systolic.network.perf.PACK_LUT`
+``P x Q`` products then take ``P x Q / 2`` DSPs and :data:`~hlsnn.engines.sparse_cluster.netsize.PACK_LUT`
 LUTs each for the split.
 
 **Sizing** (:func:`size`, at config load, when the config gives none of ``net_lanes``,

@@ -6,6 +6,9 @@ the same model without the emulator's imports."""
 from __future__ import annotations
 
 from ...network.perf import AXI_LITE, AXI_MASTER, CONTROL
+# LUTs and FFs per DSP of a packed pair (``net_pack``): the sparse engine's packed pair, the same C++
+# (the split's add of the low field's sign and its registers), one figure held against yosys
+from ...sparse_cluster.netsize import PACK_FF, PACK_LUT
 
 
 def packed(p):
@@ -20,10 +23,6 @@ def add_lanes(p, pc):
     return p.get("net_add") or pc
 
 
-#: LUTs and FFs per DSP of a packed pair (``net_pack``): the split's add of the low field's sign
-#: (17 bits) and its registers; the packed weight ``w1 * 2**16 + w0`` is the DSP's pre-adder's
-#: (as :data:`hlsnn.engines.sparse_cluster.netsize.PACK_LUT`)
-PACK_LUT, PACK_FF = 17, 33
 
 
 FAMILIES = {1: "has_pool", 2: "has_add", 3: "has_move", 4: "has_concat", 5: "has_transpose"}
