@@ -36,9 +36,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from torch import nn
 
+from ..deploy import kprune
 from .allocate import erk_sparsities, is_depthwise
 
 
@@ -155,21 +157,18 @@ def kernel_keep(n, sparsity, sub):
     """The columns a bank of ``n`` keeps at ``sparsity`` (:func:`kernel_mask`): ``k = round((1 -
     sparsity) * n)`` (halves to even) rounded down to a multiple of ``sub``, at least ``sub``,
     at most ``n``. A step reads ``sub`` of a bank's columns: a kept column beyond a multiple would
-    cost a whole step, and fewer than ``sub`` would save none."""
-    k = int(round((1.0 - float(sparsity)) * n))
-    return min(int(n), max(int(sub), k - k % int(sub)))
+    cost a whole step, and fewer than ``sub`` would save none. The rule is the deployment's
+    (:func:`hlsnn.deploy.kprune.keep`, which prunes without torch)."""
+    return kprune.keep(n, sparsity, sub)
 
 
 def kernel_banks(shape, banks, unfold=False):
     """The bank of every column ``(c, ky, kx)`` of a conv's weights of ``shape`` (Z, C, kh, kw)
     in the board-sized kernel (:func:`kernel_mask`): channel ``c`` in bank ``c mod B``; with
     ``unfold`` (the stem whose taps the image load unfolds into banks,
-    :func:`hlsnn.engines.network.kernel.unfold_of`) ``c + C * kx``. An int tensor (C, kh, kw)."""
-    _, c, kh, kw = shape
-    ch = torch.arange(c).reshape(c, 1, 1).expand(c, kh, kw)
-    if unfold:
-        return ch + c * torch.arange(kw).reshape(1, 1, kw).expand(c, kh, kw)
-    return ch % int(banks)
+    :func:`hlsnn.engines.network.kernel.unfold_of`) ``c + C * kx``. An int tensor (C, kh, kw):
+    :func:`hlsnn.deploy.kprune.banks`'s."""
+    return torch.as_tensor(np.ascontiguousarray(kprune.banks(shape, banks, unfold)))
 
 
 def kernel_mask(w, sparsity, lanes, banks, sub, unfold=False, row_scale=None):
