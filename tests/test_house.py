@@ -169,9 +169,9 @@ def test_the_rules_catch_what_they_forbid():
     assert _room("hlsnn.engines.bfp_systolic.spec") == "engines" and _room("hlsnn") is None
     # deploy below network: the runner importing the loader runs back up; the loader importing
     # the runner, and any room importing a base file, do not
-    up, pairs = _upward({"hlsnn.deploy.runner": {"hlsnn.network.loader": 1, "hlsnn.errors": 2},
-                         "hlsnn.network.loader": {"hlsnn.deploy.runner": 3}})
-    assert up == ["hlsnn.deploy.runner -> hlsnn.network.loader"] and pairs == {("deploy", "network")}
+    up, pairs = _upward({"hlsnn.deploy.run.runner": {"hlsnn.network.loader": 1, "hlsnn.errors": 2},
+                         "hlsnn.network.loader": {"hlsnn.deploy.run.runner": 3}})
+    assert up == ["hlsnn.deploy.run.runner -> hlsnn.network.loader"] and pairs == {("deploy", "network")}
 
 
 @pytest.mark.parametrize("engine", ["bfp_systolic", "shift_mac", "sparse_cluster"])

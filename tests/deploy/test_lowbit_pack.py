@@ -97,8 +97,8 @@ def test_the_input_clamp_is_the_clip_then_the_quantization(rounding):
     """An input Quant's Clip folded into rule 1 (netprefix._fold_clip): the codes of the clipped
     float input, at ties and beyond the bounds, also on the fallback path (a wide radix)."""
     from types import SimpleNamespace
-    from hlsnn.deploy import program
-    from hlsnn.deploy.quant import to_fixed
+    from hlsnn.deploy.lower import program
+    from hlsnn.deploy.quantize.quant import to_fixed
     rng = np.random.default_rng(0)
     x = np.concatenate([rng.normal(0.4, 0.8, 2000), np.arange(-40, 40) / 32.0])
     for f in (4, 30):               # 30: |x| 2**54 beyond 2**52, the fallback (to_fixed)
@@ -148,7 +148,7 @@ def test_the_w4a4_resnet_is_qonnx_bit_for_bit_in_one_start_on_both_kernels(compi
 def test_the_python_api_path_is_qonnx_bit_for_bit(assignment):
     """open_deployment -> calibrate -> run (the tutorial's path): every layer exact, qonnx's bits."""
     from hlsnn.deploy import datasets
-    from hlsnn.deploy.evaluate import open_deployment
+    from hlsnn.deploy.reports.evaluate import open_deployment
     ds = datasets.load("digits32", layout="nchw")
     x = ds.x_test[:8]
     with open_deployment(CFG, assignment) as dep:

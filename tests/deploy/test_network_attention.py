@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import hlsnn
-from hlsnn.deploy.quant import to_fixed
+from hlsnn.deploy.quantize.quant import to_fixed
 from hlsnn.engines.network import attention as at
 from hlsnn.errors import InputError
 
@@ -202,7 +202,7 @@ def model(request, tmp_path_factory):
 def test_attention_models_lower_to_one_program_with_the_layer_paths_bits(model):
     """The encoder classifier and the tiny ViT, both exporters: one network program (no host op)
     whose numpy run gives the compile-time layer path's bits, and the network path on emu."""
-    from hlsnn.deploy import program as netmode
+    from hlsnn.deploy.lower import program as netmode
     from hlsnn.network import artifact
     prog, arrays = artifact.read(model)[:2]
     net = netmode.lower(prog, arrays)
@@ -229,7 +229,7 @@ def _images(arrays, n=200):
 def test_encoder_network_bits_on_more_images_and_planted_bit(encoder, monkeypatch):
     """The network mode equals the layer path (``network=False``) on 200 images; a one-bit change
     of rule 19's reciprocal (K one less) changes its logits."""
-    from hlsnn.deploy import program as netmode
+    from hlsnn.deploy.lower import program as netmode
     from hlsnn.network import artifact
     prog, arrays = artifact.read(encoder)[:2]
     x = _images(arrays)
@@ -249,7 +249,7 @@ def test_kernels_without_the_loops_refuse_by_name(encoder):
     """An engine whose network kernel has no attention loops (bfp_systolic's, on BFP pairs)
     refuses the program by the op's name and rule."""
     from types import SimpleNamespace
-    from hlsnn.deploy import program as netmode
+    from hlsnn.deploy.lower import program as netmode
     from hlsnn.network import artifact
     prog, arrays = artifact.read(encoder)[:2]
     net = netmode.lower(prog, arrays)
@@ -332,7 +332,7 @@ def test_encoder_planted_kernel_bit_fails_the_comparison(encoder, monkeypatch, p
 def test_bfp8_attention_is_refused_by_name_not_crashed(tmp_path):
     """BFP pairs have no attention rule yet: the ViT in bfp8 lowers to a refusal naming its first
     host op (it runs layer by layer), not a crash in the integer rules."""
-    from hlsnn.deploy import program as netmode
+    from hlsnn.deploy.lower import program as netmode
     from hlsnn.network import artifact
     from hlsnn.network.build import compile_model
     cfg = tmp_path / "vit.yaml"
@@ -347,7 +347,7 @@ def test_a_reshaped_head_merge_is_the_gathers_layout(tmp_path):
     """v_sdpa (scaled_dot_product_attention, heads merged by Transpose then a plain Reshape into
     the out-projection's rows): the merge's gather writes the rows the RowsToMap takes, so the
     lowering gets past it to its next refusal, the LayerNorm over (T, F) together (no rule 15)."""
-    from hlsnn.deploy import program as netmode
+    from hlsnn.deploy.lower import program as netmode
     from hlsnn.network import artifact
     from hlsnn.network.build import compile_model
     cfg = tmp_path / "s.yaml"

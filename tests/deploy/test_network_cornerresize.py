@@ -21,9 +21,10 @@ from onnx.reference import ReferenceEvaluator  # noqa: E402
 
 import hlsnn  # noqa: E402
 from conftest import ROOT  # noqa: E402
-from hlsnn.deploy import hostextra, program as netmode  # noqa: E402
-from hlsnn.deploy.graph import Layer  # noqa: E402
-from hlsnn.deploy.quant import to_fixed  # noqa: E402
+from hlsnn.deploy.run import hostextra
+from hlsnn.deploy.lower import program as netmode  # noqa: E402
+from hlsnn.deploy.importer.graph import Layer  # noqa: E402
+from hlsnn.deploy.quantize.quant import to_fixed  # noqa: E402
 from hlsnn.engines.network import cornerresize, linpool, move as netmove  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 

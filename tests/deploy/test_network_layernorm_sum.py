@@ -123,7 +123,7 @@ def test_post_norm_mlp_is_one_start_with_the_layer_paths_bits(mlp_fixed8):
 def test_an_older_program_keeps_float64_for_the_sum(mlp_fixed8):
     """A program of revision 5 ran a LayerNormalization of a residual sum in float64 (its
     self-check pairs): its network mode refuses it by name; its layer path still loads."""
-    from hlsnn.deploy import program as netmode
+    from hlsnn.deploy.lower import program as netmode
     from hlsnn.network import artifact
     prog, arrays = artifact.read(mlp_fixed8)[:2]
     with pytest.raises(InputError, match="revision 5 ran this LayerNormalization of a residual sum in float64"):

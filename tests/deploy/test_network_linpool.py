@@ -19,8 +19,8 @@ from onnx.reference import ReferenceEvaluator  # noqa: E402
 
 import hlsnn  # noqa: E402
 from conftest import ROOT  # noqa: E402
-from hlsnn.deploy import program as netmode  # noqa: E402
-from hlsnn.deploy.hostextra import resize_linear  # noqa: E402
+from hlsnn.deploy.lower import program as netmode  # noqa: E402
+from hlsnn.deploy.run.hostextra import resize_linear  # noqa: E402
 from hlsnn.engines.bfp_systolic.network.lower import NotExact, avgpool_pairs  # noqa: E402
 from hlsnn.engines.network import linpool, move as netmove  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402

@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("onnx")
 from conftest import ROOT  # noqa: E402
-from hlsnn.deploy import program as netmode  # noqa: E402
+from hlsnn.deploy.lower import program as netmode  # noqa: E402
 from hlsnn.engines.network import linwide  # noqa: E402
 from hlsnn.network import artifact  # noqa: E402
 

@@ -17,8 +17,9 @@ import onnx  # noqa: E402
 from onnx import helper, numpy_helper  # noqa: E402
 
 import hlsnn  # noqa: E402
-from hlsnn.deploy import hostops, program as netmode  # noqa: E402
-from hlsnn.deploy.quant import to_fixed  # noqa: E402
+from hlsnn.deploy.run import hostops
+from hlsnn.deploy.lower import program as netmode  # noqa: E402
+from hlsnn.deploy.quantize.quant import to_fixed  # noqa: E402
 from hlsnn.engines.network import mean  # noqa: E402
 from netfixtures import check_pool_is_onnx_reference, compile_onnx  # noqa: E402
 

@@ -17,7 +17,7 @@ from conftest import ROOT  # noqa: E402
 from hlsnn.commands.network import _kernel_calls  # noqa: E402
 from hlsnn.engines.network import transpose as nettr  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
-from hlsnn.deploy import program as netmode
+from hlsnn.deploy.lower import program as netmode
 from hlsnn.network import artifact  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))

@@ -12,7 +12,7 @@ import onnx  # noqa: E402
 from onnx import helper  # noqa: E402
 
 import hlsnn  # noqa: E402
-from hlsnn.deploy import program as netmode  # noqa: E402
+from hlsnn.deploy.lower import program as netmode  # noqa: E402
 from hlsnn.engines.network import uncounted  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 from netfixtures import avgpool_net, check_pool_is_onnx_reference, compile_each  # noqa: E402
@@ -122,7 +122,7 @@ def test_the_layer_paths_pool_is_torchs_count_include_pad_false(kernel, stride, 
     float64) is torch's AvgPool2d(k, s, p, count_include_pad=False) on random maps, and so is
     onnxruntime's AveragePool (count_include_pad=0; float32, its only kernel) to float32's precision."""
     torch = pytest.importorskip("torch")
-    from hlsnn.deploy import hostops
+    from hlsnn.deploy.run import hostops
     x = np.random.default_rng(kernel + stride).normal(size=(2, 3, 7, 8))
     attrs = dict(kernel_shape=[kernel, kernel], strides=[stride, stride], pads=[pad] * 4, count_include_pad=0)
     got = hostops.run(hostops._Spec("AveragePool", attrs), [x])

@@ -2,7 +2,7 @@
 s_unet_res, a U-Net of residual blocks: the encoder's ``e = relu(conv(conv(x)) + x)`` is read by
 its ``MaxPool2d`` and by the decoder's ``torch.cat([up(d), e], 1)``).
 
-An Add is rule 4's pending sum until an engine layer reads it (:mod:`hlsnn.deploy.program`).
+An Add is rule 4's pending sum until an engine layer reads it (:mod:`hlsnn.deploy.lower.program`).
 Layer by layer the host's ``Concat`` joins the float64 sum ``s`` (exact: ``max((qa << sa) + (qb
 << sb), 0)`` at radix ``Fm``) with the other parts, and the engine layer after it quantizes the
 values with ``to_fixed`` at its ``F_x``, element by element. So:

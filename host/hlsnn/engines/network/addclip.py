@@ -1,12 +1,12 @@
 """Rule 4q: a low-bit activation's clamp after a residual Add (issue 82), on ``sparse_cluster``'s
 network kernel. A QONNX ``Quant`` of b <= 8 bits after an ``Add`` (Brevitas' ``QuantReLU`` on a
 residual sum, or after the global pool of one) comes in as ``Clip`` to the file's range
-(:mod:`hlsnn.deploy.qimport`); on a pending Add (:mod:`hlsnn.deploy.program` rule 4, with its ReLU
+(:mod:`hlsnn.deploy.importer.qimport`); on a pending Add (:mod:`hlsnn.deploy.lower.program` rule 4, with its ReLU
 and global pool) it becomes the Add's output clamp: the sum requantized to the consumer's radix
 ``F_x`` (round, int8 saturation) and then clamped to the ``Clip``'s bounds at ``F_x``, which must be
 values of that format (as rule 2's conv clamp: rounding the exact sum and then clamping equals
 clamping and then rounding for integer bounds, the ``Quant``'s order). The kernel's Add loops apply
-it (``d.clo``, ``d.chi``); the emulator's :func:`hlsnn.deploy.program.add_ints` too.
+it (``d.clo``, ``d.chi``); the emulator's :func:`hlsnn.deploy.lower.program.add_ints` too.
 
 Taken only where every reader of the clamped tensor is an engine layer (through aliases such as
 ``Reshape``; a chained Add, a move or a table of it would not see the clamp) and on ``sparse_cluster``
@@ -48,7 +48,7 @@ def lower_host(j, st, w, steps, why) -> bool:
 
 def fields(j, a, bits, why, clamp) -> dict:
     """The add op's ``clip`` (integers at the consumer's ``F_x``) of a clamped pending Add ``a``
-    (``clamp``: :func:`hlsnn.deploy.program._clamp`, rule 2's)."""
+    (``clamp``: :func:`hlsnn.deploy.lower.program._clamp`, rule 2's)."""
     if "clip" not in a:
         return {}
     lo, hi = a["clip"]

@@ -4,7 +4,7 @@ the network mode): a U-Net decoder's ``Upsample`` (or a transposed conv's ``Zero
 ``F.interpolate(relu(d2(..) + a), mode='linear')`` (k_ae_lin).
 
 Layer by layer the Add is a host op in float64 whose exact sum ``s`` (rule 4 of
-:mod:`hlsnn.deploy.program`: ``max((qa << sa) + (qb << sb), 0)`` at radix ``Fm``) the move or
+:mod:`hlsnn.deploy.lower.program`: ``max((qa << sa) + (qb << sb), 0)`` at radix ``Fm``) the move or
 resize reads as it is; the engine layer after it quantizes the moved values with ``to_fixed``
 at its calibrated ``F_x``.
 

@@ -1,9 +1,9 @@
 """Rules 16-19, **attention in integers** (issue 79): the host ops of an attention block between
 engine layers (``nn.MultiheadAttention`` as both PyTorch exporters write it, the position
 embedding before it) as integer rules on fixed-point codes, so that an encoder classifier lowers
-to one network program. The layer path (:meth:`hlsnn.deploy.runner.Deployment.run`, through
-:func:`hlsnn.deploy.attnrun.layer_run`) runs these rules where they apply
-(:func:`hlsnn.deploy.attnrun.applies`: a network with a ``MatMulAct`` whose engine layers are all
+to one network program. The layer path (:meth:`hlsnn.deploy.run.runner.Deployment.run`, through
+:func:`hlsnn.deploy.run.attnrun.layer_run`) runs these rules where they apply
+(:func:`hlsnn.deploy.run.attnrun.applies`: a network with a ``MatMulAct`` whose engine layers are all
 on ``sparse_cluster`` (fixed8) or ``shift_mac`` (two-hot), program revision :data:`REVISION` on),
 and the network mode runs them as the ops below, so both give the same bits. Every tensor here
 is ``b``-bit signed codes ``q`` at a radix ``F`` (value ``q * 2**-F``), held per image in the ONNX
@@ -16,7 +16,7 @@ tensor's own element order (the batch axis, of size 1 in the file, removed).
     (``(T, 3E)`` to ``3 x (H, T, E/H)``) and merge are such moves. Exact: the layer path's
     ``SwMove`` moves values only. 16k: a ``Concat`` of the tensor with constants (a ViT's class
     token) is a gather whose pattern also takes constant codes: each constant written at the
-    tensor's radix ``F`` as :func:`hlsnn.deploy.quant.to_fixed` writes it (:func:`const_codes`:
+    tensor's radix ``F`` as :func:`hlsnn.deploy.quantize.quant.to_fixed` writes it (:func:`const_codes`:
     ``rint`` at ``max(F + 24, 0)``, then ``shift_round_sat`` with the deployment's rounding), on
     the layer path too; its error is that rounding, half a unit at ``F``.
 17. **addc**, a per-element constant (a position embedding ``x + P``, ``AddConst``): with ``G =
@@ -24,7 +24,7 @@ tensor's own element order (the batch axis, of size 1 in the file, removed).
     rint(c * 2**G)``, float64, half to even; ``|C| < 2**50`` checked), ``y = shift_round_sat((q
     << (G - F)) + C, G - F_o, b, rounding)``. ``F_o`` is the output's radix, DETERMINE on the
     float sums when calibrating (the program's host-layer field ``codes``). This is
-    :func:`hlsnn.deploy.quant.to_fixed` of the float64 sum ``q 2**-F + c`` at ``F_o`` (which
+    :func:`hlsnn.deploy.quantize.quant.to_fixed` of the float64 sum ``q 2**-F + c`` at ``F_o`` (which
     writes it at radix ``G`` by ``rint`` first: ``rint(q 2**(G-F) + c 2**G) = (q << (G-F)) +
     rint(c 2**G)``), so it adds no error to that conversion (tested against ``to_fixed``).
 18. **actmm**, a ``MatMul`` of two activations (``Q Kᵀ``, ``P V`` per head, broadcast over the
@@ -50,7 +50,7 @@ tensor's own element order (the batch axis, of size 1 in the file, removed).
 
 A residual ``Add`` of two code tensors in such a network is rule 4's add op at once (rule 4r): the
 exact sum converted to codes at its calibrated radix (field ``codes``, DETERMINE on the sums), which
-every reader takes (a norm, the next residual ``Add``), as :func:`hlsnn.deploy.quant.to_fixed` of
+every reader takes (a norm, the next residual ``Add``), as :func:`hlsnn.deploy.quantize.quant.to_fixed` of
 the float64 sum (exact while ``max(Fa, Fb) <= F_o + 24``, checked).
 LayerNormalization (rule 15, :mod:`.layernorm`) in such a network ends in codes too (rule 15c):
 step 5's conversion to a calibrated radix ``F_o`` (field ``codes``, DETERMINE on the normalized
@@ -71,7 +71,7 @@ from types import SimpleNamespace
 import numpy as np
 
 #: the compiled program's revision from which the layer path runs rules 16-19 and 15c
-#: (:data:`hlsnn.deploy.programrev.ATTENTION`; before: float64 on the host)
+#: (:data:`hlsnn.deploy.lower.programrev.ATTENTION`; before: float64 on the host)
 REVISION = 7
 #: the op kinds of this module
 KINDS = ("gather", "addc", "actmm", "softmax")
@@ -90,7 +90,7 @@ MAX_BITS = 12
 
 def move_index(attrs):
     """Rule 16's pattern of one ``SwMove`` (``attrs``: its ``fn``, ``in_shapes``, ``out_shape``
-    and the move's own fields, as :func:`hlsnn.deploy.samplewise.run` reads them): ``idx``
+    and the move's own fields, as :func:`hlsnn.deploy.run.samplewise.run` reads them): ``idx``
     (int64, the output's elements) with ``y.flat[i] = q.flat[idx[i]]`` per image, the move run on
     the element numbers of one sample (the file's shapes, batch axis included), or None for a
     move it does not know."""
@@ -125,7 +125,7 @@ def gather(q, idx, consts=()):
 def const_codes(c, f, bits, rounding):
     """Rule 16k's constant codes: ``c`` written at radix ``g = max(f + 24, 0)`` by ``rint``
     (float64, half to even), then ``shift_round_sat`` to ``bits`` at ``f`` with ``rounding``: the
-    integers :func:`hlsnn.deploy.quant.to_fixed` gives (its reference's steps)."""
+    integers :func:`hlsnn.deploy.quantize.quant.to_fixed` gives (its reference's steps)."""
     from ...primitives import shift_round_sat
     g = max(int(f) + 24, 0)
     w = np.rint(np.ldexp(np.asarray(c, np.float64), g)).astype(np.int64)
@@ -430,7 +430,7 @@ def run(op, get, b, bits):
 
 
 def check_op(op, ints, bad):
-    """:func:`hlsnn.deploy.program.check_ops` for rules 16-19."""
+    """:func:`hlsnn.deploy.lower.program.check_ops` for rules 16-19."""
     f = op.f
     if op.kind == "gather":
         ints(op, f, ("n",), 1, 1 << 24)

@@ -1,8 +1,8 @@
 """A channel ``Concat`` one of whose parts is the graph input (issue 52: a 1-D autoencoder's
 ``torch.cat([decoded, x])``, a skip from the input), in every engine's network mode: rule 8i of
 :mod:`.move`, whose docstring states it. The part is the kernel's input (the tensor rule 1 of
-:mod:`hlsnn.deploy.program` quantizes, or the last op of a host prefix,
-:mod:`hlsnn.deploy.netprefix`), read through aliases; the image load writes it to the shortcut
+:mod:`hlsnn.deploy.lower.program` quantizes, or the last op of a host prefix,
+:mod:`hlsnn.deploy.lower.netprefix`), read through aliases; the image load writes it to the shortcut
 buffer as well as an activation buffer (``kInDual``, :func:`.kernel.allocate`: the input is the
 concat's earlier-made operand), so the kernels' ``Concat`` loop moves it as any other part.
 

@@ -100,7 +100,7 @@ def shifts_by_channel(f, c):
 
 
 def check_op(op, ints, bad):
-    """:func:`hlsnn.deploy.program.check_ops`' extra check of an op with a ``split``."""
+    """:func:`hlsnn.deploy.lower.program.check_ops`' extra check of an op with a ``split``."""
     f = op.f
     if "split" not in f:
         return

@@ -1,6 +1,6 @@
 """A residual Add whose operand is another Add's sum (a ResNet's chained blocks: block 2's
 identity shortcut is block 1's ``Relu(Add)``), in every engine's network mode (rule 4b of
-:mod:`hlsnn.deploy.program`).
+:mod:`hlsnn.deploy.lower.program`).
 
 Layer by layer the host adds float64 values: block 1's sum ``s1 = relu(a + b)`` is exact and
 reaches block 2's ``Add`` as it is, while block 2's first conv reads it requantized to its own
@@ -22,7 +22,7 @@ add op, ``NAME_q``) and exact for the second Add (``NAME_sum``).
   writes them to the activation and the shortcut buffer); made first for the second Add, its
   op goes right after its last operand is made, as the integer engines' without ``NAME_q``.
 
-Neither the compiled emu fast path (:mod:`hlsnn.deploy.fast`) nor the fast calibration has a
+Neither the compiled emu fast path (:mod:`hlsnn.deploy.run.fast`) nor the fast calibration has a
 wide sum: such a network runs the numpy network mode on ``emu`` and calibrates layer by layer.
 """
 from __future__ import annotations

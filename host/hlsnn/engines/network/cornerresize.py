@@ -2,7 +2,7 @@
 milesial's Pytorch-UNet, ``nn.Upsample(scale_factor=2, mode='bilinear', align_corners=True)``),
 and the exact integer rule both paths follow.
 
-**The layer path's value** (:func:`exact_run`, :mod:`hlsnn.deploy.hostextra`'s ``ResizeLinear``).
+**The layer path's value** (:func:`exact_run`, :mod:`hlsnn.deploy.run.hostextra`'s ``ResizeLinear``).
 Along an axis the weights of ONNX's linear interpolation are rationals: with ``align_corners`` an
 output ``o`` sits at ``x = o (n_in - 1) / (n_out - 1)``, weights ``1 - frac(x)``, ``frac(x)``,
 multiples of ``1 / d``, ``d = n_out - 1``. Where every axis's weights are ``W / d`` with integer
@@ -94,7 +94,7 @@ def exact_run(mats, x):
 def mode_name(j):
     """The interpolation of a ``ResizeLinear`` host layer ``j`` as the refusals here and in
     :mod:`.linpool` name it: ``"cubic"`` (``nn.Upsample(mode='bicubic')``,
-    :mod:`hlsnn.deploy.hostextra`) or ``"linear"``."""
+    :mod:`hlsnn.deploy.run.hostextra`) or ``"linear"``."""
     return "cubic" if j.get("attrs", {}).get("mode") == "cubic" else "linear"
 
 

@@ -22,7 +22,7 @@ def lower(j, program, w, steps, why, op_cls, pool_fields):
     """Lower host layer ``j`` if it is a ``MaxPool`` / ``GlobalMaxPool`` / ``Upsample`` /
     ``ZeroStuff`` of a pending gate (rule 10m): the gate materialized for the op's engine readers,
     then the op; True if it was. ``pool_fields(j, shape)``: a pool's rule-3 fields
-    (:func:`hlsnn.deploy.program.maxpool_fields` / ``global_max_fields``)."""
+    (:func:`hlsnn.deploy.lower.program.maxpool_fields` / ``global_max_fields``)."""
     if j["op"] not in ("MaxPool", "GlobalMaxPool", "Upsample", "ZeroStuff"):
         return False
     src = j["inputs"][0]

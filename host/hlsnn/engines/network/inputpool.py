@@ -3,9 +3,9 @@
 beside its bottleneck ``conv1x1(x)`` and its shortcut, all of the model input ``x``).
 
 Layer by layer the host runs the ``MaxPool`` on the float input in float64 and the engine layer
-that reads the pool quantizes the result (rule 1 of :mod:`hlsnn.deploy.program`: ``to_fixed`` at
+that reads the pool quantizes the result (rule 1 of :mod:`hlsnn.deploy.lower.program`: ``to_fixed`` at
 its ``F_x``), while the other layers reading ``x`` quantize ``x`` itself. A host op on the float
-input before the kernel (:mod:`hlsnn.deploy.netprefix`) cannot serve both: the kernel has one
+input before the kernel (:mod:`hlsnn.deploy.lower.netprefix`) cannot serve both: the kernel has one
 input, and the prefix's output would replace ``x``.
 
 * **Integer engines** (radix points). ``to_fixed`` (the value written at radix ``F + 24`` with
@@ -53,7 +53,7 @@ def _readers(program, t):
 def lower_host(j, program, w, steps, why, op_cls, fields):
     """Host layer ``j`` as rule 3i lowers it (module docstring; appending its maxpool op to
     ``w.ops``): True, or False when it is not a ``MaxPool`` of the float input that another layer
-    reads too. ``fields``: :func:`hlsnn.deploy.program.maxpool_fields`."""
+    reads too. ``fields``: :func:`hlsnn.deploy.lower.program.maxpool_fields`."""
     if j["op"] != "MaxPool":
         return False
     src = j["inputs"][0]

@@ -1,4 +1,4 @@
-"""The network kernel of a lowered ``shift_mac`` network (:mod:`hlsnn.deploy.program`):
+"""The network kernel of a lowered ``shift_mac`` network (:mod:`hlsnn.deploy.lower.program`):
 its buffers, its descriptor table and resident weights, rendered into
 ``hls/engines/shift_mac/network*.j2``, built for C-simulation and run through ctypes.
 
@@ -17,7 +17,7 @@ second block: the model input, read last by the shortcut conv, the first block's
 by the max-pool branch after the others, and the bottleneck's output while a branch conv
 writes) a fourth, ``act[3]``: always the fewest that hold it, so a network that two or three
 hold renders as before; up to eight (an unrolled recurrent cell keeps the input, the state and the
-gates' partial sums live: :mod:`hlsnn.deploy.rnnunroll`). One that needs a ninth is refused with
+gates' partial sums live: :mod:`hlsnn.deploy.rewrite.rnnunroll`). One that needs a ninth is refused with
 the tensor's name. Each
 activation buffer is as large as the largest tensor any of them holds, ``sc`` as the most words
 live in it at once.

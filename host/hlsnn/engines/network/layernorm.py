@@ -4,7 +4,7 @@ layer's output: ``b``-bit codes ``q`` at radix ``F``) and which normalizes its l
 the features of an ``(N, K)`` vector (``Linear -> LayerNorm -> Linear``), or the channels of a
 ``C x H x W`` map (ConvNeXt's ``LayerNorm`` over channels, which ONNX writes as ``Transpose`` to
 channels-last, ``LayerNormalization(axis=-1)``, ``Transpose`` back; a ``C x L`` map alike). The
-layer path (:meth:`hlsnn.deploy.runner.Deployment.run`) runs this rule where the op's input is a
+layer path (:meth:`hlsnn.deploy.run.runner.Deployment.run`) runs this rule where the op's input is a
 fixed-point tensor and an engine layer follows, and the network mode runs it as op ``lnorm``, so
 both give the same bits. It is an integer rule, not float64's: its error against the float
 definition is stated below and measured in ``tests/deploy/test_network_layernorm.py``.
@@ -27,7 +27,7 @@ For each position (``C`` codes ``q_c``), all integers, exact unless a rounding i
    :data:`Y_BITS`-bit codes at radix ``K`` (``K`` from the bound ``max|gamma| sqrt(C) + max|beta|``,
    so no value saturates), with the deployment's rounding. The layer path's value is ``y_c *
    2**-K`` (exact in float64), which the next engine layer converts at its calibrated ``F_x``
-   (:func:`hlsnn.deploy.quant.to_fixed`); the network mode's op ends with that conversion as
+   (:func:`hlsnn.deploy.quantize.quant.to_fixed`); the network mode's op ends with that conversion as
    ``shift_round_sat(y_c, K - F_x, b, rounding)``, the same bits while ``K <= F_x + 24``
    (checked; ``to_fixed`` writes the value exactly at radix ``F_x + 24`` first).
 
@@ -45,10 +45,10 @@ revision :data:`REVISION_SUM`): the ``Add``'s operands are ``b``-bit codes ``qa`
 points ``Fa``, ``Fb``, their sum ``s = (qa << (Fm - Fa)) + (qb << (Fm - Fb))`` exact at ``Fm =
 max(Fa, Fb)`` (``max(s, 0)`` with the ``Relu``). It is converted to ``b``-bit codes ``q =
 shift_round_sat(s, Fm - F, b, rounding)`` at a radix ``F`` chosen when calibrating (DETERMINE on the
-sum's values, :func:`hlsnn.deploy.quant.host_radix`, the radix an engine layer reading the sum
+sum's values, :func:`hlsnn.deploy.quantize.quant.host_radix`, the radix an engine layer reading the sum
 would choose; the program's host-layer field ``lnorm_in``), which is netmode rule 4's add op for a
 consumer at ``F_x = F`` and the layer path's ``to_fixed(s 2**-Fm, F, b)``; then steps 1-5 on ``q`` at
-radix ``F``. The layer path's part is :mod:`hlsnn.deploy.lnsum`. The conversion adds the sum's
+radix ``F``. The layer path's part is :mod:`hlsnn.deploy.run.lnsum`. The conversion adds the sum's
 rounding to ``b`` bits (and any saturation DETERMINE's overflow ratio allows) to the error above.
 """
 from __future__ import annotations
@@ -71,10 +71,10 @@ MAX_C = 4096
 #: the widest input codes
 MAX_BITS = 12
 #: the compiled program's revision from which its layer path runs this rule
-#: (:data:`hlsnn.deploy.programrev.LAYERNORM`; an older program ran the norm in float64)
+#: (:data:`hlsnn.deploy.lower.programrev.LAYERNORM`; an older program ran the norm in float64)
 REVISION = 5
 #: the revision from which its layer path runs rule 15s, a norm of a residual sum
-#: (:data:`hlsnn.deploy.programrev.LAYERNORM_SUM`; an older program ran that norm in float64)
+#: (:data:`hlsnn.deploy.lower.programrev.LAYERNORM_SUM`; an older program ran that norm in float64)
 REVISION_SUM = 6
 #: the op kind of this module
 KINDS = ("lnorm",)
@@ -159,7 +159,7 @@ def _attrs(layer):
 
 
 def applies(layer, act):
-    """The layer path runs rule 15 for host ``layer`` on the :class:`~hlsnn.deploy.quant.Act`
+    """The layer path runs rule 15 for host ``layer`` on the :class:`~hlsnn.deploy.quantize.quant.Act`
     ``act``: a ``LayerNormalization`` over the last axis only of a signed fixed-point tensor."""
     if layer.op != "LayerNormalization" or act.fmt is None or not act.fmt[2]:
         return False
@@ -297,7 +297,7 @@ def run(op, get, b, bits):
 
 
 def check_op(op, ints, bad):
-    """:func:`hlsnn.deploy.program.check_ops` for ``lnorm``."""
+    """:func:`hlsnn.deploy.lower.program.check_ops` for ``lnorm``."""
     f = op.f
     ints(op, f, ("c",), 2, MAX_C)
     ints(op, f, ("hw",), 1, 1 << 26)

@@ -1,7 +1,7 @@
 """Average pooling and bilinear upsampling in the network mode (issue 52: U-Nets with
 ``F.avg_pool2d`` and ``nn.Upsample(mode='bilinear')``), as integer rules of
-:func:`hlsnn.deploy.program.lower` on every engine. Layer by layer both are host ops in float64
-(``AveragePool``, :mod:`hlsnn.deploy.hostextra`'s ``ResizeLinear``) whose result the next
+:func:`hlsnn.deploy.lower.program.lower` on every engine. Layer by layer both are host ops in float64
+(``AveragePool``, :mod:`hlsnn.deploy.run.hostextra`'s ``ResizeLinear``) whose result the next
 engine layer quantizes; every value they compute is exact (a sum of a few dyadic values with
 dyadic weights), so these rules give the layer path's bits. ``q`` a tensor's integers at radix
 ``F``, a ``C x H x W`` map per image:
@@ -58,9 +58,9 @@ dyadic weights), so these rules give the layer path's bits. ``q`` a tensor's int
 11g. **a window over the whole map** (an ``AveragePool`` whose ``kh x kw`` kernel is the map's
     ``H x W``, no padding: TC-ResNet's ``F.avg_pool2d(h, h.shape[2:])`` on a ``C x 1 x W`` map)
     of a pending residual ``Add`` (and its ``Relu``) is that Add's global pool, rule 4 of
-    :mod:`hlsnn.deploy.program` (rule 13 for a count that is not a power of two; netbfp rule 6
+    :mod:`hlsnn.deploy.lower.program` (rule 13 for a count that is not a power of two; netbfp rule 6
     or 6b on pairs): the layer path's window mean (``nansum / count`` over the one window,
-    :func:`hlsnn.deploy.pooling._pool`) and its ``GlobalAveragePool`` (``mean``) are both the
+    :func:`hlsnn.deploy.run.pooling._pool`) and its ``GlobalAveragePool`` (``mean``) are both the
     exact sum divided once by ``H*W``, so the same float (:func:`covers_map`). Of an integer
     tensor such a pool stays rule 11 (one window).
 
@@ -346,7 +346,7 @@ def run(op, get, b, bits):
 
 
 def check_op(op, ints, bad):
-    """:func:`hlsnn.deploy.program.check_ops` for rule 11's op (its window as a maxpool's)."""
+    """:func:`hlsnn.deploy.lower.program.check_ops` for rule 11's op (its window as a maxpool's)."""
     f = op.f
     ints(op, f, ("my", "mx"), 0, (1 << MAX_HALF_PIXEL) - 2)
     ints(op, f, ("p",), 0, 8)

@@ -3,7 +3,7 @@
 scale_factor=2, mode='linear')`` (k_ae_lin) on ``shift_mac`` and ``sparse_cluster``.
 
 Layer by layer the Add is a host op in float64 whose exact sum ``s`` (rule 4 of
-:mod:`hlsnn.deploy.program`: ``max((qa << sa) + (qb << sb), 0)`` at radix ``Fm = max(Fa,
+:mod:`hlsnn.deploy.lower.program`: ``max((qa << sa) + (qb << sb), 0)`` at radix ``Fm = max(Fa,
 Fb)``) the host's ``ResizeLinear`` reads as it is; the engine layer after it quantizes the
 resized values with ``to_fixed`` at its calibrated ``F_x``. Rounding ``s`` to an activation
 word first would round twice (:mod:`.addmove` rule 12a refuses it), so:
@@ -123,7 +123,7 @@ def run(op, get, b, bits):
 
 
 def check_op(op, ints, bad):
-    """:func:`hlsnn.deploy.program.check_ops` for rule 12w's op."""
+    """:func:`hlsnn.deploy.lower.program.check_ops` for rule 12w's op."""
     f = op.f
     ints(op, f, ("c", "l"), 1, 1 << 16)
     ints(op, f, ("shift",), -62, 62)

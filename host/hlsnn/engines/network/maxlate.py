@@ -7,7 +7,7 @@ A keyword spotter's last residual block ends ``relu(x + bn(conv(x)))`` and
 of branches at several radix points (rule 8's pending concat). Layer by layer the host computes
 the Add (or the product) and the max in float64 and the engine layer that reads the pool
 quantizes the result at its ``F_x``. The network mode keeps an Add and a gate *pending* (rules 4
-and 10 of :mod:`hlsnn.deploy.program`) until an engine layer reads them, and had no rule for a
+and 10 of :mod:`hlsnn.deploy.lower.program`) until an engine layer reads them, and had no rule for a
 pool in between.
 
 Requantization to ``F_x`` (a shift with the deployment's rounding, then saturation) is monotone
@@ -43,7 +43,7 @@ def _reader(program, t):
 def lower_host(j, program, w, steps, why, op_cls, fields):
     """Host layer ``j`` as :mod:`this rule <.maxlate>` lowers it (appending to ``w.ops``): True,
     or False when it is not a max pool of a pending Add or gate on an integer engine.
-    ``fields``: ``(maxpool_fields, global_max_fields)`` of :mod:`hlsnn.deploy.program` (rule 3)."""
+    ``fields``: ``(maxpool_fields, global_max_fields)`` of :mod:`hlsnn.deploy.lower.program` (rule 3)."""
     from . import gate as netgate
     maxpool_fields, global_max_fields = fields
     if j["op"] not in ("MaxPool", "GlobalMaxPool"):

@@ -1,12 +1,12 @@
 """A mean over any count in the network mode (issue 52): the integer rule of a
-``GlobalAveragePool`` over ``H*W`` pixels (:mod:`hlsnn.deploy.program` rule 4) and of an
+``GlobalAveragePool`` over ``H*W`` pixels (:mod:`hlsnn.deploy.lower.program` rule 4) and of an
 ``AveragePool`` of ``kh*kw`` taps (:mod:`.linpool` rule 11) when the count ``n`` is not a power
 of two, on the integer engines (``shift_mac``, ``sparse_cluster``).
 
 **The layer path's value.** Layer by layer the pool is a float64 host op: the exact sum ``S =
 s * 2**-Fm`` of the pooled values (``s`` an integer, ``|s| < 2**53``) divided by ``n``, one
 correctly rounded division ``v = fl(S / n)``; the consuming engine layer then quantizes ``v``
-with :func:`hlsnn.deploy.quant.to_fixed` at its radix ``F_x``: ``w = rint(v * 2**g)`` (``g =
+with :func:`hlsnn.deploy.quantize.quant.to_fixed` at its radix ``F_x``: ``w = rint(v * 2**g)`` (``g =
 max(F_x + 24, 0)``, ``D = g - F_x >= 24``), then ``R(w * 2**-D)`` with the deployment's
 rounding ``R`` (half to even, half away, floor) and the saturation to ``B`` bits.
 

@@ -1,7 +1,7 @@
 """A ``ReduceMean`` over a whole length or token axis in the network mode (issue 52): the host
-op ``ReduceAxes`` (:mod:`hlsnn.deploy.hostextra`; ``x.mean(dim=1)`` of an (N, T, F) token
+op ``ReduceAxes`` (:mod:`hlsnn.deploy.run.hostextra`; ``x.mean(dim=1)`` of an (N, T, F) token
 tensor, ``x.mean(-1)`` of an (N, C, L) one) lowered to the global average pool every engine's
-network mode has (:mod:`hlsnn.deploy.program` rule 4 with no second operand; the
+network mode has (:mod:`hlsnn.deploy.lower.program` rule 4 with no second operand; the
 ``bfp_systolic`` mode's rule 6), where its axes are a map's pixels:
 
 * a tensor held as a ``C x H x W`` map (``(C, L)``: ``C x L x 1``), the mean over all its axes
@@ -123,7 +123,7 @@ def _over_channels(j, w, steps, why):
     ``C x H x W`` map as a transpose, a pool over each pixel's ``C`` values and a transpose back."""
     from .program import Op, _chw
     fn = j["attrs"].get("fn")
-    if "gate_in" in j and steps.bits is not None:   # of a gate's product: its rule 10c codes (hlsnn.deploy.gatecodes)
+    if "gate_in" in j and steps.bits is not None:   # of a gate's product: its rule 10c codes (hlsnn.deploy.run.gatecodes)
         from .gatein import lower_operands
         j = lower_operands(j, w, steps, why, Op)
     src = j["inputs"][0]

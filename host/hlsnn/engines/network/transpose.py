@@ -1,14 +1,14 @@
 """A transpose of rows and channels in the integer network mode (issue 52): the host ops
-``RowsToMap`` and ``MapToRows`` (:mod:`hlsnn.deploy.onnx_nodes`: a token-wise ``Linear``
+``RowsToMap`` and ``MapToRows`` (:mod:`hlsnn.deploy.importer.onnx_nodes`: a token-wise ``Linear``
 on (N, T, F) rows runs as a 1x1 conv on the ``F x T x 1`` map of its rows, and back) as one
-op kind, ``transpose``, of :func:`hlsnn.deploy.program.lower` (the ``shift_mac`` and
+op kind, ``transpose``, of :func:`hlsnn.deploy.lower.program.lower` (the ``shift_mac`` and
 ``sparse_cluster`` network modes: integers at a radix point) and of the ``bfp_systolic``
 network mode (per-element ``(m, e)`` pairs). The rule (a continuation of
 :mod:`hlsnn.engines.network.move`'s 6-8):
 
 9. **transpose** of an ``R x S`` matrix per image, held as the ``R x S x 1`` map (``R``
    channels of ``S`` pixels), into the ``S x R x 1`` map: ``y[s, r] = q[r, s]``; radix (or
-   each element's pair) unchanged. It is :func:`hlsnn.deploy.hostops.run`'s ``RowsToMap``
+   each element's pair) unchanged. It is :func:`hlsnn.deploy.run.hostops.run`'s ``RowsToMap``
    ((T, F) rows to the ``F x T x 1`` map: ``R = T``, ``S = F``) and ``MapToRows`` (the
    ``O x L x 1`` map back to (L, O) rows: ``R = O``, ``S = L``), which move float values
    that are the integers' (or the pairs') exactly: so the integers are the layer path's.
@@ -85,7 +85,7 @@ def lower_host(j, state, shapes, aliases, inp, ops, why, op_cls, ok):
 
 
 def check_op(op, ints, bad):
-    """:func:`hlsnn.deploy.program.check_ops` for a transpose."""
+    """:func:`hlsnn.deploy.lower.program.check_ops` for a transpose."""
     ints(op, op.f, ("r", "s"), 1, 1 << 16)
 
 

@@ -2,7 +2,7 @@
 ``AvgPool2d(..., count_include_pad=False)``) in the network mode of the integer engines
 (issue 52; and on BFP pairs, below): rule 11u, an extension of :mod:`.linpool` rule 11 with :mod:`.mean` rule 13.
 
-Layer by layer (:mod:`hlsnn.deploy.pooling`) each window's mean is its exact sum over the
+Layer by layer (:mod:`hlsnn.deploy.run.pooling`) each window's mean is its exact sum over the
 taps inside the map divided, in float64, by their count ``c`` (a border window counts fewer:
 9, 6 and 4 for a 3x3 window padded by 1). With ``L`` the least common multiple of the op's
 counts, ``s / c = (s * L / c) / L``: the window's sum times the integer ``k = L / c`` (its

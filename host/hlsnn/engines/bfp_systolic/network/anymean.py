@@ -4,7 +4,7 @@ bfp_systolic network mode (:mod:`hlsnn.engines.bfp_systolic.network.lower`), for
 over ``n = 2**a * d`` values, ``d`` odd and > 1.
 
 **The layer path's value.** Layer by layer the pool is a float64 host op
-(:mod:`hlsnn.deploy.hostops`, :mod:`hlsnn.deploy.pooling`): the exact sum ``S = s * 2**e0``
+(:mod:`hlsnn.deploy.run.hostops`, :mod:`hlsnn.deploy.run.pooling`): the exact sum ``S = s * 2**e0``
 of the pooled values (exact: rules 6 and 7 bound ``|s|``) divided by ``n``, one correctly
 rounded division ``v = fl(S / n)``; a ``MaxPool`` after it picks the largest ``v``; the next
 BFP layer quantizes its patch of such values by rule 3: the patch exponent from ``floor(log2

@@ -1,9 +1,9 @@
-"""The network mode of a ``bfp_systolic`` network (:mod:`hlsnn.deploy.program`, dispatched
-by :func:`hlsnn.deploy.program.engine_rules`): the specification of its network path, one
+"""The network mode of a ``bfp_systolic`` network (:mod:`hlsnn.deploy.lower.program`, dispatched
+by :func:`hlsnn.deploy.lower.program.engine_rules`): the specification of its network path, one
 kernel start per batch. Its layers are lowered by the one walk of every engine
-(:func:`hlsnn.deploy.program.lower`) with this engine's steps (:class:`BfpSteps`).
+(:func:`hlsnn.deploy.lower.program.lower`) with this engine's steps (:class:`BfpSteps`).
 
-Layer by layer (:class:`hlsnn.deploy.executors.BfpExec`), a BFP layer quantizes each im2col
+Layer by layer (:class:`hlsnn.deploy.run.executors.BfpExec`), a BFP layer quantizes each im2col
 patch of its float64 input to BFP (one exponent per patch), runs the GEMM with the engine's
 rules and returns the dequantized outputs ``ym * 2**ye`` as float64; the host runs ``Add``,
 ``Relu``, ``MaxPool``, ``GlobalAveragePool`` in float64 between layers. Every one of those
@@ -86,7 +86,7 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
 9. **Output**: the last engine layer's ``(ym, e4)``; the host returns ``ym * 2**e4`` (float64,
    exact) and runs the host layers after it (a final ``Softmax``) in float64.
 
-:func:`~hlsnn.deploy.program.lower` refuses, naming the layer: a config whose output exponent is not the *max*
+:func:`~hlsnn.deploy.lower.program.lower` refuses, naming the layer: a config whose output exponent is not the *max*
 rule (*stats*, mean + k sigma of a row's results, is an integer rule too but not written here
 yet; *rolling* carries state from sample to sample across the batch and the calls, which one
 image at a time cannot reproduce), ``stochastic`` rounding (a random draw per element on the
@@ -121,7 +121,7 @@ def _op(kind, name, ins, out, **f):
 
 class BfpSteps:
     """``bfp_systolic``'s steps in the one walk of a network's layers
-    (:func:`hlsnn.deploy.program.walk`, which lowers the host ops every engine shares): its
+    (:func:`hlsnn.deploy.lower.program.walk`, which lowers the host ops every engine shares): its
     tensors are pairs (state ``("q", None)``: no radix point), the float input is read as it is
     (rule 1), a ``Relu`` on pairs is an op of its own (rule 7), an Add is materialized as rule 5
     or 6, a layer as rules 3 and 4 (module rules)."""
@@ -239,7 +239,7 @@ class BfpSteps:
 
 
 class BfpRules:
-    """``bfp_systolic``'s entry in :func:`hlsnn.deploy.program.engine_rules`: its network
+    """``bfp_systolic``'s entry in :func:`hlsnn.deploy.lower.program.engine_rules`: its network
     mode is a program on pairs (:class:`BfpSteps` in the one walk, :func:`run`; module docstring)."""
     engine = "bfp_systolic"
     formats = ("bfp",)
@@ -560,5 +560,5 @@ def _run(net, xq, keep):
     return (out, env) if keep else out
 
 
-#: the rules :func:`hlsnn.deploy.program.engine_rules` finds (:func:`hlsnn.engine_registry.network_part`)
+#: the rules :func:`hlsnn.deploy.lower.program.engine_rules` finds (:func:`hlsnn.engine_registry.network_part`)
 RULES = BfpRules

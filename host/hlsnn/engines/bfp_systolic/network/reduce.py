@@ -2,13 +2,13 @@
 in the ``bfp_systolic`` network mode (:mod:`hlsnn.engines.bfp_systolic.network.lower`), and the
 spatial gate by the map they make (:mod:`hlsnn.engines.bfp_systolic.network.gate` rule 10p).
 
-**The layer path** (:class:`hlsnn.deploy.executors.BfpExec` and the host ops between BFP layers):
+**The layer path** (:class:`hlsnn.deploy.run.executors.BfpExec` and the host ops between BFP layers):
 ``ReduceMax`` / ``ReduceMean`` over axis 1 of a ``C x H x W`` map are numpy's ``max`` and ``mean``
-in float64 (:mod:`hlsnn.deploy.hostextra`) of exact values (a BFP layer's ``m * 2**e``, a gate's
+in float64 (:mod:`hlsnn.deploy.run.hostextra`) of exact values (a BFP layer's ``m * 2**e``, a gate's
 product of two such, rule 10b): the max is the largest value itself, the mean the exact sum of the
 ``C`` values divided once by ``C`` (``np.mean``: the sum, then one division). The 7x7 conv after
 the ``Concat`` quantizes those float64 values by rule 3. Neither reduction reads rule 10c's codes on
-BFP pairs (:func:`hlsnn.deploy.gatecodes.operand_bits`: "rule 4c has no BFP form" there; the
+BFP pairs (:func:`hlsnn.deploy.run.gatecodes.operand_bits`: "rule 4c has no BFP form" there; the
 channel gate's product pairs are exact in the element, rule 10b).
 
 4c. **On pairs**: the map, held as ``C x HW x 1``, is transposed to ``HW x C x 1`` (netmove rule 9:

@@ -1,4 +1,4 @@
-"""The network kernel of a lowered ``shift_mac`` network (:mod:`hlsnn.deploy.program` with
+"""The network kernel of a lowered ``shift_mac`` network (:mod:`hlsnn.deploy.lower.program` with
 :mod:`~hlsnn.engines.shift_mac.network.lower`'s rules): its descriptor table and resident weights (:func:`tables`), rendered
 into ``hls/engines/shift_mac/network*.j2`` (:func:`render`); the buffers, the descriptor head
 and the binding are :mod:`hlsnn.engines.network.kernel`'s, which its docstring describes."""

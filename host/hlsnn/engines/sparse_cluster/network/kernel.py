@@ -1,4 +1,4 @@
-"""The network kernel of a lowered ``sparse_cluster`` network (:mod:`hlsnn.deploy.program`
+"""The network kernel of a lowered ``sparse_cluster`` network (:mod:`hlsnn.deploy.lower.program`
 with :mod:`hlsnn.engines.sparse_cluster.network.lower`'s rules): its compressed weights and step table, its
 descriptor table, rendered into ``hls/engines/sparse_cluster/network*.j2`` (the C ABI bridge is
 the shift_mac network kernel's), built for C-simulation and run through ctypes.
