@@ -90,7 +90,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import InputError, MissingDependency, ModelError, UnsupportedModelError, printable
-from ..rewrite import passes
+from ..rewrite import constmm, maxleaky, passes
 from ..run import samplewise
 from . import graphindex, onnx_attrs, qimport
 from . import import_rules as rules
