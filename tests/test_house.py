@@ -11,6 +11,8 @@ import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "host" / "hlsnn"
 MAX_LINES = 700
+#: a folder (a room) of hlsnn holds at most this many modules besides its __init__, and lines (issue 80)
+MAX_FOLDER_MODULES, MAX_FOLDER_LINES = 26, 5000
 #: the parts every engine package has (``engines/<engine>/``), the network mode's included
 ENGINE_PARTS = ("__init__.py", "spec.py", "protocol.py", "emulator.py", "kernel.py", "cases.py",
                 "network/__init__.py", "network/lower.py", "network/kernel.py", "network/perf.py")
@@ -124,6 +126,16 @@ def test_no_module_over_700_lines():
     long = {str(p.relative_to(PKG.parent)): n for p in PKG.rglob("*.py")
             if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert not long, f"modules over {MAX_LINES} lines (split them by idea): {long}"
+
+
+def test_no_folder_over_26_modules_or_5000_lines():
+    big = {}
+    for d in [PKG, *(p for p in PKG.rglob("*") if p.is_dir() and p.name != "__pycache__")]:
+        mods = [p for p in d.glob("*.py") if p.name != "__init__.py"]
+        lines = sum(len(p.read_text().splitlines()) for p in d.glob("*.py"))
+        if len(mods) > MAX_FOLDER_MODULES or lines > MAX_FOLDER_LINES:
+            big[str(d.relative_to(PKG.parent))] = (len(mods), lines)
+    assert not big, f"folders over {MAX_FOLDER_MODULES} modules or {MAX_FOLDER_LINES} lines (split them by stage or idea): {big}"
 
 
 def _room(module):

@@ -162,11 +162,11 @@ POOL_ROUNDINGS = ("nearest_even", "nearest_away", "truncate")
 
 
 def lowered_pool(attrs, q, f_in, f_x, rounding):
-    """The AveragePool of ONNX attributes ``attrs`` lowered on its own (hlsnn.engines.network.linpool,
+    """The AveragePool of ONNX attributes ``attrs`` lowered on its own (hlsnn.engines.network.pools.linpool,
     8 bits) on the integer maps ``q`` at radix ``f_in``, materialized at the consumer's ``f_x``:
     ``(its integer result, the lowered op)``."""
     from hlsnn.deploy.lower import program as netmode
-    from hlsnn.engines.network import linpool
+    from hlsnn.engines.network.pools import linpool
     j = dict(kind="host", op="AveragePool", name="p", inputs=["x"], output="y", attrs=attrs)
     state, shapes, ops = {"x": ("q", f_in)}, {"x": q.shape[1:]}, []
     assert linpool.lower_host(j, state, shapes, ops, 8, netmode._why, netmode.Op)

@@ -2,7 +2,7 @@
 network kernel with ``net_bits: 4`` (:mod:`hlsnn.engines.sparse_cluster.lowbit`) forms four int4 x
 uint4 products per DSP48E1 and builds its other products from LUTs at 24 each, so the sizer fits
 three read ports per bank on the PYNQ-Z2 where int8 fits two; a residual Add's low-bit ``Quant``
-is the Add's clamp (rule 4q, :mod:`hlsnn.engines.network.addclip`).
+is the Add's clamp (rule 4q, :mod:`hlsnn.engines.network.joins.addclip`).
 
 References: the products ``w * x`` themselves (the packed quad's split over every operand), qonnx's
 executor on the W4A4 ResNet-8 file (``configs/models/resnet8_w4a4_digits32.onnx``, Brevitas
@@ -85,7 +85,7 @@ def test_a_bad_net_bits_is_refused_by_name(extra, match, tmp_path):
 
 
 def test_a_clip_after_an_add_is_taken_only_for_engine_readers():
-    from hlsnn.engines.network.addclip import _engine_readers
+    from hlsnn.engines.network.joins.addclip import _engine_readers
     layers = [{"kind": "host", "op": "Reshape", "inputs": ["c"], "output": "r"},
               {"kind": "dense", "inputs": ["r"], "output": "y"},
               {"kind": "host", "op": "GlobalAveragePool", "inputs": ["d"], "output": "g"}]

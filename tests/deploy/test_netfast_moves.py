@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT
 from hlsnn.deploy.run import fast as netfast
 from hlsnn.deploy.lower import program as netmode
-from hlsnn.engines.network import mean, uncounted
+from hlsnn.engines.network.pools import mean, uncounted
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))
 from test_netfast import _conv  # noqa: E402

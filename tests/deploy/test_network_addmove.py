@@ -1,5 +1,5 @@
 """A move or a linear resize of a pending residual Add on the network path (issue 52, rules 6a
-and 12a of :mod:`hlsnn.engines.network.addmove`): k_unet_freq's ``nn.Upsample(scale_factor=(2,
+and 12a of :mod:`hlsnn.engines.network.joins.addmove`): k_unet_freq's ``nn.Upsample(scale_factor=(2,
 1))`` of ``relu(up(c) + b)`` and k_ae_lin's ``F.interpolate(relu(d2(..) + a), mode='linear')``
 ran layer by layer ("a data move of integer tensors computed on the fabric (not of a pending Add
 or pool)").

@@ -1,4 +1,4 @@
-"""Attention's integer rules 16-19 (hlsnn.engines.network.attention): each rule against an
+"""Attention's integer rules 16-19 (hlsnn.engines.network.tokens.attention): each rule against an
 independent reference (numpy moves, hlsnn's to_fixed of the float sum, exact rational arithmetic,
 numpy's float64 softmax within the rule's stated bound), a planted one-bit change in each rule
 caught by the exact references, and the encoder classifier (nn.TransformerEncoderLayer,
@@ -15,7 +15,7 @@ import pytest
 
 import hlsnn
 from hlsnn.deploy.quantize.quant import to_fixed
-from hlsnn.engines.network import attention as at
+from hlsnn.engines.network.tokens import attention as at
 from hlsnn.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -294,7 +294,7 @@ def test_encoder_planted_kernel_bit_fails_the_comparison(encoder, monkeypatch, p
     """One planted one-bit change in each attention loop's data or C++ (a gather's source bank,
     the position constant's bit at the output radix, the MatMul's requantization shift, the
     Softmax's output radix) makes the C-simulation differ from the emulator."""
-    from hlsnn.engines.network import attnkernel
+    from hlsnn.engines.network.tokens import attnkernel
     from hlsnn.network import artifact
     prog, arrays = artifact.read(encoder)[:2]
     x = _images(arrays, 20)

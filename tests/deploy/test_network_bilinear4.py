@@ -1,6 +1,6 @@
 """Bilinear upsampling by 4 (and 8) in the network mode (issue 52: ``nn.Upsample(scale_factor=4,
 mode='bilinear')`` between engine layers ran layer by layer, "weights neither rule 12's nor rule
-14's"; hlsnn.engines.network.linpool rule 12b: a nearest upsample, an edge pad by ``f/2`` and the
+14's"; hlsnn.engines.network.pools.linpool rule 12b: a nearest upsample, an edge pad by ``f/2`` and the
 ``[1, 2, ..., 2, 1] / 2f`` window).
 
 References: torch's ``F.interpolate(mode='bilinear', align_corners=False)`` for the weights,
@@ -22,7 +22,8 @@ from conftest import ROOT  # noqa: E402
 from hlsnn.deploy.lower import program as netmode  # noqa: E402
 from hlsnn.deploy.run.hostextra import resize_linear  # noqa: E402
 from hlsnn.engines.bfp_systolic.network.lower import avgpool_pairs  # noqa: E402
-from hlsnn.engines.network import linpool, move as netmove  # noqa: E402
+from hlsnn.engines.network.pools import linpool
+from hlsnn.engines.network import move as netmove  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))

@@ -1,5 +1,5 @@
 """Rule 15, a LayerNormalization over the channels of each position in integers
-(hlsnn.engines.network.layernorm): its table and its error against float64, the two small graphs
+(hlsnn.engines.network.tokens.layernorm): its table and its error against float64, the two small graphs
 built here (Linear -> LayerNorm -> Relu -> Linear; conv -> Transpose -> LayerNorm over the
 channels -> Transpose -> conv), the network mode's bits against the layer path's, the
 sparse_cluster kernel's C-simulation and the simulated board, onnxruntime's outputs, and the
@@ -18,7 +18,7 @@ from onnx import helper  # noqa: E402
 
 import hlsnn  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
-from hlsnn.engines.network import layernorm as ln  # noqa: E402
+from hlsnn.engines.network.tokens import layernorm as ln  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 from netfixtures import f32_init, save_net  # noqa: E402
 

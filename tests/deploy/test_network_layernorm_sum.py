@@ -1,5 +1,5 @@
 """Rule 15s, a LayerNormalization of a residual sum (a post-norm block, x + f(x) -> LayerNorm;
-hlsnn.engines.network.layernorm): the sum converted to codes at its calibrated radix (the
+hlsnn.engines.network.tokens.layernorm): the sum converted to codes at its calibrated radix (the
 residual Add's rule 4 requantization, as an engine layer reading it converts it), then rule 15.
 Two graphs built here: an MLP block (Gemm -> Relu = h; Gemm; Add h; LayerNorm; Gemm) and a map's
 (conv -> Relu = h; 1x1 conv; Add h; Relu; Transpose; LayerNorm over 24 channels; Transpose back;

@@ -1,5 +1,5 @@
 """A max pool of a pending Add or gate in the network mode
-(:mod:`hlsnn.engines.network.maxlate`; issue 52's fifth family): a residual block's
+(:mod:`hlsnn.engines.network.joins.maxlate`; issue 52's fifth family): a residual block's
 ``relu(x + conv(x))`` then ``AdaptiveMaxPool1d(1)`` (a keyword spotter), a SiLU (``x *
 sigmoid(x)``, a gate) then ``torch.max(x, dim=2)[0]`` (a TC-ResNet), each before a Linear; files
 torch writes (TorchScript at opset 17 and the dynamo exporter, untrained, seeded).

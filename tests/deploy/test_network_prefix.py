@@ -1,5 +1,5 @@
 """Host ops on the float input before the network kernel starts (hlsnn.deploy.lower.netprefix), a
-ReduceMean over a length or token axis as the global average pool (hlsnn.engines.network.reduce)
+ReduceMean over a length or token axis as the global average pool (hlsnn.engines.network.pools.reduce)
 and a ceil_mode MaxPool (more end padding) in the network mode (issue 52).
 
 References: the layer-by-layer compiled network on the emulator (the bits), numpy's mean and

@@ -1,5 +1,5 @@
 """Several skips alive at once in the network kernels' shortcut buffer (issue 52,
-hlsnn.engines.network.skips): a 2-level U-Net's two skips wait in their own regions of ``sc``,
+hlsnn.engines.network.joins.skips): a 2-level U-Net's two skips wait in their own regions of ``sc``,
 nested like a stack, and the whole model runs in one start of the network kernel.
 
 References: the regions' layout written out by hand for a small 2-skip program (a stack: the

@@ -1,4 +1,4 @@
-"""A residual Add whose operand is another Add's sum (issue 52, hlsnn.engines.network.chain):
+"""A residual Add whose operand is another Add's sum (issue 52, hlsnn.engines.network.joins.chain):
 v_tc_a's second block adds its body to the first block's ``Relu(Add)``, which the layer path
 keeps as an exact float64 sum (only the next conv requantizes it), so the network mode keeps it
 exactly too: a wide sum on the integer engines (in the shortcut buffer, kScBits wide), bfp's

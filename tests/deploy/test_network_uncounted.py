@@ -1,6 +1,6 @@
 """An AveragePool whose padding is not counted (``count_include_pad = 0``, PyTorch's
 ``AvgPool2d(3, 1, 1, count_include_pad=False)``) in the network mode of the integer engines
-(issue 52, rule 11u of hlsnn.engines.network.uncounted): each window's sum times ``L / count``
+(issue 52, rule 11u of hlsnn.engines.network.pools.uncounted): each window's sum times ``L / count``
 divided by ``L`` (rule 13). References: onnx's reference AveragePool quantized by the layer
 path's ``to_fixed`` (the float semantics), the layer-by-layer compiled net on emu (the bits),
 and the C-simulation of the kernels."""
@@ -13,7 +13,7 @@ from onnx import helper  # noqa: E402
 
 import hlsnn  # noqa: E402
 from hlsnn.deploy.lower import program as netmode  # noqa: E402
-from hlsnn.engines.network import uncounted  # noqa: E402
+from hlsnn.engines.network.pools import uncounted  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 from netfixtures import avgpool_net, check_pool_is_onnx_reference, compile_each  # noqa: E402
 
@@ -101,7 +101,7 @@ def test_the_scale_is_declared_and_the_pool_loop_stays_at_ii_1(nets, tmp_path, f
     scale product per bank in MaxPoolTaps; the derived II (perf/schedule.py, from the rendered
     C++) of the pool loop is 1."""
     from importlib import import_module
-    from hlsnn.engines.network import mean
+    from hlsnn.engines.network.pools import mean
     from hlsnn.network import artifact, schedule
     from hlsnn.network.loader import config_of
     prog, arrays = artifact.read(nets[fmt])

@@ -148,7 +148,7 @@ def test_an_attention_classifier_compiles_and_runs_as_deployed(tmp_path):
     """``hlsnn compile`` of a TorchScript-exported encoder (opset 17's shape ops): the compiled
     model quantizes its MatMuls of two activations as the deployment does (its self-check at
     load compares every layer with the emulator's at compile time) and gives the same bits, on the
-    network path (two-hot: attention's integer rules, hlsnn.engines.network.attention)."""
+    network path (two-hot: attention's integer rules, hlsnn.engines.network.tokens.attention)."""
     import hlsnn
     from hlsnn.network.build import compile_model
     from hlsnn.deploy import datasets

@@ -9,7 +9,7 @@
 6. :mod:`~hlsnn.deploy.reports`: what ``hlsnn deploy`` measures and ``hlsnn report``'s page.
 
 :mod:`~hlsnn.deploy.config` (deployment configs) and :mod:`~hlsnn.deploy.datasets` stay here.
-The modules' old flat paths (``hlsnn.deploy.runner``, ...) still import, with a
+The modules' old flat paths (``hlsnn.deploy.run.runner``, ...) still import, with a
 ``DeprecationWarning`` naming the new one (:data:`MOVED`)."""
 from __future__ import annotations
 

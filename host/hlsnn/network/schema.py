@@ -317,13 +317,13 @@ def _host(w, j, in_shapes, arrays):
     if "table_in" in j:                 # rule 9e's code radix (hlsnn.engines.network.tablein)
         _int(f"{w}: table_in.f_in", _key(_dict(f"{w}: table_in", j["table_in"]), "f_in", f"{w}: table_in"),
              -MAX_RADIX, MAX_RADIX)
-    if "codes" in j:                    # attention's calibrated output radix (hlsnn.engines.network.attention)
+    if "codes" in j:                    # attention's calibrated output radix (hlsnn.engines.network.tokens.attention)
         if op not in ("AddConst", "MatMulAct", "LayerNormalization", "Add"):
             _fail(w, f"codes on a {op} layer: an AddConst's, a MatMulAct's, a LayerNormalization's or an Add's "
-                     f"output radix (hlsnn.engines.network.attention rules 17, 18, 15c, 4r)")
+                     f"output radix (hlsnn.engines.network.tokens.attention rules 17, 18, 15c, 4r)")
         _int(f"{w}: codes.f_out", _key(_dict(f"{w}: codes", j["codes"]), "f_out", f"{w}: codes"),
              -MAX_RADIX, MAX_RADIX)
-    if "lnorm_in" in j:                 # rule 15s's code radix (hlsnn.engines.network.layernorm)
+    if "lnorm_in" in j:                 # rule 15s's code radix (hlsnn.engines.network.tokens.layernorm)
         _int(f"{w}: lnorm_in.f_in", _key(_dict(f"{w}: lnorm_in", j["lnorm_in"]), "f_in", f"{w}: lnorm_in"),
              -MAX_RADIX, MAX_RADIX)
     if "gate_in" in j:                  # rule 10c's code radix per operand (hlsnn.engines.network.gatein)

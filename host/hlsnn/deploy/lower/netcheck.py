@@ -61,22 +61,22 @@ def check_ops(net):
             from ...engines.network.move import check_op
             check_op(op, ints, bad)
         elif op.kind == "transpose":
-            from ...engines.network.transpose import check_op
+            from ...engines.network.tokens.transpose import check_op
             check_op(op, ints, bad)
         elif op.kind == "avgpool":
-            from ...engines.network.linpool import check_op
+            from ...engines.network.pools.linpool import check_op
             check_op(op, ints, bad)
         elif op.kind == "linwide":
-            from ...engines.network.linwide import check_op
+            from ...engines.network.joins.linwide import check_op
             check_op(op, ints, bad)
         elif op.kind in ("lut", "gate"):
             from ...engines.network.gate import check_op
             check_op(op, ints, bad)
         elif op.kind in ("gather", "addc", "actmm", "softmax"):     # attention's rules 16-19
-            from ...engines.network.attention import check_op
+            from ...engines.network.tokens.attention import check_op
             check_op(op, ints, bad)
         elif op.kind == "lnorm":
-            from ...engines.network.layernorm import check_op
+            from ...engines.network.tokens.layernorm import check_op
             check_op(op, ints, bad)
         elif op.kind == "add":
             ints(op, f, ("c", "hw"), 1, 1 << 26)
@@ -86,9 +86,9 @@ def check_ops(net):
             if "shift" in f:
                 ints(op, f, ("shift",), -62, 62)
         if "split" in op.f:                              # rule 8m: a pool or gate of a mixed map (.catmix)
-            from ...engines.network.catmix import check_op as check_split
+            from ...engines.network.joins.catmix import check_op as check_split
             check_split(op, ints, bad)
-        if "div" in op.f:                                # rule 13's division (engines.network.mean)
+        if "div" in op.f:                                # rule 13's division (engines.network.pools.mean)
             ints(op, f["div"], ("pre",), 0, 31)
             ints(op, f["div"], ("dl",), 1, 95)
             ints(op, f["div"], ("dm", "doff"), 0, (1 << 31) - 1)

@@ -51,12 +51,12 @@ quantizes the float input once, and dequantizes the logits (plus a final host la
 3. **maxpool**: the largest ``q`` of each window (padding never wins); ``ceil_mode`` is more
    padding at the bottom and right (the last windows' overhang). Radix and format unchanged.
    3i: a max pool of the float input that another layer reads too is this rule on the input's
-   integers (:mod:`hlsnn.engines.network.inputpool`).
+   integers (:mod:`hlsnn.engines.network.pools.inputpool`).
    ``Flatten``, ``Reshape`` and ``Identity`` change no integer (a conv reads its own input's
    view, an ``Unsqueeze``'s ``C x 1 x W``; a dense layer the flattened map). Host ops on the float input
    before any engine layer reads it run on the host before rule 1 (:mod:`hlsnn.deploy.lower.netprefix`);
    a ``ReduceMean`` over a whole length or token axis is rule 4's global pool
-   (:mod:`hlsnn.engines.network.reduce`).
+   (:mod:`hlsnn.engines.network.pools.reduce`).
 4. **add** (a residual ``Add``, with the ``Relu`` and ``GlobalAveragePool`` that follow it
    fused, and the requantization to the consuming engine layer's format): both inputs are
    integer tensors at radixes ``Fa``, ``Fb``; with ``Fm = max(Fa, Fb)``,
@@ -67,7 +67,7 @@ quantizes the float input once, and dequantizes the logits (plus a final host la
    ``GlobalAveragePool`` of one tensor (a conv's output, as in DS-CNN and MobileNet) is this
    rule with no ``qb`` (``s = qa``, ``Fm = Fa``, no ReLU). 4b: an operand that is itself an
    Add's sum (a ResNet's chained blocks) is that sum exactly, not requantized
-   (:mod:`hlsnn.engines.network.chain`).
+   (:mod:`hlsnn.engines.network.joins.chain`).
 5. **Output.** The last engine layer's integers ``q`` are the logits; the host returns
    ``q * 2**-F_out`` and runs the host layers after it (a final ``Softmax``) in float64.
 
@@ -76,22 +76,22 @@ as an integer rule. It gives the same bits because every float value there is ex
 of two 8-bit values at radixes a few bits apart, a mean over a power-of-two pixel count, and
 ``to_fixed`` first writes the value exactly at radix ``F_x + 24`` (:func:`lower` checks
 ``Fm + p <= max(F_x + 24, 0)`` and refuses otherwise). Rules 6-8 (data moves) are
-:mod:`hlsnn.engines.network.move`'s (14p, a pick of one step, :mod:`hlsnn.engines.network.pick`'s; 6a
-and 12a, a move or resize of a pending Add, :mod:`hlsnn.engines.network.addmove`'s; 10k, a gate's
-product read by a skip concat, :mod:`hlsnn.engines.network.gatecat`'s; 8a, an Add's, ``.addcat``'s;
-8k, a concat of more than two parts as concats of two, :mod:`hlsnn.engines.network.catsplit`'s; 8m, a
-global pool or gate of a pending concat at two radix points, :mod:`hlsnn.engines.network.catmix`'s),
+:mod:`hlsnn.engines.network.move`'s (14p, a pick of one step, :mod:`hlsnn.engines.network.tokens.pick`'s; 6a
+and 12a, a move or resize of a pending Add, :mod:`hlsnn.engines.network.joins.addmove`'s; 10k, a gate's
+product read by a skip concat, :mod:`hlsnn.engines.network.joins.gatecat`'s; 8a, an Add's, ``.addcat``'s;
+8k, a concat of more than two parts as concats of two, :mod:`hlsnn.engines.network.joins.catsplit`'s; 8m, a
+global pool or gate of a pending concat at two radix points, :mod:`hlsnn.engines.network.joins.catmix`'s),
 rules 9 (a ``HardSwish``, ``HardSigmoid`` or ``Sigmoid`` of a fixed-point tensor as a table of
 its codes, which the layer path runs too) and 10 (a
 squeeze-excite block's channel gate, requantized as rule 4 requantizes; 10c/10d, a gate's product
-as codes at a calibrated radix, :mod:`hlsnn.engines.network.gatein`; 10m, a max pool or move of a gate's product, :mod:`hlsnn.engines.network.gatepool`) are
+as codes at a calibrated radix, :mod:`hlsnn.engines.network.gatein`; 10m, a max pool or move of a gate's product, :mod:`hlsnn.engines.network.pools.gatepool`) are
 :mod:`hlsnn.engines.network.gate`'s, rules 11 (an ``AveragePool`` of ``2**p`` taps: the
 window's exact sum, requantized as rule 4 requantizes) and 12 (a bilinear ``Resize`` by 2 with
 ``half_pixel``: an edge upsample, then rule 11 with the weights ``[1, 2, 1] / 4`` per axis)
-:mod:`hlsnn.engines.network.linpool`'s (12b: bilinear by 4 or 8, a nearest upsample, an edge pad and
+:mod:`hlsnn.engines.network.pools.linpool`'s (12b: bilinear by 4 or 8, a nearest upsample, an edge pad and
 a ``[1, 2, ..., 2, 1] / 2f`` window). A mean over a pixel count that is not a
 power of two (say, a 7x7 global pool) has no exact float value, but the layer path rounds it
-as the exact quotient: on the integer engines it is rule 13 (:mod:`hlsnn.engines.network.mean`:
+as the exact quotient: on the integer engines it is rule 13 (:mod:`hlsnn.engines.network.pools.mean`:
 the exact sum divided by a constant reciprocal, then rule 4's requantization with ``K``
 fraction bits; :func:`lower` refuses a mean whose float path it cannot prove equal, and BFP
 pairs refuse it by name). :func:`lower` refuses any host op other than those above between engine
@@ -108,40 +108,16 @@ import numpy as np
 
 from ...engine_registry import network_part
 from ...errors import InputError
-from ...engines.network import addclip, attention, lintwo
+from ...engines.network import lintwo
+from ...engines.network.joins import addclip
+from ...engines.network.tokens import attention
 from ...engines.network.program import ALIAS_OPS, NetProgram, Op, _chw, _why, materialized, pool_attrs_2d
 from ...primitives import shift_round_sat
 from .dilate import dilate
 from ..run.hostops import alias_shape
 from .netafter import host_stubs
 from .netcheck import check_ops
-
-
-def maxpool_fields(j, shape):
-    """A host ``MaxPool`` layer ``j`` on a ``(C, H, W)`` tensor as a maxpool op's fields (rule
-    3), or :class:`InputError` for what no network kernel runs (dilation). A ``ceil_mode``
-    pool is the pool with more bottom/right padding (the windows' overhang, which never wins
-    a max), its output size as :func:`hlsnn.deploy.run.pooling._pool` computes it."""
-    a = pool_attrs_2d(j["attrs"])
-    if any(d != 1 for d in a.get("dilations", [1, 1])):
-        raise _why(j, "a dilated MaxPool")
-    c, h, w = _chw(shape)
-    kh, kw = a["kernel_shape"]
-    sh, sw = a.get("strides", [1, 1])
-    t, l, b, r = a.get("pads", [0, 0, 0, 0])
-    oh, ow = (h + t + b - kh) // sh + 1, (w + l + r - kw) // sw + 1
-    if a.get("ceil_mode", 0):
-        oh, ow = (-(-(h + t + b - kh) // sh) + 1, -(-(w + l + r - kw) // sw) + 1)
-        oh, ow = oh - ((oh - 1) * sh >= h + t), ow - ((ow - 1) * sw >= w + l)   # no window starts in the end pad
-        b, r = max(b, (oh - 1) * sh + kh - h - t), max(r, (ow - 1) * sw + kw - w - l)
-    return dict(c=c, h=h, w=w, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, pads=(t, l, b, r))
-
-
-def global_max_fields(shape):
-    """A ``GlobalMaxPool`` of a ``(C, H, W)`` tensor as a maxpool op's fields (rule 3: one
-    ``H x W`` window)."""
-    c, h, w = _chw(shape)
-    return dict(c=c, h=h, w=w, oh=1, ow=1, kh=h, kw=w, sh=1, sw=1, pads=(0, 0, 0, 0))
+from .poolfields import global_max_fields, maxpool_fields
 
 
 def lower(program, arrays):
@@ -166,7 +142,7 @@ def lower(program, arrays):
                              f"(input_terms: {j['in_terms']}), which the network kernel does not sum; it runs "
                              f"layer by layer (input_terms: 1 runs in the network mode)")
     steps = getattr(rules, "steps", IntegerSteps)(program, arrays, rules, acc_name)
-    from ...engines.network.catsplit import split           # a concat of k > 2 parts: k - 1 of two (8k)
+    from ...engines.network.joins.catsplit import split           # a concat of k > 2 parts: k - 1 of two (8k)
     return check_ops(split(walk(program, arrays, steps)))
 
 
@@ -200,7 +176,7 @@ def walk(program, arrays, steps):
                 raise _why(j, f"input {src} is not computed on the fabric")
             if j["output"] == program["output"]["name"] or src == out_name:
                 continue                                          # host layers after the logits
-            from ...engines.network import inputpool         # a max pool of the float input read twice: 3i
+            from ...engines.network.pools import inputpool         # a max pool of the float input read twice: 3i
             if inputpool.lower_host(j, program, w, steps, _why, Op, maxpool_fields):
                 continue
             if prefix.take(j, w, arrays, _why):                   # on the float input, before the kernel
@@ -214,7 +190,7 @@ def walk(program, arrays, steps):
                 if st[0] != "add":
                     aliases[j["output"]] = aliases.get(src, src)
                 continue
-            from ...engines.network.gatepool import lower as gate_pool     # a max pool of a gate (SiLU): 10m
+            from ...engines.network.pools.gatepool import lower as gate_pool     # a max pool of a gate (SiLU): 10m
             if gate_pool(j, program, w, steps, _why, Op, lambda jj, sh: maxpool_fields(jj, sh)
                          if jj["op"] == "MaxPool" else global_max_fields(sh)):
                 continue
@@ -239,7 +215,7 @@ def walk(program, arrays, steps):
                 for k, s in enumerate(sts):       # a ResNet's chained blocks: an operand is a pending Add's sum
                     if s is not None and s[0] == "add" and s[1]["p"] is None \
                             and _chw(shapes[ins[0]]) == _chw(shapes[ins[1]]):
-                        from ...engines.network.chain import materialize_sum
+                        from ...engines.network.joins.chain import materialize_sum
                         ins[k] = materialize_sum(steps, j, s[1], w, shapes[ins[k]])
                         sts[k] = state[ins[k]]
                 if any(s is None or s[0] != "q" for s in sts) or \
@@ -252,8 +228,10 @@ def walk(program, arrays, steps):
             if op == "Relu" and st[0] == "add" and st[1]["p"] is None:
                 state[j["output"]], shapes[j["output"]] = ("add", dict(st[1], relu=True)), shapes[src]
                 continue
-            from ...engines.network import addcat, addmove, catinput, catmix, gate as netgate, gatecat, layernorm, linpool
-            from ...engines.network import maxlate, move as netmove, pick, reduce, tablein, transpose
+            from ...engines.network import gate as netgate, move as netmove, tablein
+            from ...engines.network.joins import addcat, addmove, catinput, catmix, gatecat, maxlate
+            from ...engines.network.pools import linpool, reduce
+            from ...engines.network.tokens import layernorm, pick, transpose
             if layernorm.lower_host(j, program, w, steps, _why) or addclip.lower_host(j, st, w, steps, _why):  # 15, 4q
                 continue
             op = linpool.global_op(j, st, shapes[src])                    # a window over the map of an Add: 11g
@@ -262,7 +240,7 @@ def walk(program, arrays, steps):
                 n = h * w_
                 a = st[1] if st[0] == "add" else dict(ins=[steps.pool_source(src, w)], fa=st[1], fb=st[1],
                                                       relu=False, name=j["name"])
-                from ...engines.network.mean import count_fields
+                from ...engines.network.pools.mean import count_fields
                 state[j["output"]] = ("add", dict(a, **count_fields(n)))   # p, or rule 13's division
                 shapes[j["output"]] = (c, 1, 1)
                 continue
@@ -311,12 +289,14 @@ def walk(program, arrays, steps):
                 base = lintwo.materialize_add(j, st[1], w, steps, _why, Op) if lintwo.takes(j) else \
                     steps.materialize_add(j, st[1], w)
             elif st[0] == "addmv":                  # an Upsample of a pending Add (rule 6a)
-                from ...engines.network import addmove
+                from ...engines.network.joins import addmove
                 base = addmove.materialize(j, st, w, steps, _why, Op)
             else:
                 base = st[1]["name"] + "_q"
                 if not materialized(j, st[1]["name"], state, shapes, _why):
-                    from ...engines.network import gate as netgate, layernorm, linpool, move as netmove
+                    from ...engines.network import gate as netgate, move as netmove
+                    from ...engines.network.tokens import layernorm
+                    from ...engines.network.pools import linpool
                     make = {"cat": netmove.materialize, "gate": netgate.materialize,
                             "avgp": linpool.materialize, "lnorm": layernorm.materialize}[st[0]]
                     make(j, src, st, state, shapes, ops, aliases, steps.rounding, _why, Op)
@@ -410,7 +390,7 @@ class IntegerSteps:
         fm = max(a["fa"], a["fb"]) + (a["p"] or 0)
         n, div = a.get("n") or 1, None
         if n & (n - 1) and f_x is not None:             # rule 13: a mean over a count not a power of two
-            from ...engines.network import mean
+            from ...engines.network.pools import mean
             amax = n << (self.bits - 1)
             div = mean.plan(n, fm, f_x, sum(amax << (fm - f) for f in (a["fa"], a["fb"])[:2 if a.get("split") else
                                                                                         len(a["ins"])]))
@@ -596,8 +576,8 @@ def maxpool_ints(x, f):
 def add_ints(a, b, f, bits):
     """Rule 4 on (B, C, HW) integers: (B, C, HW), or (B, C, 1) with the global pool; ``b``
     None for the global pool of one tensor."""
-    if "split" in f:                     # rule 8m: a pre-shift per channel range (engines.network.catmix)
-        from ...engines.network.catmix import shifts_by_channel
+    if "split" in f:                     # rule 8m: a pre-shift per channel range (engines.network.joins.catmix)
+        from ...engines.network.joins.catmix import shifts_by_channel
         s = np.asarray(a, np.int64) << shifts_by_channel(f, np.shape(a)[1])[None, :, None]
     else:
         s = np.asarray(a, np.int64) << f["sa"]
@@ -608,12 +588,12 @@ def add_ints(a, b, f, bits):
     if f["gap"]:
         s = s.sum(axis=2, keepdims=True)
     if "div" in f:                       # rule 13
-        from ...engines.network.mean import divide
+        from ...engines.network.pools.mean import divide
         s = divide(s, f["div"])
     if f.get("terms", 1) == 2:          # rule 12t: hi and lo of the exact sum (engines.network.lintwo)
         return lintwo.terms_map(f, s, bits)
     y, _ = shift_round_sat(s, f["shift"], bits, f["rounding"])
-    return y if f.get("clip") is None else np.clip(y, *f["clip"])    # rule 4q (engines.network.addclip)
+    return y if f.get("clip") is None else np.clip(y, *f["clip"])    # rule 4q (engines.network.joins.addclip)
 
 
 #: the op kinds :func:`run_move` runs: data moves (rules 6-8, 14), a transpose, an average pool
@@ -627,15 +607,15 @@ def run_move(net, op, get, b):
     tensor's own (C, H, W) order (in any shape: the rules reshape them). The compiled path
     (:mod:`hlsnn.deploy.run.fast`) runs these ops through this function too."""
     if op.kind == "transpose":
-        from ...engines.network.transpose import run
+        from ...engines.network.tokens.transpose import run
         return run(op, get, b)
     if op.kind in attention.KINDS:                 # attention's rules 16-19
         return attention.run(op, get, b, net.input["bits"])
     if op.kind == "avgpool":
-        from ...engines.network import linpool
+        from ...engines.network.pools import linpool
         return linpool.run(op, get, b, net.input["bits"])
     if op.kind == "linwide":                     # rule 12w: a linear resize of an Add's exact sum
-        from ...engines.network import linwide
+        from ...engines.network.joins import linwide
         return linwide.run(op, get, b, net.input["bits"])
     from ...engines.network.move import run
     return run(op, get, b, net.input["bits"])
@@ -667,8 +647,8 @@ def run_ints(net, xq, *, keep=False):
         elif op.kind in ("lut", "gate"):
             from ...engines.network import gate as netgate
             env[op.out] = netgate.run(op, get, b, net.input["bits"])
-        elif op.kind == "lnorm":                  # rule 15 (hlsnn.engines.network.layernorm)
-            from ...engines.network import layernorm
+        elif op.kind == "lnorm":                  # rule 15 (hlsnn.engines.network.tokens.layernorm)
+            from ...engines.network.tokens import layernorm
             env[op.out] = layernorm.run(op, get, b, net.input["bits"]).reshape((b,) + net.shapes[op.out])
         else:
             y = add_ints(x.reshape(b, f["c"], f["hw"]),

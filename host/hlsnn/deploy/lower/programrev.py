@@ -18,12 +18,12 @@ ADDED = {
                                                   "operand that is a gate's product"},
     4: {"gate_in of an AveragePool": "rule 10d's code radix of an average pool's operand that is a gate's product",
         "table of a PRelu per channel": "rule 9ch's calibrated output radix of a PRelu with one slope per channel"},
-    5: {"LayerNormalization in integers": "rule 15 (hlsnn.engines.network.layernorm): a LayerNormalization of a "
+    5: {"LayerNormalization in integers": "rule 15 (hlsnn.engines.network.tokens.layernorm): a LayerNormalization of a "
                                           "fixed-point tensor before an engine layer runs in integers, its "
                                           "self-check pairs made so (before: float64 on the host)"},
     6: {"lnorm_in": "rule 15s's calibrated radix of the residual sum a LayerNormalization reads (the layer path "
                     "converts the sum to codes there, then runs rule 15; before: float64 on the host)"},
-    7: {"codes": "attention's rules 17-19 and 15c (hlsnn.engines.network.attention): a position embedding, a MatMul "
+    7: {"codes": "attention's rules 17-19 and 15c (hlsnn.engines.network.tokens.attention): a position embedding, a MatMul "
                  "of two activations, a Softmax and a LayerNormalization in a fixed8 attention network run in "
                  "integers, the calibrated output radix of their codes (before: float64 on the host)"},
 }
@@ -31,7 +31,7 @@ ADDED = {
 LAYERNORM = 5
 #: the first revision whose layer path runs rule 15s (a LayerNormalization of a residual sum)
 LAYERNORM_SUM = 6
-#: the first revision whose layer path runs attention's rules (hlsnn.engines.network.attention.REVISION)
+#: the first revision whose layer path runs attention's rules (hlsnn.engines.network.tokens.attention.REVISION)
 ATTENTION = 7
 
 

@@ -108,7 +108,7 @@ def calibrate(dep, x):
         if net is None or any(op.kind in ("upsample", "zerostuff", "pad", "concat", "transpose", "lut", "gate", "avgpool", "lnorm") for op in net.ops):
             raise _Bail                        # no fast calibration of the data moves (netmove)
         if any(op.f.get("out_bits") for op in net.ops):
-            raise _Bail                        # nor of a chained Add's exact sum (engines.network.chain)
+            raise _Bail                        # nor of a chained Add's exact sum (engines.network.joins.chain)
         if any(getattr(ex, "terms", 1) != 1 for ex in dep.execs.values()):
             raise _Bail                        # nor of two codes a weight (its refit is hlsnn.deploy.quantize.twoterm's)
         lse = {radix_lse.wanted(ex) for ex in dep.execs.values()}
@@ -181,7 +181,7 @@ def _walk(dep, net, so, x):
         if op.kind == "conv":
             env[op.out] = _conv(dep, net, so, op, a, fa, converted, clips.get(op.out))
         elif op.kind == "maxpool":
-            if converted:                # a pool of a sum materialized for its reader (engines.network.maxlate):
+            if converted:                # a pool of a sum materialized for its reader (engines.network.joins.maxlate):
                 raise _Bail              # the layer path picks the reader's F_x from the pooled values
             f = op.f
             y = _take((b, f["oh"], f["ow"], f["c"]))

@@ -1,16 +1,16 @@
 """Attention's integer rules in the layer path (issue 79): where :func:`applies`, the host ops of
-a fixed8 attention network run :mod:`hlsnn.engines.network.attention`'s rules 16k, 17-19 and 15c
+a fixed8 attention network run :mod:`hlsnn.engines.network.tokens.attention`'s rules 16k, 17-19 and 15c
 (a class token's concat, a position embedding, a ``MatMul`` of two activations, a ``Softmax`` over the keys, a
 ``LayerNormalization`` ending in codes) on fixed-point codes, each output codes at its calibrated
 radix (DETERMINE on the op's values when calibrating: :attr:`Deployment.code_radix`, the compiled
 program's field ``codes``), so that the network mode, which runs the same rules as ops, gives the
-same bits. Before program revision :data:`~hlsnn.engines.network.attention.REVISION` these ops ran
+same bits. Before program revision :data:`~hlsnn.engines.network.tokens.attention.REVISION` these ops ran
 in float64 (and a ``MatMulAct`` at per-sample radix points)."""
 from __future__ import annotations
 
 import numpy as np
 
-from ...engines.network import attention as at, layernorm
+from ...engines.network.tokens import attention as at, layernorm
 
 
 def applies(dep):

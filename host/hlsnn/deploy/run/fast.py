@@ -44,7 +44,7 @@ reports as ``sat_count`` and ``input_density`` (:meth:`FastNet.run` returns them
 
 :func:`build` returns None where the compiled helper is unavailable (``HLSNN_NATIVE=0``, no C
 compiler), the program is a ``bfp_systolic`` one or has a chained Add's exact sum
-(:mod:`hlsnn.engines.network.chain`); the caller then runs the numpy path.
+(:mod:`hlsnn.engines.network.joins.chain`); the caller then runs the numpy path.
 """
 from __future__ import annotations
 
@@ -320,7 +320,7 @@ class FastNet:
             elif op.kind in netmode.MOVE_KINDS or "div" in f or "split" in f or op.kind == "add" and "clip" in f:  # 8m, 4q
                 y = self._move(op, env, b)
             elif op.kind == "lnorm":             # rule 15 in numpy on the NHWC maps: channels last already
-                from ...engines.network.layernorm import run_last
+                from ...engines.network.tokens.layernorm import run_last
                 a = np.ascontiguousarray(run_last(src[0], f, net.input["bits"]).astype(np.int32))
                 y = (a, _ptr(a))
             elif op.kind in ("lut", "gate"):     # rules 9, 10 in numpy on the NHWC maps (the same integers)
@@ -361,7 +361,7 @@ class FastNet:
 
     def _move(self, op, env, b):
         """A data move or an average pool (rules 6-8, 11, 12, 14 of :mod:`hlsnn.engines.network.move`
-        and :mod:`~hlsnn.engines.network.linpool`) written on the NHWC maps: the same index
+        and :mod:`~hlsnn.engines.network.pools.linpool`) written on the NHWC maps: the same index
         arithmetic on the H and W axes, a concat along C, the window's exact sum (integer sums:
         their order does not matter, so row by row of column sums) and the requantizations by
         :meth:`_requant` (an average pool whose sums are scaled or divided, rules 11u and 13,
@@ -413,11 +413,11 @@ class FastNet:
             if small and "div" not in f and not f.get("uncounted"):
                 a = self._requant(s, f["shift"], f["rounding"])
             else:
-                from ...engines.network.mean import divide
+                from ...engines.network.pools.mean import divide
                 from ...primitives import shift_round_sat
                 s = s.astype(np.int64)
                 if f.get("uncounted"):             # rule 11u (.uncounted): the sum over L values
-                    from ...engines.network.uncounted import scale
+                    from ...engines.network.pools.uncounted import scale
                     s = s * scale(f)[None, :, :, None]
                 if "div" in f:                     # rule 13 (.mean)
                     s = divide(s, f["div"])
@@ -490,7 +490,7 @@ def build(net, *, isa=3):
     if net.engine not in RULES or not all(r in ROUNDING_CODES for r in MODES):
         return None
     if any(op.f.get("out_bits") for op in net.ops):
-        return None                       # and a chained Add's exact sum (hlsnn.engines.network.chain)
+        return None                       # and a chained Add's exact sum (hlsnn.engines.network.joins.chain)
     if any(op.f.get("terms", 1) != 1 for op in net.ops):
         return None                       # and two input terms (hlsnn.engines.network.lintwo)
     if any(op.kind in netmode.MOVE_KINDS and op.out not in net.shapes for op in net.ops):

@@ -25,7 +25,7 @@ def _is_gate(p):
 
 
 def _is_channel_reduce(p):
-    """A ``ReduceMean`` / ``ReduceMax`` over the channels (:mod:`hlsnn.engines.network.reduce` rule
+    """A ``ReduceMean`` / ``ReduceMax`` over the channels (:mod:`hlsnn.engines.network.pools.reduce` rule
     4c): of a gate's product it takes rule 10c's codes too (CBAM: a channel gate, then the
     spatial attention's channel mean and max)."""
     return p is not None and p.kind == "host" and p.op == "ReduceAxes" and \

@@ -184,7 +184,7 @@ def _axis_matrix(n_in, n_out, scale, coord):
 def run(layer, inputs):
     op, a, x = layer.op, layer.attrs, inputs[0]
     if op == "ResizeLinear":
-        from ...engines.network.cornerresize import exact_run
+        from ...engines.network.pools.cornerresize import exact_run
         y = exact_run(a["mats"], x)                 # W / d weights: the exact sum, one division (rule 14)
         if y is not None:
             return y

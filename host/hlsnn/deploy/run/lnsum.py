@@ -1,4 +1,4 @@
-"""Rule 15s in the layer path (:mod:`hlsnn.engines.network.layernorm`): a ``LayerNormalization``
+"""Rule 15s in the layer path (:mod:`hlsnn.engines.network.tokens.layernorm`): a ``LayerNormalization``
 of a residual sum (a post-norm block) runs on the sum's codes at a calibrated radix, so that the
 network mode, which converts the pending Add with its add op and then runs rule 15, gives the
 same bits."""
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...engines.network import layernorm
+from ...engines.network.tokens import layernorm
 from ...errors import InputError
 from ..quantize.quant import Act, host_radix, to_fixed
 
@@ -39,7 +39,7 @@ def sum_run(dep, layer, act, bits, calibrate):
     """Rule 15s in the layer path: the residual sum ``act`` (float64, exact) converted to
     ``bits``-bit codes at the calibrated radix ``F`` (:func:`~hlsnn.deploy.quantize.quant.to_fixed`, as
     an engine layer reading the sum converts it: the network mode's add op, netmode rule 4),
-    then rule 15 (:func:`hlsnn.engines.network.layernorm.host_run`); None where rule 15 does not apply to those codes (float64
+    then rule 15 (:func:`hlsnn.engines.network.tokens.layernorm.host_run`); None where rule 15 does not apply to those codes (float64
     LayerNorm then). ``F`` is DETERMINE's on the sum's values (``host_radix``, the radix the
     next engine layer would pick for them), chosen when calibrating and kept in the deployment's
     ``lnorm_radix`` (the program's host-layer field ``lnorm_in``)."""

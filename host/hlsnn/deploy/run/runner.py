@@ -65,7 +65,8 @@ import time
 import numpy as np
 
 from ...engines import convgeom as conv
-from ...engines.network import gate as netgate, layernorm
+from ...engines.network import gate as netgate
+from ...engines.network.tokens import layernorm
 from . import gatecodes, tablecodes as tablein
 from ...errors import InputError
 from ..quantize import biascorr, radix_lse, radix_search, shift_auto, shift_netfit

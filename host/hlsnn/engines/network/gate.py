@@ -214,7 +214,7 @@ def gate_ints(a, g, f, bits):
     from ...primitives import shift_round_sat
     p = np.asarray(a, np.int64) * np.asarray(g, np.int64)
     if "split" in f:                    # rule 8m: a shift per channel range of (B, C, HW) (.catmix)
-        from .catmix import shifts_by_channel
+        from .joins.catmix import shifts_by_channel
         return shift_round_sat(p, shifts_by_channel(f, p.shape[1])[None, :, None], bits, f["rounding"])[0]
     return shift_round_sat(p, f["shift"], bits, f["rounding"])[0]
 
@@ -292,7 +292,7 @@ def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls, 
     t = out or g["name"] + "_q"
     split = {}
     if g.get("split"):                  # rule 8m: a gate of a concat's mixed map, a shift per channel range
-        from .catmix import gate_shifts
+        from .joins.catmix import gate_shifts
         fp = max(fp, g["fa2"] + g["fb"])
         if fp > max(f_x + 24, 0):
             raise why(j, f"the requantization from radix {fp} to {f_x} is not exact in today's host rule")

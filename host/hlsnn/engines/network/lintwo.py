@@ -100,7 +100,7 @@ def materialize(j, a, w, steps, why, op_cls):
     """Engine layer ``j`` reads rule 12w's resize ``a`` in two terms: the chained sum, then the
     ``linwide`` op with ``terms`` 2 (module rule 12t) as ``NAME_q2`` (state ``("q", F_x)``,
     shape ``(Cp + C, ...)``); its name returned."""
-    from .chain import materialize_sum
+    from .joins.chain import materialize_sum
     lin = a["lin"]
     base = lin["name"] + "_q2"
     f_x = j["f_x"]

@@ -6,7 +6,7 @@ radix ``F``, a ``C x H x W`` map per image):
 
 6. **upsample** by ``(fh, fw)``: ``y[c, y, x] = q[c, y // fh, x // fw]``; radix unchanged
    (:func:`hlsnn.deploy.run.hostops.run`'s ``np.repeat`` of each pixel, exact). With ``edge``
-   ``(ey, ex)`` (a bilinear upsample's first step, :mod:`hlsnn.engines.network.linpool` rule
+   ``(ey, ex)`` (a bilinear upsample's first step, :mod:`hlsnn.engines.network.pools.linpool` rule
    12): ``y[c, y, x] = q[c, clamp((y - ey) // fh), clamp((x - ex) // fw)]``, an ``(H*fh +
    2ey) x (W*fw + 2ex)`` map (the border pixels once more on each side).
 7. **zerostuff** by strides ``(sh, sw)``: ``y[c, y*sh, x*sw] = q[c, y, x]``, every other
@@ -182,12 +182,12 @@ def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
     fs = list(c["fs"])
     for i, t in enumerate(c["ins"]):        # a pending pool's part: rule 11's op requantized to F_x first
         if c.get("pools", [False] * len(fs))[i]:
-            from .linpool import materialize as pool_materialize
+            from .pools.linpool import materialize as pool_materialize
             pool_materialize(j, t, state[t], state, shapes, ops, aliases, rounding, why, op_cls)
             fs[i] = f_x
     if f_x is None or max(fs) > max(f_x + 24, 0):
         raise why(j, f"the requantization from radix {max(fs)} to {f_x} is not exact in today's host rule")
-    from .catinput import check_radix
+    from .joins.catinput import check_radix
     check_radix(j, c, fs, f_x, why)                     # rule 8i: the graph input's part at its own radix
     hw = c["h"] * c["w"]
     ops.append(op_cls("concat", c["name"], list(c["ins"]), base,
@@ -213,7 +213,7 @@ def check_op(op, ints, bad):
     ints(op, f, ("c", "h", "w", "oh", "ow"), 1, 1 << 16)
     if op.kind == "pad":
         t, left, b, r = pads = tuple(f.get("pads", ()))
-        from .pick import axis_ok                      # rule 14p: a pick is a reflect crop to one step
+        from .tokens.pick import axis_ok                      # rule 14p: a pick is a reflect crop to one step
         if len(pads) != 4 or any(not isinstance(v, (int, np.integer)) for v in pads) or not (
                 axis_ok(t, b, f["h"], f["oh"], f.get("mode")) and axis_ok(left, r, f["w"], f["ow"], f.get("mode"))):
             raise bad(op, f"pads {pads}: four integers in 0..64, or a pick's k and 1 - n - k (rule 14p)")
@@ -262,7 +262,8 @@ def refuse_kernel(net):
     """:class:`InputError` naming the first op of this module in ``net``: the network kernels'
     C++ has no loop for it yet (module docstring)."""
     from ...errors import InputError
-    from . import attention, gate, layernorm
+    from .tokens import attention, layernorm
+    from . import gate
     layernorm.refuse_kernel(net)
     attention.refuse_kernel(net)
     for op in net.ops:

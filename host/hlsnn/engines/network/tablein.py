@@ -53,7 +53,7 @@ def lower_host(j, w, steps, why, op_cls):
     if st[0] == "add":
         base = steps.materialize_add(consumer, st[1], w)
     else:
-        from . import linpool
+        from .pools import linpool
         base = st[1]["name"] + "_q"
         from .program import materialized
         if not materialized(consumer, st[1]["name"], w.state, w.shapes, why):

@@ -23,7 +23,7 @@ equal to ``w_k * x``: the kernel's sums are the emulator's (:func:`hlsnn.deploy.
 layer's) weight codes in ``[-7, 7]`` and its input codes in ``[0, 15]``, proved from the program
 (:func:`ranges`): the kernel's input is the host's quantization of a ``Clip`` to ``[0, 15 * 2**-F]``
 (the input ``Quant``), a conv's or Add's output codes lie in its clamp (rule 2's fused ``Clip``,
-rule 4q's, :mod:`hlsnn.engines.network.addclip`) and its ReLU, a max pool's in its input's. A
+rule 4q's, :mod:`hlsnn.engines.network.joins.addclip`) and its ReLU, a max pool's in its input's. A
 program outside these is refused by name: it runs on the int8 kernel (``net_bits`` 8).
 """
 from __future__ import annotations

@@ -69,7 +69,7 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
    are equal values. ``Flatten``, ``Reshape``, ``Identity`` change nothing. A ``Relu`` on a
    conv's output is ``m = max(m, 0)``.
    An ``AveragePool`` of ``2**p`` taps and a bilinear ``Resize`` by 2 (``half_pixel``) are
-   :mod:`hlsnn.engines.network.linpool`'s rules 11 and 12 on pairs (:func:`avgpool_pairs`:
+   :mod:`hlsnn.engines.network.pools.linpool`'s rules 11 and 12 on pairs (:func:`avgpool_pairs`:
    each window's exact sum at the smallest exponent of its non-zero elements, that exponent
    less ``p``; the sum within :data:`ELEM_BITS`, else :class:`NotExact`).
 8. **Tables, HardSwish, Clip and the gate** (rules 9b, 9c, 9d, 10b of
@@ -451,12 +451,12 @@ def maxpool_pairs(x, f):
 
 
 def avgpool_pairs(op, get, b, elem=ELEM_BITS):
-    """:mod:`hlsnn.engines.network.linpool` rule 11 on a batch of ``b`` images of ``(m, e)``
+    """:mod:`hlsnn.engines.network.pools.linpool` rule 11 on a batch of ``b`` images of ``(m, e)``
     pairs: each window's exact sum (taps shifted by their weights' bits) at ``e0``, the
     smallest exponent of its non-zero elements (0 when none), as ``(s, e0 - p)`` (the op's
     ``shift`` is ``p``); :class:`NotExact` where the magnitudes' sum reaches ``2**(elem-1)``
     (``elem``: the kernel's element bits, :func:`elem_bits`)."""
-    from ...network.linpool import windows
+    from ...network.pools.linpool import windows
     f = op.f
     m, e = (np.asarray(a, np.int64).reshape(b, f["c"], f["h"], f["w"]) for a in get(op.ins[0]))
     wm, t = windows(m, f)
@@ -473,12 +473,12 @@ def avgpool_pairs(op, get, b, elem=ELEM_BITS):
         return round_odd(terms.sum(axis=(-2, -1)), e0 - f["shift"])
     k = 1
     if f.get("uncounted"):                         # rule 11u: the sum times L / count, over L (rule 6b)
-        from ...network.uncounted import scale
+        from ...network.pools.uncounted import scale
         k = scale(f)
     big_term = (np.abs(terms) >= 1 << (elem - 1)).any()      # (before the sum: 2**62 terms would wrap int64)
     if big_term or ((np.abs(terms) << t).sum(axis=(-2, -1)) * k >= 1 << (elem - 1)).any():
         raise NotExact(f"network kernel (bfp): {op.name}: a pool's sum spans more than {elem - 1} bits (the "
-                       f"kernel's element; rule 11 of hlsnn.engines.network.linpool); run it with network=False")
+                       f"kernel's element; rule 11 of hlsnn.engines.network.pools.linpool); run it with network=False")
     return (terms << t).sum(axis=(-2, -1)) * k, e0 - f["shift"]
 
 
@@ -538,7 +538,7 @@ def _run(net, xq, keep):
             else:
                 env[op.out] = run_pairs(op, get, bsz)
         elif op.kind == "transpose":
-            from ...network.transpose import run_pairs
+            from ...network.tokens.transpose import run_pairs
             env[op.out] = run_pairs(op, get, bsz)
         elif op.kind == "avgpool":
             env[op.out] = avgpool_pairs(op, get, bsz, eb)

@@ -1,4 +1,4 @@
-"""CBAM's channel mean and max on BFP pairs (issue 52): :mod:`hlsnn.engines.network.reduce` rule 4c
+"""CBAM's channel mean and max on BFP pairs (issue 52): :mod:`hlsnn.engines.network.pools.reduce` rule 4c
 in the ``bfp_systolic`` network mode (:mod:`hlsnn.engines.bfp_systolic.network.lower`), and the
 spatial gate by the map they make (:mod:`hlsnn.engines.bfp_systolic.network.gate` rule 10p).
 
@@ -15,7 +15,7 @@ channel gate's product pairs are exact in the element, rule 10b).
     each pixel's ``C`` elements one channel's pixels; the pairs move as they are), pooled by one
     ``C x 1`` window per channel, then transposed back from ``HW x 1 x 1`` to the ``1 x H x W`` map.
     The max is rule 7's max pool (the element of the largest value, an exact comparison of pairs):
-    the layer path's float64 max, the same value. The mean is :mod:`hlsnn.engines.network.linpool`
+    the layer path's float64 max, the same value. The mean is :mod:`hlsnn.engines.network.pools.linpool`
     rule 11 on pairs, the exact sum ``s`` at the smallest exponent ``e0`` of the window's non-zero
     elements (``|s|`` and the magnitudes' sum below ``2**52``: the layer path's float64 sum is then
     exact in any order; :class:`~hlsnn.engines.bfp_systolic.network.lower.NotExact` otherwise, the

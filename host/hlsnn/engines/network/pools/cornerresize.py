@@ -22,7 +22,7 @@ not a ratio of small integers) keep the float products, one axis after the other
     at the input's radix, a mean over ``n = d_y d_x`` values; a count that is not a power of two
     (``d = 3, 7, 15`` for 2, 4, 8 pixels doubled) is :mod:`.mean`'s rule 13, the exact quotient
     rounded once, which is the layer path's ``to_fixed(fl(S / n))`` (that module's proof, which
-    :func:`hlsnn.engines.network.mean.plan` checks per pool). Rule 12 (``half_pixel`` x2) is
+    :func:`hlsnn.engines.network.pools.mean.plan` checks per pool). Rule 12 (``half_pixel`` x2) is
     tried first; weights of neither form are refused by name.
 
 On BFP pairs (``bfp_systolic``) the same two ops make a mean over ``n``, kept as its exact sum
@@ -99,7 +99,7 @@ def mode_name(j):
 
 
 def lower(j, mats, chw, src, st, shapes, state, ops, why, op_cls):
-    """Rule 14 for host layer ``j`` (:func:`hlsnn.engines.network.linpool.lower_host`): appends
+    """Rule 14 for host layer ``j`` (:func:`hlsnn.engines.network.pools.linpool.lower_host`): appends
     the upsample op (``chw`` the input's map) and returns the source name and the pool's fields, or raises ``why``."""
     from .mean import count_fields
     forms = [box_form(m) for m in mats]

@@ -85,12 +85,12 @@ MAX_HALF_PIXEL = 8
 
 
 def _chw(shape):
-    from .program import _chw as chw
+    from ..program import _chw as chw
     return chw(shape)
 
 
 def _pool_fields(j, shape, why):
-    from .program import pool_attrs_2d
+    from ..program import pool_attrs_2d
     a = pool_attrs_2d(j["attrs"])
     if a.get("ceil_mode", 0) or any(d != 1 for d in a.get("dilations", [1, 1])):
         raise why(j, "an AveragePool with ceil_mode or dilation has no exact integer rule here")
@@ -116,7 +116,7 @@ def covers_map(j, shape):
     no padding, no dilation (rule 11g)."""
     if j["op"] != "AveragePool":
         return False
-    from .program import pool_attrs_2d
+    from ..program import pool_attrs_2d
     a = pool_attrs_2d(j["attrs"])
     _, h, w = _chw(shape)
     return (tuple(int(v) for v in a["kernel_shape"]) == (h, w) and not any(a.get("pads", [0, 0, 0, 0]))
@@ -268,7 +268,7 @@ def lower_host(j, state, shapes, ops, bits, why, op_cls):
     if bits is None:                                # BFP pairs: the exact sum, its exponent less p (the shift)
         n = f.get("n", 1)
         if n & (n - 1):                             # bfp rule 6b: the sum at 2**-a, read as over d
-            from ..bfp_systolic.network.anymean import odd
+            from ...bfp_systolic.network.anymean import odd
             f = dict(f, p=odd(n)[0], mdiv=odd(n)[1])
         ops.append(op_cls("avgpool", j["name"], [src], j["output"], dict(f, shift=f["p"], rounding="nearest_even")))
         state[j["output"]] = ("q", None)
@@ -281,7 +281,7 @@ def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
     """An engine layer ``j`` reads the pending pool ``st`` (directly, or as a part of a concat):
     rule 11's op requantized to ``j``'s ``F_x``, as the tensor ``NAME_q`` (state ``("q", F_x)``),
     which ``src`` then names (``aliases``)."""
-    from .program import materialized
+    from ..program import materialized
     a = st[1]
     f_x = j["f_x"]
     base = a["name"] + "_q"
@@ -331,7 +331,7 @@ def windows(x, f, pad_value=0):
 
 def run(op, get, b, bits):
     """Rule 11 on a batch of ``b`` images of integers: (B, C, OH, OW) int64."""
-    from ...primitives import shift_round_sat
+    from ....primitives import shift_round_sat
     f = op.f
     x = np.asarray(get(op.ins[0]), np.int64).reshape(b, f["c"], f["h"], f["w"])
     win, t = windows(x, f)

@@ -49,8 +49,8 @@ def lower_host(j, w, st, steps, why):
     engines): hold it pending (state ``("addmv", {..., "lin": ...})``, as :mod:`.addmove`'s
     moves) until an engine layer reads it (:func:`materialize`). True when lowered; raises
     ``why`` naming what has no rule."""
-    from .linpool import resize_factors
-    from .program import _chw
+    from ..pools.linpool import resize_factors
+    from ..program import _chw
     src = j["inputs"][0]
     if st[0] != "add":
         raise why(j, "a ResizeLinear of an Upsample of a pending Add's exact sum has no integer rule in this "
@@ -75,8 +75,8 @@ def materialize(j, a, w, steps, why, op_cls):
     exact sum ``NAME_sum``, then this rule's op requantized to ``j``'s ``F_x``, as ``NAME_q``
     (state ``("q", F_x)``), its name returned."""
     from .chain import materialize_sum
-    from .program import materialized
-    from . import lintwo
+    from ..program import materialized
+    from .. import lintwo
     if lintwo.takes(j):                     # rule 12t: the two terms of an input_terms: 2 conv
         return lintwo.materialize(j, a, w, steps, why, op_cls)
     lin = a["lin"]
@@ -113,11 +113,11 @@ def resize4(s):
 
 def run(op, get, b, bits):
     """Rule 12w on a batch of ``b`` images: (B, C, 2L) int64 at the consumer's radix."""
-    from ...primitives import shift_round_sat
+    from ....primitives import shift_round_sat
     f = op.f
     x = np.asarray(get(op.ins[0]), np.int64).reshape(b, f["c"], f["l"])
     if f.get("terms", 1) == 2:                  # rule 12t (.lintwo): hi and lo of one map
-        from .lintwo import run_lin
+        from ..lintwo import run_lin
         return run_lin(op, resize4(x), b, bits)
     return shift_round_sat(resize4(x), f["shift"], bits, f["rounding"])[0]
 
@@ -130,7 +130,7 @@ def check_op(op, ints, bad):
     ints(op, f, ("in_bits",), 2, 48)
     if (f.get("fy"), f.get("fx")) not in ((2, 1), (1, 2)):
         raise bad(op, f"factors ({f.get('fy')}, {f.get('fx')}): one axis doubled")
-    from .lintwo import check_op as two
+    from ..lintwo import check_op as two
     two(op, ints, bad)
 
 
@@ -140,7 +140,7 @@ def descriptor(op, f, d, pc):
     returns the bits its sum ``t`` needs (the sum's ``in_bits`` and 2, and a guard bit).
     Rule 12t's two terms (:mod:`.lintwo`): ``wide`` 2, the loop twice (``hi``, then ``lo`` at
     ``Cp``), and the bits of ``t - (hi << shift)`` too."""
-    from ...errors import InputError
+    from ....errors import InputError
     n = f["l"]
     two = f.get("terms", 1) == 2
     if two and f["lo"] % pc:
@@ -166,7 +166,7 @@ def logic(net, pc, a, wb):
     per bank the two taps' selects and the ``3 q + x`` adders (``4 wb``), the requantization
     (``shifter_luts(wb, 31)``, its increment and clamp, ``wb + 2a``); the two registers
     ``s[i - 1]``, ``s[i]`` (``2 wb``) and the row counters (``48``, once)."""
-    from ...resources import shifter_luts
+    from ....resources import shifter_luts
     if not used(net):
         return {}
     return {"linwide": (pc * (4 * wb + shifter_luts(wb, 31) + wb + 2 * a) + 48, pc * 2 * wb + 48)}

@@ -62,12 +62,12 @@ def lower_host(j, op, w, steps, why, op_cls):
     sts = [w.state.get(t) for t in j["inputs"]]
     if not any(s is not None and s[0] == "cat" for s in sts):
         return False
-    from .program import _chw
+    from ..program import _chw
     if op == "GlobalAveragePool":
         src = j["inputs"][0]
         base, (ca, fa, fb) = _mix(sts[0], w, op_cls, why, j)
         c, h, w_ = _chw(w.shapes[src])
-        from .mean import count_fields
+        from ..pools.mean import count_fields
         w.state[j["output"]] = ("add", dict(ins=[base], fa=fa, fb=fb, relu=False, name=j["name"], split=ca,
                                             **count_fields(h * w_)))
         w.shapes[j["output"]] = (c, 1, 1)

@@ -25,7 +25,7 @@ kernel), as before this rule.
 """
 from __future__ import annotations
 
-from .program import ALIAS_OPS
+from ..program import ALIAS_OPS
 
 #: the deployment roundings under which ``to_fixed`` is monotone (all but ``stochastic``)
 MONOTONE = ("nearest_even", "nearest_away", "truncate")
@@ -53,7 +53,7 @@ def _readers(program, t):
 def lower_host(j, program, w, steps, why, op_cls, fields):
     """Host layer ``j`` as rule 3i lowers it (module docstring; appending its maxpool op to
     ``w.ops``): True, or False when it is not a ``MaxPool`` of the float input that another layer
-    reads too. ``fields``: :func:`hlsnn.deploy.lower.program.maxpool_fields`."""
+    reads too. ``fields``: :func:`hlsnn.deploy.lower.poolfields.maxpool_fields`."""
     if j["op"] != "MaxPool":
         return False
     src = j["inputs"][0]

@@ -94,7 +94,7 @@ def pch_args(compiler: str, flags, ap_dir) -> list:
     hdr, gch = d / NAME, d / (NAME + ".gch")
     try:
         if not (gch.is_file() and hdr.is_file()):
-            from .cachefile import build_lock
+            from ..cachefile import build_lock
             d.mkdir(parents=True, exist_ok=True)
             with build_lock(gch):
                 if not (gch.is_file() and hdr.is_file()):
@@ -106,7 +106,7 @@ def pch_args(compiler: str, flags, ap_dir) -> list:
 
 
 def _build(compiler, flags, ap_dir, hdr: Path, gch: Path):
-    from .files import write_atomic
+    from ..files import write_atomic
     text = "".join(f"#include <{h}>\n" for h in HEADERS)
     if not hdr.is_file() or hdr.read_text() != text:
         write_atomic(hdr, text)

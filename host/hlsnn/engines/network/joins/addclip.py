@@ -16,7 +16,7 @@ ReLU'd sum is the identity (a mean of values >= 0) and is taken too.
 """
 from __future__ import annotations
 
-from .program import ALIAS_OPS
+from ..program import ALIAS_OPS
 
 
 def _engine_readers(t, layers):

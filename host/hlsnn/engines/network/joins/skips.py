@@ -14,7 +14,7 @@ offset as the descriptor field ``sc_base`` (``op.f["sc_base"]``); the kernels ad
 """
 from __future__ import annotations
 
-from ...errors import InputError
+from ....errors import InputError
 
 
 def sc_regions(net, order, made, sc_uses, words):

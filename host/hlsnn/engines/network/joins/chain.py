@@ -50,7 +50,7 @@ def materialize_sum(steps, j, a, w, shape):
         if not made:                                    # its add op, just appended: as early as it can run
             w.ops.insert(_earliest(w, a["ins"]), w.ops.pop())
         return base
-    from .program import Op, _why
+    from ..program import Op, _why
     base = a["name"] + "_sum"
     if base in w.shapes:
         return base
@@ -95,7 +95,7 @@ def check_place(net, place, name):
     resize, :mod:`.linwide`) read it (the
     kernels' wide ``sc`` words; :func:`.kernel.allocate`'s ``place``); :class:`InputError`
     naming the tensor otherwise."""
-    from ...errors import InputError
+    from ....errors import InputError
     wide = wide_bits(net)
     for t in wide:
         readers = [op for op in net.ops if t in [name(i) for i in op.ins]]

@@ -35,7 +35,7 @@ def _consumer(program, t):
 
 def fields(j, shape, why):
     """Rule 14p's pad fields of ``Gather`` layer ``j`` on a tensor of per-image ``shape``."""
-    from .program import _chw
+    from ..program import _chw
     a = j.get("attrs", {})
     idx, axis = a.get("indices"), a.get("axis")
     r = len(shape) + 1

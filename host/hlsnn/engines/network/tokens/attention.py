@@ -126,7 +126,7 @@ def const_codes(c, f, bits, rounding):
     """Rule 16k's constant codes: ``c`` written at radix ``g = max(f + 24, 0)`` by ``rint``
     (float64, half to even), then ``shift_round_sat`` to ``bits`` at ``f`` with ``rounding``: the
     integers :func:`hlsnn.deploy.quantize.quant.to_fixed` gives (its reference's steps)."""
-    from ...primitives import shift_round_sat
+    from ....primitives import shift_round_sat
     g = max(int(f) + 24, 0)
     w = np.rint(np.ldexp(np.asarray(c, np.float64), g)).astype(np.int64)
     return shift_round_sat(w, g - int(f), bits, rounding)[0]
@@ -179,7 +179,7 @@ def addc_plan(c, f_in, f_out):
 
 def addc(q, cq, f_in, g, f_out, bits, rounding):
     """Rule 17 on codes ``q`` (B, ...) with the constant ``cq`` (broadcast to one image)."""
-    from ...primitives import shift_round_sat
+    from ....primitives import shift_round_sat
     s = (np.asarray(q, np.int64) << (g - f_in)) + np.asarray(cq, np.int64)
     return shift_round_sat(s, g - f_out, bits, rounding)[0]
 
@@ -191,7 +191,7 @@ def actmm_acc(a, b):
 
 def actmm(a, b, shift, bits, rounding):
     """Rule 18: the exact sums requantized by ``shift`` (``Fa + Fb - F_o``)."""
-    from ...primitives import shift_round_sat
+    from ....primitives import shift_round_sat
     return shift_round_sat(actmm_acc(a, b), shift, bits, rounding)[0]
 
 
@@ -250,7 +250,7 @@ def lower_host(j, program, w, steps, why, op_cls):
     if op in ("Reshape", "Flatten") and w.aliases.get(ins[0], ins[0]) in w.__dict__.get("gathers", {}):
         return _reshaped_gather(j, program, w)                          # a gather's output read as reshaped
     if op == "Add" and "codes" in j and len(ins) == 2:                   # rule 4r: a residual sum as codes
-        from .program import _chw
+        from ..program import _chw
         if _chw(shapes[ins[0]]) != _chw(shapes[ins[1]]):
             return False
         fo = int(j["codes"]["f_out"])
@@ -397,7 +397,7 @@ def _lnorm_codes(j, program, w, steps, why, op_cls):
 def _token_mean(j, w, op_cls):
     """The mean over the tokens of ``(T, F)`` rows of codes: rule 9's transpose to the ``F x T x 1``
     map, then rule 4's global pool of its ``T`` pixels (pending until its consumer's ``F_x``)."""
-    from .mean import count_fields
+    from ..pools.mean import count_fields
     src = j["inputs"][0]
     t_, f_ = (int(d) for d in j["attrs"]["in_shapes"][0][1:])
     if tuple(w.shapes[src]) != (t_, f_):
@@ -456,7 +456,7 @@ def check_op(op, ints, bad):
 def refuse_kernel(net):
     """:class:`InputError` naming the first op of rules 16-19 in ``net``: no network kernel has a
     loop for it yet, so on csim, sim and pynq the network runs layer by layer."""
-    from ...errors import InputError
+    from ....errors import InputError
     for op in net.ops:
         if op.kind in KINDS and op.kind not in KERNEL_KINDS.get(net.engine, ()):
             raise InputError(f"network kernel: op {op.name} ({op.kind}, attention's rule "

@@ -57,7 +57,8 @@ def lower_host(j, w, steps, why, op_cls):
         base = steps.materialize_add(dict(j, kind="host", f_x=None), st[1], w)
         w.aliases[src] = base
         j2 = dict(j, inputs=[base] + list(j["inputs"][1:]))
-        from . import linpool, move
+        from ..pools import linpool
+        from .. import move
         if op in ("Upsample", "ZeroStuff"):
             return move.lower_host(j2, w.state, w.shapes, w.ops, why, op_cls)
         return linpool.lower_host(j2, w.state, w.shapes, w.ops, steps.bits, why, op_cls)
@@ -71,7 +72,7 @@ def lower_host(j, w, steps, why, op_cls):
         raise why(j, f"{'an' if op[0] in 'AEIOU' else 'a'} {op} of a pending Add's exact sum (wider than an "
                      f"activation word) has no integer rule in this engine's network kernel; an Upsample or a "
                      f"ZeroStuff (rule 6a) has")
-    from .program import _chw
+    from ..program import _chw
     c, h, wd = _chw(w.shapes[src])
     if op == "Upsample":
         kind = "upsample"
@@ -92,7 +93,7 @@ def materialize(j, st, w, steps, why, op_cls):
     """Engine layer ``j`` reads the moved pending Add ``st``: rule 4's add op at ``j``'s ``F_x``,
     then the moves on its integers; returns the last move's tensor ``NAME_q`` (state
     ``("q", F_x)``)."""
-    from .program import materialized
+    from ..program import materialized
     a = st[1]
     if "lin" in a:                                   # rule 12w (.linwide)
         from .linwide import materialize as lin

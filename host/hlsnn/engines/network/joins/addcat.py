@@ -38,7 +38,7 @@ def lower_host(j, program, w, steps, why, op_cls):
     sts = [w.state.get(t) for t in j["inputs"]]
     if not any(_pending(s) for s in sts):
         return False
-    from . import move as netmove
+    from .. import move as netmove
     from .gatecat import _early, engine_readers, one_radix
     if steps.bits is None:                           # BFP pairs: rule 5's exact sum, moved as it is
         ins = [steps.materialize_add(j, s[1], w) if _pending(s) else t for t, s in zip(j["inputs"], sts)]

@@ -51,7 +51,7 @@ def count_fields(n):
     """A mean over ``n`` values as the pool's fields ``{"p", "n"}``: ``p = log2(n)``, the sum's
     extra fraction bits (rules 4 and 11), where ``n`` is a power of two; else ``p = 0`` and this
     rule's division by ``n`` (:func:`plan`). The global pool, the ``AveragePool``
-    (:mod:`.linpool`) and the ``ReduceMean`` (:mod:`hlsnn.engines.network.reduce`) take their fields from here."""
+    (:mod:`.linpool`) and the ``ReduceMean`` (:mod:`hlsnn.engines.network.pools.reduce`) take their fields from here."""
     return dict(p=0 if n & (n - 1) else n.bit_length() - 1, n=n)
 
 
@@ -110,16 +110,16 @@ def multipliers(net, tables):
     two-pixel Add) when a global mean or a ``ReduceMean`` divides (``add_div``), and per bank in the
     pool loop when an average pool does (``pool_div``); none without a mean over a count that is
     not a power of two (the division is not rendered)."""
-    from ...resources import Multiplier
+    from ....resources import Multiplier
     db, pc = tables.get("div_bits", 0), tables["pc"]
     scale = [Multiplier("pool scale", "MaxPoolTaps", tables["add_bits"], tables["pool_scale_bits"], b_signed=False,
-                        count=pc, note="rule 11u: a window's sum x L / count per bank (engines/network/uncounted.py)")
+                        count=pc, note="rule 11u: a window's sum x L / count per bank (engines/network/pools/uncounted.py)")
              ] if tables.get("pool_scale") else []
     if not db:
         return scale
     xb, mb = tables["div_xbits"], tables["div_mbits"]
     rows = scale + ([Multiplier("mean", "AddPixels", xb, mb, b_signed=False, count=pc * (2 if tables.get("fast_add") else 1),
-                        note="a mean's division: (v << pre) x M per bank (engines/network/mean.py)")]
+                        note="a mean's division: (v << pre) x M per bank (engines/network/pools/mean.py)")]
                     if tables.get("add_div", True) else [])
     if tables.get("pool_div", any(op.kind == "avgpool" for op in net.ops)):
         rows.append(Multiplier("mean", "MaxPoolTaps", xb, mb, b_signed=False, count=pc,

@@ -16,7 +16,7 @@ exact values, as the layer path forms them from the float concat.
 """
 from __future__ import annotations
 
-from .program import _chw
+from ..program import _chw
 
 
 def part_state(j, w, steps, why):

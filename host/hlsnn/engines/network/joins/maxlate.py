@@ -22,7 +22,7 @@ gates keep their own rules.
 """
 from __future__ import annotations
 
-from .program import ALIAS_OPS
+from ..program import ALIAS_OPS
 
 
 def _reader(program, t):
@@ -44,7 +44,7 @@ def lower_host(j, program, w, steps, why, op_cls, fields):
     """Host layer ``j`` as :mod:`this rule <.maxlate>` lowers it (appending to ``w.ops``): True,
     or False when it is not a max pool of a pending Add or gate on an integer engine.
     ``fields``: ``(maxpool_fields, global_max_fields)`` of :mod:`hlsnn.deploy.lower.program` (rule 3)."""
-    from . import gate as netgate
+    from .. import gate as netgate
     maxpool_fields, global_max_fields = fields
     if j["op"] not in ("MaxPool", "GlobalMaxPool"):
         return False
@@ -65,13 +65,13 @@ def lower_host(j, program, w, steps, why, op_cls, fields):
         base = steps.materialize_add(reader, st[1], w)
     elif st[0] == "cat":                    # a concat of parts at several radix points (InceptionTime's)
         base = st[1]["name"] + "_q"
-        from . import move as netmove
-        from .program import materialized
+        from .. import move as netmove
+        from ..program import materialized
         if not materialized(reader, st[1]["name"], w.state, w.shapes, why):
             netmove.materialize(reader, src, st, w.state, w.shapes, w.ops, w.aliases, steps.rounding, why, op_cls)
     else:
         base = st[1]["name"] + "_q"
-        from .program import materialized
+        from ..program import materialized
         if not materialized(reader, st[1]["name"], w.state, w.shapes, why):
             netgate.materialize(reader, src, st, w.state, w.shapes, w.ops, w.aliases, steps.rounding, why, op_cls)
     return _pool(j, base, w, op_cls, maxpool_fields, global_max_fields)

@@ -75,7 +75,7 @@ def lower_host(j, program, w, steps, why, op_cls):
     sts = [w.state.get(t) for t in j["inputs"]]
     if not any(s is not None and s[0] == "gate" for s in sts):
         return False
-    from . import gate as netgate, move as netmove
+    from .. import gate as netgate, move as netmove
     readers = engine_readers(program, j["output"])
     f_x = one_radix(readers)
     if f_x is None:

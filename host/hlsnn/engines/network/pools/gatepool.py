@@ -22,16 +22,16 @@ def lower(j, program, w, steps, why, op_cls, pool_fields):
     """Lower host layer ``j`` if it is a ``MaxPool`` / ``GlobalMaxPool`` / ``Upsample`` /
     ``ZeroStuff`` of a pending gate (rule 10m): the gate materialized for the op's engine readers,
     then the op; True if it was. ``pool_fields(j, shape)``: a pool's rule-3 fields
-    (:func:`hlsnn.deploy.lower.program.maxpool_fields` / ``global_max_fields``)."""
+    (:func:`hlsnn.deploy.lower.poolfields.maxpool_fields` / ``global_max_fields``)."""
     if j["op"] not in ("MaxPool", "GlobalMaxPool", "Upsample", "ZeroStuff"):
         return False
     src = j["inputs"][0]
     st = w.state.get(src)
     if st is None or st[0] != "gate":
         return False
-    from . import gate as netgate
-    from .program import materialized
-    from .gatecat import engine_readers, one_radix
+    from .. import gate as netgate
+    from ..program import materialized
+    from ..joins.gatecat import engine_readers, one_radix
     readers = engine_readers(program, j["output"])      # through a skip Concat too (rule 10k, .gatecat)
     if one_radix(readers) is None:
         raise why(j, f"a {j['op']} of a gate's product (a SiLU's x * sigmoid(x)) read by engine layers at one "
@@ -41,7 +41,7 @@ def lower(j, program, w, steps, why, op_cls, pool_fields):
         netgate.materialize(consumer, src, st, w.state, w.shapes, w.ops, w.aliases, steps.rounding, why, op_cls)
     base = st[1]["name"] + "_q"
     if j["op"] in ("Upsample", "ZeroStuff"):
-        from . import move as netmove
+        from .. import move as netmove
         return netmove.lower_host(dict(j, inputs=[base] + list(j["inputs"][1:])), w.state, w.shapes, w.ops, why,
                                   op_cls)
     shape = w.shapes[base]

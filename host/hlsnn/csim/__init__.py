@@ -46,8 +46,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import cachefile, files
-from .errors import CompileError, CsimError, InputError, MissingDependency, StrictCsimError, printable
+from .. import cachefile, files
+from ..errors import CompileError, CsimError, InputError, MissingDependency, StrictCsimError, printable
 
 # -Wl,--wrap=__assert_fail: the kernel's failing asserts call the bridge's __wrap___assert_fail
 # (which turns them into an error status), not libc's (which aborts the Python process). The
@@ -157,7 +157,7 @@ def _rendered_sources(rendered):
     project copied or edited on purpose, with its hash recomputed). When neither does, the
     folder was rewritten since (another process rendered a different config of the same name
     into it): an error, never a library built from someone else's sources."""
-    from .files import sources_digest
+    from ..files import sources_digest
     kept = getattr(rendered, "sources", None)
     if kept is not None and sources_digest(kept) == rendered.sha:
         return list(kept), rendered.sha
@@ -233,11 +233,12 @@ def _compile_locked(rendered, lib, built_from, sources, verbose, include_dirs, p
             (snap / name).parent.mkdir(parents=True, exist_ok=True)
             (snap / name).write_bytes(data)
         snapshot = replace(rendered, dir=snap)
-        from . import compiling, csim_pch
+        from .. import compiling
+        from . import pch as csim_pch
         pch = csim_pch.pch_args(compiler(), _flags(strict), ap_types_dir())   # faster, never different
         argv = [compiler(), *_flags(strict), *include_args(snapshot, include_dirs),
                 *[str(snap / s) for s in eng.KERNEL_SOURCES], str(snap / "bridge.cpp"), "-o", tmp]
-        from .progress import ticker
+        from ..progress import ticker
         with ticker(f"g++ {rendered.dir.parent.name}", show=progress):
             proc = compiling.run(argv[:1] + pch + argv[1:], f"the C-simulation of {rendered.dir.parent.name}")
             if csim_pch.retry_without(pch, proc):

@@ -138,7 +138,7 @@ def plan(c, f_in, bits, eps, scale=None, bias=None):
 def normalized(q, p, rounding):
     """Steps 1-5 on integers ``q`` (..., C), channels last: the codes ``y`` (..., C) at radix
     ``p["k"]`` (int64)."""
-    from ...primitives import shift_round_sat
+    from ....primitives import shift_round_sat
     q = np.asarray(q, np.int64)
     c = p["c"]
     s1 = q.sum(axis=-1, keepdims=True)
@@ -237,7 +237,7 @@ def lower_host(j, program, w, steps, why):
     if int(a["axis"]) % rank != rank - 1 or (not last and len(shape) != 1):
         raise why(j, "a LayerNormalization over the channels of each position is supported: the features of an "
                      "(N, K) vector, or a map's channels between Transposes to channels-last and back")
-    from .program import _chw
+    from ..program import _chw
     c, h, w_ = _chw(shape)
     p = plan(c, w.state[base][1], steps.bits, a["epsilon"], a.get("scale"), a.get("bias"))
     if isinstance(p, str):
@@ -284,7 +284,7 @@ def run_last(q, f, bits):
     """Op ``lnorm`` (fields ``f``) on codes ``q`` (..., C), channels last: the consumer's
     ``bits``-bit codes (step 5's conversion; then the fused ``Relu``, ``max(y, 0)``, exact:
     the conversion is monotone and keeps 0)."""
-    from ...primitives import shift_round_sat
+    from ....primitives import shift_round_sat
     y = shift_round_sat(normalized(q, f, f["rounding"]), f["shift"], bits, f["rounding"])[0]
     return np.maximum(y, 0) if f.get("relu") else y
 
@@ -316,7 +316,7 @@ def check_op(op, ints, bad):
 def refuse_kernel(net):
     """:class:`InputError` naming the first ``lnorm`` op of ``net`` when its engine's network
     kernel has no loop for it."""
-    from ...errors import InputError
+    from ....errors import InputError
     for op in net.ops:
         if op.kind in KINDS and op.kind not in KERNEL_KINDS.get(net.engine, ()):
             raise InputError(f"network kernel: op {op.name} (lnorm, a LayerNormalization) runs in the emu network "
@@ -366,7 +366,7 @@ def descriptor(op, f, d, place, name, pc):
     K`` (step 5's shift is ``sa + s``), ``sb`` = ``E``, ``shift`` the conversion to the consumer
     (``K - F_x``), ``relu``; ``n_iter`` the iterations of each of its two loops. Returns 0 (no
     residual sum bits)."""
-    from ...errors import InputError
+    from ....errors import InputError
     src = place[name(op.ins[0])][0]
     if src is None:
         raise InputError(f"network kernel: {op.name}: its input is not in an activation buffer")
@@ -415,7 +415,7 @@ def multipliers(net, tables):
     engine is not in :data:`FABRIC` the square ``q * q`` (sums loop) and ``C * q``; ``C * S2``
     and ``S1 * S1`` (the sums loop's statistics, one each). In a :data:`FABRIC` kernel the squares and ``C q`` are LUT-built:
     :func:`logic`."""
-    from ...resources import Multiplier
+    from ....resources import Multiplier
     a = net.input["bits"]
     w = widths(net, a, tables["pc"])
     if not w["has_lnorm"]:
@@ -441,7 +441,7 @@ def logic(net, tables):
     rounding shifters and their increments, the ReLU and clamp (the two products only in a
     :data:`FABRIC` kernel); once (the sums loop's statistics) ``Vt``'s subtract
     and add, its leading one and its right shift by ``2 s``; a register per stage's value."""
-    from ...resources import shifter_luts
+    from ....resources import shifter_luts
     a = net.input["bits"]
     w = widths(net, a, tables["pc"])
     if not w["has_lnorm"]:
@@ -458,7 +458,7 @@ def buffers(net, tables):
     """The ``LayerNorm`` loops' arrays as :class:`hlsnn.resources.Buffer` rows (none without an
     ``lnorm`` op): the scale and bias codes a ROM per bank (:func:`roms`), the table, and the
     statistics a position (``S1``, ``s``, ``r``: written by the sums loop, read by the output loop)."""
-    from ...resources import Buffer
+    from ....resources import Buffer
     if not any(op.kind == "lnorm" for op in net.ops):
         return []
     pc, words = tables["pc"], tables["ln_g"].shape[1]

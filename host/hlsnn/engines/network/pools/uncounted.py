@@ -10,7 +10,7 @@ position's) is a sum over ``L`` values, and rule 13 (or, ``L`` a power of two, r
 shift) of ``n = L`` gives the exact quotient rounded once. The proof of rule 13 holds as it is:
 the exact value is the same rational ``t``, the layer path divides the same exact sum once
 in float64 (one correctly rounded division, relative error ``2**-53``), and :func:`plan
-<hlsnn.engines.network.mean.plan>` checks its inequality for the scaled sums' bound ``L *
+<hlsnn.engines.network.pools.mean.plan>` checks its inequality for the scaled sums' bound ``L *
 2**(b-1)`` (a window's ``|s| <= c * 2**(b-1)``).
 
 The kernels count the inside taps of each window in the pool loop (one counter) and multiply
@@ -40,7 +40,7 @@ def counts(f):
 
 
 def fields(f):
-    """The pool's fields of rule 11u: ``n = L`` (with :func:`hlsnn.engines.network.mean.count_fields`'s
+    """The pool's fields of rule 11u: ``n = L`` (with :func:`hlsnn.engines.network.pools.mean.count_fields`'s
     ``p``) and ``uncounted = L``; :class:`ValueError` for a window with no tap inside."""
     from .mean import count_fields
     c = counts(f)
@@ -58,7 +58,7 @@ def scale(f):
 def rom(net):
     """The kernels' ``kPoolScale`` ROM (``L / c`` at index ``c``, 0 where no window counts ``c``)
     and its entries' width, or None without such a pool; :class:`InputError` for two ``L``."""
-    from ...errors import InputError
+    from ....errors import InputError
     ops = [op for op in net.ops if op.kind == "avgpool" and op.f.get("uncounted")]
     if not ops:
         return None
@@ -66,7 +66,7 @@ def rom(net):
     if len(ls) > 1:
         raise InputError(f"network kernel: AveragePools with uncounted padding over counts with least common "
                          f"multiples {ls}; the kernel holds one table of L / count (rule 11u of "
-                         f"hlsnn.engines.network.uncounted)")
+                         f"hlsnn.engines.network.pools.uncounted)")
     big_l = ls[0]
     most = max(op.f["kh"] * op.f["kw"] for op in ops)
     table = [big_l // c if c and big_l % c == 0 else 0 for c in range(most + 1)]

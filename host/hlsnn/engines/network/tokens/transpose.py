@@ -75,7 +75,7 @@ def lower_host(j, state, shapes, aliases, inp, ops, why, op_cls, ok):
     held = tuple(shapes[phys])
     if phys == inp and held != (r, s) and int(np.prod(held)) == r * s:
         shapes[phys] = held = (r, s)            # the input's load laid out as its rows: the same NCHW order
-    from .program import _chw
+    from ..program import _chw
     if _chw(held) != (r, s, 1):
         raise why(j, f"its source is held on chip as a {'x'.join(map(str, _chw(held)))} map, not as the "
                      f"{r}x{s}x1 map of its rows")

@@ -23,7 +23,7 @@ from __future__ import annotations
 def split(net):
     """``net`` with each concat op of more than two parts replaced by a chain of concats of two
     (module docstring); ``net.shapes`` gains the running concats' shapes."""
-    from .program import Op
+    from ..program import Op
     name = lambda t: net.aliases.get(t, t)             # noqa: E731
     i = 0
     while i < len(net.ops):

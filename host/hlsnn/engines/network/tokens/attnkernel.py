@@ -1,5 +1,5 @@
 """Attention's loops in the ``sparse_cluster`` network kernel (rules 16-19 of
-:mod:`hlsnn.engines.network.attention`; ``hls/engines/sparse_cluster/network_attention.j2``): the
+:mod:`hlsnn.engines.network.tokens.attention`; ``hls/engines/sparse_cluster/network_attention.j2``): the
 descriptors, the ROMs, the template widths, the cycles and the resources of its four loops.
 
 A tensor of per-image shape ``(C, H, W)`` (:func:`hlsnn.engines.network.program._chw`) is held as
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import InputError
+from ....errors import InputError
 from . import attention as at
 
 #: the kernels' op codes (``network_data.h``)
@@ -41,7 +41,7 @@ DIV_LATENCY = at.RECIP_BITS + 4
 
 
 def _chw(shape):
-    from .program import _chw as chw
+    from ..program import _chw as chw
     return chw(tuple(shape))
 
 
@@ -188,7 +188,7 @@ def widths(net, t, pc):
 
 def buffers(net, tables_):
     """The attention loops' ROMs as :class:`hlsnn.resources.Buffer` rows (none without them)."""
-    from ...resources import Buffer
+    from ....resources import Buffer
     t = tables_.get("attn")
     if t is None or not any(op.kind in at.KINDS for op in net.ops):
         return []
@@ -204,7 +204,7 @@ def buffers(net, tables_):
 def multipliers(net, tables_):
     """The attention loops' DSP products: per bank the Softmax's ``e r`` (17 x 25 bits) where the
     program has one (the MatMul's ``a b``, 8 x 8, are LUT-built: :func:`logic`)."""
-    from ...resources import Multiplier
+    from ....resources import Multiplier
     pc, a = tables_["pc"], net.input["bits"]
     kinds = {op.kind for op in net.ops}
     out = []
@@ -223,7 +223,7 @@ def logic(net, tables_):
     up to its largest shift); the MatMul's product, accumulator and requantization shifter; the
     Softmax's max compare, its sum's adder, its sequential divider (a ``K + 1``-bit subtract) and
     the output's rounding add; a register per stage's value."""
-    from ...resources import shifter_luts
+    from ....resources import shifter_luts
     ops = [op for op in net.ops if op.kind in at.KINDS]
     if not ops:
         return {}

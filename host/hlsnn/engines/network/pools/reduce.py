@@ -7,7 +7,7 @@ network mode has (:mod:`hlsnn.deploy.lower.program` rule 4 with no second operan
 * a tensor held as a ``C x H x W`` map (``(C, L)``: ``C x L x 1``), the mean over all its axes
   after the channels: that map's global pool;
 * ``(T, F)`` rows made by a ``MapToRows`` of an ``F x T x 1`` map (a token-wise ``Linear``'s
-  output, :mod:`hlsnn.engines.network.transpose`), the mean over the tokens ``T``: the global
+  output, :mod:`hlsnn.engines.network.tokens.transpose`), the mean over the tokens ``T``: the global
   pool of that map (the mean over a row's tokens is the mean of the map channel's pixels);
   the transpose is dropped when nothing else reads its rows.
 
@@ -57,7 +57,7 @@ def lower_host(j, program, w, steps, why):
         return _max_over_tokens(j, program, w, why)
     if j["op"] != "ReduceAxes" or a.get("fn") != "ReduceMean":
         return False
-    from .program import _chw
+    from ..program import _chw
     state, shapes, aliases = w.state, w.shapes, w.aliases
     src = j["inputs"][0]
     st = state.get(src)
@@ -97,7 +97,7 @@ def _max_over_tokens(j, program, w, why):
     of that map's ``T`` pixels, one window per channel (codes at the map's radix, exact: the layer
     path's float64 max is the largest code's value); the transpose is dropped when nothing else
     reads its rows. False (no rule here) for another ``ReduceMax``."""
-    from .program import Op
+    from ..program import Op
     a = j.get("attrs", {})
     src = j["inputs"][0]
     st, shape = w.state.get(src), tuple(int(d) for d in w.shapes.get(src, ()))
@@ -121,10 +121,10 @@ def _max_over_tokens(j, program, w, why):
 def _over_channels(j, w, steps, why):
     """Rule 4c (module docstring): a ``ReduceMean`` / ``ReduceMax`` over the channels of a
     ``C x H x W`` map as a transpose, a pool over each pixel's ``C`` values and a transpose back."""
-    from .program import Op, _chw
+    from ..program import Op, _chw
     fn = j["attrs"].get("fn")
     if "gate_in" in j and steps.bits is not None:   # of a gate's product: its rule 10c codes (hlsnn.deploy.run.gatecodes)
-        from .gatein import lower_operands
+        from ..gatein import lower_operands
         j = lower_operands(j, w, steps, why, Op)
     src = j["inputs"][0]
     st = w.state.get(src)
@@ -132,7 +132,7 @@ def _over_channels(j, w, steps, why):
         raise why(j, f"a {fn} over the channels of a C x H x W map has no rule on the network path (rule 4c: a "
                      f"ReduceMean or ReduceMax)")
     if steps.bits is None:                        # BFP pairs: rule 4c's ops at once (module docstring)
-        from ..bfp_systolic.network.reduce import over_channels
+        from ...bfp_systolic.network.reduce import over_channels
         return over_channels(j, fn, w, steps, why, Op, _chw)
     if st is not None and st[0] == "gate":
         raise why(j, f"a {fn} over the channels of a pending gate's product (CBAM's channel gate, then its spatial "
