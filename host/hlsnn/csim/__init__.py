@@ -222,13 +222,14 @@ def _compile_locked(rendered, lib, built_from, sources, verbose, include_dirs, p
     lib.parent.mkdir(parents=True, exist_ok=True)
     files.remove_stale(lib.parent)             # temporaries of compiles that were killed
     eng = rendered.engine
-    snap = Path(tempfile.mkdtemp(dir=lib.parent, prefix=files.tmp_prefix("src")))
-    fd, tmp = tempfile.mkstemp(dir=lib.parent, prefix=files.tmp_prefix(lib.name), suffix=".so")
-    os.close(fd)
+    snap = tmp = None
     t0 = time.time()
     if verbose:
         print(f"csim: compiling {rendered.dir} ...", flush=True)
-    try:
+    try:        # the temporaries made inside: an interrupt (Ctrl-C, SIGTERM) between them leaves none
+        snap = Path(tempfile.mkdtemp(dir=lib.parent, prefix=files.tmp_prefix("src")))
+        fd, tmp = tempfile.mkstemp(dir=lib.parent, prefix=files.tmp_prefix(lib.name), suffix=".so")
+        os.close(fd)
         for name, data in sources:
             (snap / name).parent.mkdir(parents=True, exist_ok=True)
             (snap / name).write_bytes(data)
@@ -260,9 +261,10 @@ def _compile_locked(rendered, lib, built_from, sources, verbose, include_dirs, p
         os.replace(tmp, lib)
         cachefile.write_manifest(lib, built_from, digest_so)
     finally:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
-        shutil.rmtree(snap, ignore_errors=True)
+        if snap is not None:
+            shutil.rmtree(snap, ignore_errors=True)
     if verbose:
         print(f"csim: compiled {lib.name} in {time.time() - t0:.1f} s", flush=True)
     return lib

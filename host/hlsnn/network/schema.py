@@ -64,12 +64,6 @@ def _num(where, v, lo, hi):
     return v
 
 
-def _bool(where, v):
-    if not isinstance(v, bool):
-        _fail(where, f"{excerpt(v, 40)} is not true or false")
-    return v
-
-
 def _dict(where, v):
     if not isinstance(v, dict):
         _fail(where, f"{excerpt(v, 60)} is not an object")

@@ -206,20 +206,12 @@ def grouped_conv(x, w, b, g):
 
 def _mean_out(layer, m):
     """Per output channel, the mean over output positions of the layer's weights (no bias)
-    applied to ``m``, one mean input image (float64): by linearity, :func:`linear_mean` of the
-    images whose mean ``m`` is."""
+    applied to ``m``, one mean input image (float64): by linearity, the mean over the
+    images whose mean ``m`` is of the weights applied to each."""
     m = np.asarray(m, np.float64)
     if layer.kind == "dense":
         return m.reshape(-1) @ layer.w.T
     return conv.conv_float(m, layer.w, np.zeros(layer.w.shape[0]), layer.geom).mean(axis=(0, 2, 3))
-
-
-def linear_mean(layer, x):
-    """Per output channel, the mean over images (and output positions) of the layer's weights
-    applied to ``x`` without bias: ``W`` times the mean input row / im2col patch (float64),
-    computed as the weights on the mean image (:func:`_mean_out`)."""
-    x = np.asarray(x, np.float64)
-    return _mean_out(layer, x.mean(axis=0, keepdims=True))
 
 
 def corrected_bias(layer, x_float, x_quant, w_quant=None):
