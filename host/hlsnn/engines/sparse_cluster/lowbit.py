@@ -117,7 +117,6 @@ def check(net):
         codes = op.f["codes"]
         wlo, whi = int(codes.min(initial=0)), int(codes.max(initial=0))
         if op.f.get("terms", 1) != 1 or wlo < W_RANGE[0] or whi > W_RANGE[1]:
-            raise InputError(f"network kernel: {op.name}: weights {wlo}..{whi}" +
-                             (" in two input terms" if op.f.get("terms", 1) != 1 else "") +
-                             f"; the 4-bit kernel (net_bits: 4) takes weights {W_RANGE[0]}..{W_RANGE[1]} of one "
+            raise InputError(f"network kernel: {op.name}: weights {wlo}..{whi} in {op.f.get('terms', 1)} input "
+                             f"term(s); the 4-bit kernel (net_bits: 4) takes weights {W_RANGE[0]}..{W_RANGE[1]} in one "
                              f"term only (a low-bit file's radix points, pinned); run it on a net_bits 8 kernel")
