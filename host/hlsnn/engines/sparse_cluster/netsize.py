@@ -67,10 +67,10 @@ NOMINAL_SUM_BITS4 = 18
 PACK4_LUT, PACK4_FF = 36, 32
 #: net_bits 4 with signed or 8-bit inputs (``net_x: s5``, a program's, :func:`lowbit.modes
 #: <hlsnn.engines.sparse_cluster.lowbit.modes>`): a LUT-built int4 x int5 product, FINN's estimate
-#: ``(2 * ceil((4 + 5) / 6) - 1) * (4 + 5)`` = 27 (not yet held against yosys); per DSP the signs'
-#: extra terms (``w != 0``, ``x != 0``, an XOR: 3 LUTs a field); per virtual bank the nibble select
-#: (``x``, ``x >> 4``, ``x & 15``: 8 LUTs)
-FABRIC_MUL4S_LUT, PACK4S_LUT, NIB_LUT = 27, 36 + 9, 8
+#: ``(2 * ceil((4 + 5) / 6) - 1) * (4 + 5)`` = 27 (yosys 0.23: 29 to 44, ``benchmarks/yosys_primitives.py``);
+#: per DSP the signs' extra terms (``w != 0``, ``x != 0``, an XOR; yosys: 0 to 4 LUTs over the unsigned
+#: quad's); per virtual bank the nibble select (``x``, ``x >> 4``, ``x & 15``: 8 LUTs)
+FABRIC_MUL4S_LUT, PACK4S_LUT, NIB_LUT = 27, 36 + 4, 8
 #: LUTs per DSP of the packed pair: the split's add of the low field's sign (17 bits); the packed
 #: weight ``w1 * 2**16 + w0`` is the DSP's pre-adder's (D + A, 25 bits on a DSP48E1)
 PACK_LUT, PACK_FF = 17, 33
