@@ -208,9 +208,15 @@ def test_compiled_network_kernel_on_the_sim_board_equals_qonnx(name, fmt, tmp_pa
         got = net.logits(x)
         assert net.last_kernel_starts == 1
     assert np.array_equal(got, want)
-    if fmt == "fixed4":
+    if fmt == "fixed4":                     # and the perf model's loop counts (the nibbles' doubled steps)
+        from hlsnn.engines.shift_mac.network import perf as netperf
         with hlsnn.load(path, "csim", network=True) as net:
             assert np.array_equal(net.logits(x), want) and net.last_kernel_starts == 1
+            k, counted = net._kernel, {}
+            for c, (it, _) in k.counters.items():
+                counted[c.split(".")[0]] = counted.get(c.split(".")[0], 0) + it
+            assert counted == {c: len(x) * v for c, v in netperf.iterations(net.network, k.tables).items()}
+            assert not k.strict or all(b["sites"] <= b["ports"] for b in k.strict_report["banks"])
 
 
 def test_signed_narrow_low_bit_activations_are_exact_too(tmp_path):
