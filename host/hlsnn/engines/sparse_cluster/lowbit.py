@@ -20,11 +20,13 @@ with ``f_k = w_k * x``, ``|f_k| <= 105``. The fabric splits ``P`` exactly: ``f_k
 equal to ``w_k * x``: the kernel's sums are the emulator's (:func:`hlsnn.deploy.program.conv_ints`).
 
 **Exactness ranges** (:func:`check`, at render and at compile): every conv's (and dense
-layer's) weight codes in ``[-7, 7]`` and its input codes in ``[0, 15]``, proved from the program
-(:func:`ranges`): the kernel's input is the host's quantization of a ``Clip`` to ``[0, 15 * 2**-F]``
-(the input ``Quant``), a conv's or Add's output codes lie in its clamp (rule 2's fused ``Clip``,
-rule 4q's, :mod:`hlsnn.engines.network.addclip`) and its ReLU, a max pool's in its input's. A
-program outside these is refused by name: it runs on the int8 kernel (``net_bits`` 8).
+layer's) weight codes in ``[-7, 7]`` (a program outside them is refused by name: it runs on the
+int8 kernel, ``net_bits`` 8). The input codes, proved from the program (:func:`ranges`), choose the
+quad's form (:func:`mode`): the kernel's input is the host's quantization of a ``Clip`` to ``[0, 15
+* 2**-F]`` (the input ``Quant``) or any int8, a conv's or Add's output codes lie in its clamp (rule
+2's fused ``Clip``, rule 4q's, :mod:`hlsnn.engines.network.addclip`) and its ReLU, a table's in its
+entries (a ``Bipolar``'s ``+-1``), a max pool's in its input's. Codes in ``[0, 15]`` take the
+unsigned quad above (``"u4"``).
 
 **Signed and 8-bit inputs** (:func:`mode`, a CNV's 8-bit image and its sign activations): the
 quad's split holds for any ``x`` with ``|w_k * x| <= 127``, so a conv whose input codes lie in
