@@ -22,7 +22,9 @@ outputs are the output rule of the bias alone). A conv taking its input in two t
 :mod:`hlsnn.engines.network.lintwo`) has per block the schedule of its ``hi`` channels, then that
 of its ``lo`` channels; the ``kShl`` flag of the first ``lo`` step shifts the accumulators left by 7
 (its two terms made by the ``LinWide`` loop or, from a plain Add, by the ``Add`` loop in two
-passes, descriptor ``wide`` 2: no ``AddPairs`` then). A pixel of a block takes exactly the block's
+passes, descriptor ``wide`` 2: no ``AddPairs`` then). With ``net_bits: 4`` a conv of int8 input codes
+runs its schedule twice, on the codes' ``hi`` then ``lo`` nibbles (``kNib``; ``kShl`` shifts by 4:
+:mod:`hlsnn.engines.sparse_cluster.lowbit`). A pixel of a block takes exactly the block's
 steps: the kernel's cycles follow the non-zeros (:mod:`hlsnn.engines.sparse_cluster.network.perf`).
 
 **Board-sized** (a config with ``net_shape: board``, :mod:`hlsnn.engines.sparse_cluster.netsize`):
