@@ -133,6 +133,44 @@ endmodule
 """
 
 
+def v_mul4s_lut():
+    return """\
+// int4 x int5 product built from LUTs (sparse_cluster NetMac with net_bits 4 and signed or nibble
+// inputs, lowbit.py's s5/nib: `const ap_int<8> fk = w[k] * xv` with ap_int<5> xv), registered
+module mul4s_lut (input clk, input signed [3:0] w, input signed [4:0] x, output reg signed [7:0] p);
+  always @(posedge clk) p <= w * x;
+endmodule
+"""
+
+
+def v_dsp_quad_signed():
+    return """\
+// The packed quad with a signed 5-bit input (sparse_cluster NetMac, net_bits 4, lowx; lowbit.py):
+// as dsp_quad, pp = wp * x with x in -16..15, and s_k = w_k != 0 and x != 0 and w_k[3] != x[4]
+module dsp_quad_s (input clk, input signed [3:0] w0, input signed [3:0] w1, input signed [3:0] w2,
+                   input signed [3:0] w3, input signed [4:0] x, output reg signed [7:0] f0_q,
+                   output reg signed [7:0] f1_q, output reg signed [7:0] f2_q, output reg signed [7:0] f3_q);
+  wire signed [24:0] e0 = {{21{w0[3]}}, w0};
+  wire signed [24:0] e1 = {{14{w1[3]}}, w1, 7'b0};
+  wire signed [24:0] e2 = {{7{w2[3]}}, w2, 14'b0};
+  wire signed [24:0] e3 = {w3, 21'b0};
+  wire signed [24:0] wp = e0 + e1 + e2 + e3;
+  wire signed [29:0] pp = wp * x;
+  wire nz = |x;
+  wire s0 = (|w0) & nz & (w0[3] ^ x[4]), s1 = (|w1) & nz & (w1[3] ^ x[4]), s2 = (|w2) & nz & (w2[3] ^ x[4]);
+  wire signed [29:0] r1 = (pp >>> 7) + s0;
+  wire signed [29:0] r2 = (r1 >>> 7) + s1;
+  wire signed [29:0] r3 = (r2 >>> 7) + s2;
+  always @(posedge clk) begin
+    f0_q <= {s0, pp[6:0]};
+    f1_q <= {s1, r1[6:0]};
+    f2_q <= {s2, r2[6:0]};
+    f3_q <= r3[7:0];
+  end
+endmodule
+"""
+
+
 def v_dsp_quad():
     return """\
 // Four int4 weights times one uint4 activation in one DSP (sparse_cluster NetMac with net_bits 4,
@@ -323,6 +361,18 @@ def primitives():
                          "dsp": dsp_per_product(25, 4, True, False, "zynq7")},
                   model_src="netsize.PACK4_LUT, PACK4_FF; 1 DSP",
                   widths="NetMac (net_bits 4): ap_int<25> wp, ap_int<30> pp, four ap_int<8> fields"),
+        Primitive("int4 x int5 product, LUTs", "signed 4 x signed 5 product built from LUTs (`-nodsp`)",
+                  "mul4s_lut", v_mul4s_lut(), nodsp=True,
+                  model={"lut": netsize.FABRIC_MUL4S_LUT, "ff": netsize.FABRIC_MUL4_FF, "dsp": 0},
+                  model_src="netsize.FABRIC_MUL4S_LUT, FABRIC_MUL4_FF",
+                  finn={"lut": finn_mult_luts(4, 5), "src": "(2*ceil((W+A)/6)-1)*(W+A)"},
+                  widths="NetMac (net_bits 4, signed inputs) fk = w[k] * xv: ap_int<4> x ap_int<5> -> ap_int<8>"),
+        Primitive("packed DSP quad, signed input", "the quad with x in -16..15, signs from both operands",
+                  "dsp_quad_s", v_dsp_quad_signed(),
+                  model={"lut": netsize.PACK4S_LUT, "ff": netsize.PACK4_FF,
+                         "dsp": dsp_per_product(25, 5, True, True, "zynq7")},
+                  model_src="netsize.PACK4S_LUT, PACK4_FF; 1 DSP",
+                  widths="NetMac (net_bits 4, lowx): ap_int<25> wp, ap_int<5> xv, ap_int<30> pp, four ap_int<8> fields"),
         Primitive("offset DSP pair (shift_mac net_dsp)", "(w1<<16)+w0 times x plus 2^15 in one DSP, split by wiring",
                   "dsp_pair_offset", v_dsp_pair_offset(),
                   model={"lut": shiftdsp.PACK_LUT, "ff": None, "dsp": dsp_per_product(PACK_A, ACT, True, True, "zynq7")},

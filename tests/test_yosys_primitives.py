@@ -54,7 +54,7 @@ def test_dsp_pair_uses_one_dsp_and_the_lut_product_none(yp):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("top", ["mul_lut", "dsp_pair", "dsp_pair_offset", "lane_tree", "twohot", "pot", "bfp_align",
-                                 "mul4_lut", "dsp_quad"])
+                                 "mul4_lut", "dsp_quad", "mul4s_lut", "dsp_quad_s"])
 def test_model_constant_within_the_stated_margin(yp, top):
     """Each primitive synthesized in every run of the table (xc7, xc7 -abc9, xcup): the model's
     LUT figure is within ``within_margin`` of the references; its flip-flops, where the model
@@ -111,6 +111,22 @@ def test_dsp_quad_verilog_splits_exactly_and_uses_one_dsp(yp):
         [tuple(v[f"w{k}"] * v["x"] for k in range(4)) for v in vecs]
     vecs = [{"w": w, "x": x} for w in (-8, -7, -1, 0, 7) for x in (0, 1, 15)]
     got = yp.simulate(_prim(yp, "mul4_lut"), vecs, 1, ["p"])
+    assert [g["p"] for g in got] == [v["w"] * v["x"] for v in vecs]
+
+
+def test_signed_dsp_quad_verilog_splits_exactly(yp):
+    """The quad with signed inputs (net_bits 4, lowbit.py's s5 and nibbles): f_k = w_k * x at the
+    narrow int4 and int5 corners and at random operands; the int4 x int5 LUT product is w * x."""
+    rng = random.Random(83)
+    vecs = [{"w0": a, "w1": b, "w2": c, "w3": d, "x": x} for a, b, c, d in
+            [(-7, 7, -7, 7), (7, -7, 7, -7), (-7, -7, -7, -7), (7, 7, 7, 7), (0, -1, 1, 0)] for x in (-16, -1, 0, 1, 15)]
+    vecs += [{"w0": rng.randint(-7, 7), "w1": rng.randint(-7, 7), "w2": rng.randint(-7, 7), "w3": rng.randint(-7, 7),
+              "x": rng.randint(-16, 15)} for _ in range(12)]
+    got = yp.simulate(_prim(yp, "dsp_quad_s"), vecs, 1, ["f0_q", "f1_q", "f2_q", "f3_q"])
+    assert [tuple(g[f"f{k}_q"] for k in range(4)) for g in got] == \
+        [tuple(v[f"w{k}"] * v["x"] for k in range(4)) for v in vecs]
+    vecs = [{"w": w, "x": x} for w in (-7, -1, 0, 7) for x in (-16, -1, 0, 1, 15)]     # narrow weights
+    got = yp.simulate(_prim(yp, "mul4s_lut"), vecs, 1, ["p"])
     assert [g["p"] for g in got] == [v["w"] * v["x"] for v in vecs]
 
 

@@ -53,6 +53,44 @@ def test_the_packed_quad_splits_exactly_for_every_operand():
     assert -8 * sum(1 << (7 * k) for k in range(4)) < -(1 << 24)
 
 
+def _quad_signed(w, x):
+    """The packed quad with signed inputs (lowbit.py's ``s5``, network.cpp.j2's ``lowx``): the sign
+    of ``f_k`` is ``w_k != 0 and x != 0 and (w_k < 0) != (x < 0)``."""
+    r = sum(w[k] << (7 * k) for k in range(4)) * x
+    f = []
+    for k in range(3):
+        s = ((w[k] != 0) & (x != 0) & ((w[k] < 0) != (x < 0))).astype(np.int64)
+        f.append((r & 127) - 128 * s)
+        r = (r >> 7) + s
+    return f + [r]
+
+
+def test_the_signed_quad_splits_exactly_for_every_5_bit_input():
+    """All narrow int4 weight quads times every input code -16..15 (a sign activation's +-1, a
+    nibble of an int8 code): each field is ``w_k * x``; the unsigned rule would not do."""
+    g = np.array(list(itertools.product(range(-7, 8), repeat=4)), np.int64).T
+    w = [np.repeat(g[k], 32) for k in range(4)]
+    x = np.tile(np.arange(-16, 16, dtype=np.int64), g.shape[1])
+    f = _quad_signed(w, x)
+    for k in range(4):
+        np.testing.assert_array_equal(f[k], w[k] * x)
+    assert not all(np.array_equal(fu, w[k] * x) for k, fu in enumerate(_quad(w, x)[2]))
+
+
+def test_int8_codes_in_nibbles_sum_to_the_int8_sums():
+    """The nibble rule (lowbit.py): ``hi = x >> 4`` in -8..7, ``lo = x & 15`` in 0..15, and a conv's
+    sum over ``x`` is ``16 * sum(w * hi) + sum(w * lo)`` (numpy's int64 dot products)."""
+    from hlsnn.engines.sparse_cluster import lowbit
+    rng = np.random.default_rng(82)
+    x = rng.integers(-128, 128, (500, 72))
+    w = rng.integers(-7, 8, (72, 16))
+    hi, lo = x >> 4, x & 15
+    assert hi.min() >= -8 and hi.max() <= 7 and lo.min() >= 0 and lo.max() <= 15
+    np.testing.assert_array_equal((hi @ w) * 16 + lo @ w, x @ w)
+    assert [lowbit.mode(r) for r in [(0, 15), (0, 3), (-1, 1), (-16, 15), (0, 16), (-128, 127), (-17, 0)]] == \
+        ["u4", "u4", "s5", "s5", "nib", "nib", "nib"]
+
+
 def test_the_4_bit_kernel_fits_more_products_on_the_pynq_z2():
     from hlsnn.config import load_config
     from hlsnn.resources import within_margins
@@ -127,7 +165,7 @@ def _qonnx(x):
 
 def test_the_w4a4_resnet_is_qonnx_bit_for_bit_in_one_start_on_both_kernels(compiled):
     """Both assignments of the file run as one network (the Adds' clamps fused, rule 4q) and give
-    qonnx's outputs; the 4-bit one's codes are int4 weights and uint4 inputs (lowbit.check), the
+    qonnx's outputs; the 4-bit one's codes are int4 weights and uint4 inputs (lowbit.modes), the
     8-bit one's are not (the int8 kernel's finer weight radix)."""
     import hlsnn
     from hlsnn.deploy import datasets
@@ -139,7 +177,9 @@ def test_the_w4a4_resnet_is_qonnx_bit_for_bit_in_one_start_on_both_kernels(compi
         assert np.array_equal(net(x), want), a
         assert any(op.kind == "add" and op.f.get("clip") == (0, 15) for op in net.network.ops)
         assert net.network.host_before == [] and net.network.input["clip"] == (0, 15)     # the input Quant's Clip
-    lowbit.check(hlsnn.load(compiled["w4a4"], "emu", network=True).network)
+    four = hlsnn.load(compiled["w4a4"], "emu", network=True).network
+    lowbit.check(four)
+    assert set(lowbit.modes(four).values()) == {"u4"}                  # the unsigned quad, as before
     with pytest.raises(InputError, match=r"node_conv2d: weights -?\d+\.\.\d+ .* takes weights -7\.\.7"):
         lowbit.check(hlsnn.load(compiled["w8"], "emu", network=True).network)
 

@@ -160,21 +160,64 @@ def test_a_bipolar_activation_of_channel_scales_is_refused_by_name(tmp_path):
         qimport.annotations(path)
 
 
+FOUR = "  fixed4: {type: fixed, accel: sparse4net_pynq-z2}\n"
+
+
+@pytest.mark.parametrize("name", LOWBIT)
+def test_the_cnv_files_run_packed_on_the_4_bit_kernel(name, tmp_path):
+    """On sparse4net_pynq-z2 (net_bits 4, :mod:`hlsnn.engines.sparse_cluster.lowbit`) every CNV file
+    compiles into one network kernel: the 8-bit image's conv in nibbles, a W1A1 file's sign
+    activations (codes +-1) as signed inputs, the others as uint4; the network program gives
+    qonnx's outputs bit for bit, and so does the tutorial's Python API on that accelerator."""
+    from hlsnn.deploy.reports.evaluate import open_deployment
+    from hlsnn.engines.sparse_cluster import lowbit
+    from hlsnn.network.build import compile_model
+    from hlsnn.network.latency import model
+    import hlsnn
+    ds = datasets.load("digits", layout="nchw")
+    x = ds.x_test[:24]
+    cfg, path = _t._config(tmp_path, name, FOUR), tmp_path / f"{name}.hlsnn"
+    compile_model(cfg, "fixed4", path)
+    with hlsnn.load(path, "emu", network=True) as net:
+        got = net.logits(x)
+        modes = lowbit.modes(net.network)
+    signed = MANIFEST["files"][f"{name}.onnx"]["act_bits"] == 1
+    assert list(modes.values()) == ["nib"] + ["s5" if signed else "u4"] * 4, modes
+    want = _t._qonnx(DATA / f"{name}.onnx", x)
+    assert np.array_equal(got, want)
+    assert "four int4 x int5 products" in model(path)["kernel_resources"]["products"]
+    with open_deployment(cfg) as dep:
+        dep.calibrate(ds.x_train[:128])
+        assert np.array_equal(dep.run(x), want)
+
+
 @pytest.mark.slow
 @pytest.mark.csim
-@pytest.mark.parametrize("name", ["cnv_w4a4", "cnv_w1a1_ts"])
-def test_compiled_network_kernel_on_the_sim_board_equals_qonnx(name, tmp_path):
+@pytest.mark.parametrize("name,fmt", [("cnv_w4a4", "fixed8"), ("cnv_w1a1_ts", "fixed8"), ("cnv_w2a2", "fixed4"),
+                                      ("cnv_w1a1", "fixed4"), ("cnv_w4a4_ts", "fixed4")])
+def test_compiled_network_kernel_on_the_sim_board_equals_qonnx(name, fmt, tmp_path):
     """hlsnn compile, then the network kernel on the simulated board: one start for the batch,
-    qonnx's outputs bit for bit."""
+    qonnx's outputs bit for bit (``fixed4``: the packed 4-bit kernel, its C-simulation too)."""
     import hlsnn
     from hlsnn.network.build import compile_model
     x = datasets.load("digits", layout="nchw").x_test[:48]
     path = tmp_path / f"{name}.hlsnn"
-    compile_model(_t._config(tmp_path, name), "fixed8", path)
+    compile_model(_t._config(tmp_path, name, FOUR if fmt == "fixed4" else
+                             "  fixed8: {type: fixed, accel: sparse8_pynq-z2}\n"), fmt, path)
+    want = _t._qonnx(DATA / f"{name}.onnx", x)
     with hlsnn.load(path, "sim", network=True) as net:
         got = net.logits(x)
         assert net.last_kernel_starts == 1
-    assert np.array_equal(got, _t._qonnx(DATA / f"{name}.onnx", x))
+    assert np.array_equal(got, want)
+    if fmt == "fixed4":                     # and the perf model's loop counts (the nibbles' doubled steps)
+        from hlsnn.engines.shift_mac.network import perf as netperf
+        with hlsnn.load(path, "csim", network=True) as net:
+            assert np.array_equal(net.logits(x), want) and net.last_kernel_starts == 1
+            k, counted = net._kernel, {}
+            for c, (it, _) in k.counters.items():
+                counted[c.split(".")[0]] = counted.get(c.split(".")[0], 0) + it
+            assert counted == {c: len(x) * v for c, v in netperf.iterations(net.network, k.tables).items()}
+            assert not k.strict or all(b["sites"] <= b["ports"] for b in k.strict_report["banks"])
 
 
 def test_signed_narrow_low_bit_activations_are_exact_too(tmp_path):

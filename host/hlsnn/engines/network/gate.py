@@ -23,7 +23,9 @@ integers at radix ``F``, value ``q * 2**-F``):
    (:data:`UNARY`: ``HardSwish``, ``HardSigmoid``, ``Sigmoid``, ``Tanh``, ``Erf``, ``Gelu``,
    ``LeakyRelu``, ``Elu``, ``Softplus``, ``Selu``, ``Celu``, ``Softsign``, ``Mish``,
    ``ThresholdedRelu``, ``PRelu``, ``Scale``, ``AddConst`` by one scalar, ``Bipolar`` (a QONNX
-   ``BipolarQuant`` of an activation: its ``+-scale``, exact at the largest radix that fits), and
+   ``BipolarQuant`` of an activation: its ``+-scale``, exact at the largest radix that fits; a
+   power-of-two ``scale = 2**-f`` at ``F_o = f``, codes ``+-1`` as the file's sign, issue 82's 4-bit
+   kernel taking them as 5-bit signed inputs, :mod:`hlsnn.engines.sparse_cluster.lowbit`), and
    :mod:`hlsnn.deploy.rewrite.unaryfuse`'s ``UnaryChain``: ``x * g(x)`` as one op), rationals
    exact and transcendental values rounded only where a certified interval decides. The table
    is the rule: a kernel holds it as a ROM of ``2**b`` entries.
@@ -106,6 +108,10 @@ def _table(k, f_in, bits, signed, rounding, out_bits, f_out=None):
 
     if f_out is not None:                       # a calibrated radix: entries saturated to the b bits
         return int(f_out), np.clip(np.asarray(at(int(f_out)), np.int64), olo, ohi)
+    if k[0] == "Bipolar" and math.frexp(dict(k[1])["scale"])[0] == 0.5:
+        f = 1 - math.frexp(dict(k[1])["scale"])[1]      # +-scale = +-2**-f: codes +-1 (the file's radix)
+        if olo <= -1 and f <= f_in + bits:
+            return f, np.asarray(at(f), np.int64)
     m = max(abs(tables.approx(k, x)) for x in xs)
     if m == 0:
         f = bits - 1

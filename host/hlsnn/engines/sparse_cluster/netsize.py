@@ -65,6 +65,12 @@ NOMINAL_SUM_BITS = 24
 FABRIC_MUL4_LUT, FABRIC_MUL4_FF = 24, 8
 NOMINAL_SUM_BITS4 = 18
 PACK4_LUT, PACK4_FF = 36, 32
+#: net_bits 4 with signed or 8-bit inputs (``net_x: s5``, a program's, :func:`lowbit.modes
+#: <hlsnn.engines.sparse_cluster.lowbit.modes>`): a LUT-built int4 x int5 product, FINN's estimate
+#: ``(2 * ceil((4 + 5) / 6) - 1) * (4 + 5)`` = 27 (yosys 0.23: 29 to 44, ``benchmarks/yosys_primitives.py``);
+#: per DSP the signs' extra terms (``w != 0``, ``x != 0``, an XOR; yosys: 0 to 4 LUTs over the unsigned
+#: quad's); per virtual bank the nibble select (``x``, ``x >> 4``, ``x & 15``: 8 LUTs)
+FABRIC_MUL4S_LUT, PACK4S_LUT, NIB_LUT = 27, 36 + 4, 8
 #: LUTs per DSP of the packed pair: the split's add of the low field's sign (17 bits); the packed
 #: weight ``w1 * 2**16 + w0`` is the DSP's pre-adder's (D + A, 25 bits on a DSP48E1)
 PACK_LUT, PACK_FF = 17, 33
@@ -101,9 +107,12 @@ def products(shape) -> str:
     pz, q, k = shape["net_lanes"], shape["net_banks"] * shape["net_sub"], shape["net_pack"]
     four = shape.get("net_bits") == 4
     per = 4 if four else 2
-    what = "four int4 x uint4 products a DSP48 (net_bits 4)" if four else "two int8 x int8 products a DSP48"
+    signed = shape.get("net_x") == "s5"
+    what = ("four int4 x int5 products a DSP48 (net_bits 4, signed inputs; int8 inputs in two nibbles)" if signed
+            else "four int4 x uint4 products a DSP48 (net_bits 4)") if four else "two int8 x int8 products a DSP48"
+    lut = (FABRIC_MUL4S_LUT if signed else FABRIC_MUL4_LUT) if four else FABRIC_MUL_LUT
     return (f"{pz} lanes x {q} slots = {pz * q} products a cycle: {pz * k} in {pz // per * k} DSPs ({what}), "
-            f"{pz * (q - k)} LUT-built ({FABRIC_MUL4_LUT if four else FABRIC_MUL_LUT} LUTs each)")
+            f"{pz * (q - k)} LUT-built ({lut} LUTs each)")
 
 
 def schedule(codes, pc, sub, pz):
@@ -159,9 +168,13 @@ def logic(shape, sum_bits, add_bits, add_pairs=None) -> dict:
     dsps = pz // (4 if four else 2) * k
     mul, pack = ((FABRIC_MUL4_LUT, FABRIC_MUL4_FF), (PACK4_LUT, PACK4_FF)) if four else \
         ((FABRIC_MUL_LUT, 16), (PACK_LUT, PACK_FF))
+    signed = four and shape.get("net_x") == "s5"     # lowbit: int4 x int5, signs of both, the nibble select
+    if signed:
+        mul, pack = (FABRIC_MUL4S_LUT, FABRIC_MUL4_FF), (PACK4S_LUT, PACK4_FF)
+    vb = 2 * 32 + 4 * 8 + 8 + (NIB_LUT if signed else 0)
     return {"fabric products": (fabric * mul[0], fabric * mul[1]), "dsp packing": (dsps * pack[0], dsps * pack[1]),
             "trees": (pz * q * sb, pz * q * sb), "epilogues": (pz * (sb + 4 * sb + sb + 16 + 16), pz * (sb + 8)),
-            "virtual banks": (q * (2 * 32 + 4 * 8 + 8), q * (32 + 16 + 8)),
+            "virtual banks": (q * vb, q * (32 + 16 + 8)),
             "banks": (pc * (16 + adds * (3 * wb + 4 * wb)), pc * (24 + adds * 2 * wb)),
             "axi": (2 * AXI_MASTER[0] + AXI_LITE[0], 2 * AXI_MASTER[1] + AXI_LITE[1]), "control": CONTROL}
 

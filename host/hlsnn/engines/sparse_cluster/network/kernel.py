@@ -22,7 +22,9 @@ outputs are the output rule of the bias alone). A conv taking its input in two t
 :mod:`hlsnn.engines.network.lintwo`) has per block the schedule of its ``hi`` channels, then that
 of its ``lo`` channels; the ``kShl`` flag of the first ``lo`` step shifts the accumulators left by 7
 (its two terms made by the ``LinWide`` loop or, from a plain Add, by the ``Add`` loop in two
-passes, descriptor ``wide`` 2: no ``AddPairs`` then). A pixel of a block takes exactly the block's
+passes, descriptor ``wide`` 2: no ``AddPairs`` then). With ``net_bits: 4`` a conv of int8 input codes
+runs its schedule twice, on the codes' ``hi`` then ``lo`` nibbles (``kNib``; ``kShl`` shifts by 4:
+:mod:`hlsnn.engines.sparse_cluster.lowbit`). A pixel of a block takes exactly the block's
 steps: the kernel's cycles follow the non-zeros (:mod:`hlsnn.engines.sparse_cluster.network.perf`).
 
 **Board-sized** (a config with ``net_shape: board``, :mod:`hlsnn.engines.sparse_cluster.netsize`):
@@ -115,9 +117,13 @@ def tables(net, pz, pc, pm):
     sub = pm // pc if sz else 1
     nq = pc * sub                                  # the banks a step's taps are read from
     four = bool(sz) and sz.get("net_bits") == 4    # lowbit: int4 weights, sixteen slots a word, uint4 inputs
+    xmode = {}                                     # lowbit: per conv u4, s5 (signed inputs) or nib (int8 in nibbles)
     if four:
         from .. import lowbit
         lowbit.check(net)
+        xmode = lowbit.modes(net)
+        if any(m != "u4" for m in xmode.values()):
+            sz = dict(sz, net_x="s5")              # int4 x int5 products (netsize.logic, lowbit)
     slots = 16 if four else 8
     if sz:
         wl = [[[] for _ in range(-(-pm // slots))] for _ in range(pz)]
@@ -131,6 +137,7 @@ def tables(net, pz, pc, pm):
     bl, sl = [[] for _ in range(pz)], [[] for _ in range(pz)]
     wins = []                                      # per block: its window's base (kWinBase)
     shl = []                                       # per step: rule 12t's shift of the accumulator
+    nib = []                                       # per step: lowbit's nibble of the input (0 all, 1 hi, 2 lo)
     boff = 0
     sum_bits, add_bits = 18, 16
     a_bits = 8
@@ -170,8 +177,9 @@ def tables(net, pz, pc, pm):
             if np.abs(codes).max(initial=0) > 128 or codes.min(initial=0) < -128:
                 raise InputError(f"network kernel: {op.name}: weights beyond int8")
             bias = np.asarray(f["bias"], np.int64)
-            bound = (15 if four else 128) * np.abs(codes).reshape(z, -1).sum(axis=1) * (129 if two else 1) + \
-                np.abs(bias)
+            xm = xmode.get(op.name, "u4")     # lowbit: |x| at most 15, 16, or 8 * 16 + 15 in nibbles
+            bound = ({"u4": 15, "s5": 16, "nib": 143}[xm] if four else 128) * \
+                np.abs(codes).reshape(z, -1).sum(axis=1) * (129 if two else 1) + np.abs(bias)
             sum_bits = max(sum_bits, int(bound.max(initial=0)).bit_length() + 1)
             shift = np.broadcast_to(np.asarray(f["shift"], np.int64).reshape(-1), (z,))
             if shift.min() < -60 or shift.max() > 60:
@@ -183,6 +191,9 @@ def tables(net, pz, pc, pm):
             if two:                            # per block: the hi steps, then the lo steps (rule 12t)
                 first_lo = [len(b) for b in blocks]
                 blocks = [bh + bl for bh, bl in zip(blocks, sched(lo_codes))]
+            elif xm == "nib":                  # lowbit: per block the steps on hi nibbles, then on lo ones
+                first_lo = [len(b) for b in blocks]
+                blocks = [b + b for b in blocks]
             hw, w = f["h"] * f["w"], f["w"]
             for bi, blk in enumerate(blocks):
                 for k, (taps, lanes) in enumerate(blk):
@@ -192,6 +203,7 @@ def tables(net, pz, pc, pm):
                         raise InputError(f"network kernel: {op.name}: a tap's offset beyond 16 bits")
                     steps.append((bank_taps, int(k + 1 == len(blk))))
                     shl.append(int(k == first_lo[bi]))
+                    nib.append(0 if xm != "nib" else 1 if k < first_lo[bi] else 2)
                     if sz:                     # lanes: (pz, pm) weights; eight slots' int8 a word (sixteen int4)
                         nb, mask = 64 // slots, (1 << (64 // slots)) - 1
                         for lane in range(pz):
@@ -233,6 +245,7 @@ def tables(net, pz, pc, pm):
     if not steps:
         steps.append(([(0, 0, 0)] * nq, 1))
         shl.append(0)
+        nib.append(0)
         for lane in range(pz):
             for m in range(len(wl[lane])):
                 wl[lane][m].append(0)
@@ -240,7 +253,7 @@ def tables(net, pz, pc, pm):
     from ...network.program import _chw
     hwf = lambda s: int(np.prod(_chw(s)[1:]))                                   # noqa: E731
     return dict(rows=rows, act_bufs=act_bufs(place), steps=steps, act_words=act_words, sc_words=sc_words, place=place,
-                pz=pz, pc=pc, pm=pm, shl=shl,
+                pz=pz, pc=pc, pm=pm, shl=shl, nib=nib,
                 unfold=unfold, sized=sz, nq=nq, fast_add=fast_add,
                 load_iters=hwf(net.shapes[inp]) if sz and unfold and hwf(net.shapes[inp]) % 8 == 0 else
                 _size(net.shapes[inp]),
@@ -298,6 +311,7 @@ def render(net, out_dir):
                has_wpool=any(op.kind == "avgpool" for op in net.ops),   # hlsnn.engines.network.pools.linpool
                has_linwide=any(op.kind == "linwide" for op in net.ops),  # hlsnn.engines.network.joins.linwide
                has_lintwo=lintwo.used(net), shl=_ints(t["shl"]),          # hlsnn.engines.network.lintwo
+               lowx=(t["sized"] or {}).get("net_x") == "s5", has_nib=any(t["nib"]), nib=_ints(t["nib"]),  # lowbit
                has_addtwo=lintwo.add_used(net), add_clip=any(op.kind == "add" and "clip" in op.f for op in net.ops),
                in_clip=net.input.get("clip"),                         # netprefix._fold_clip
                has_lut=any(op.kind == "lut" for op in net.ops), has_gate=any(op.kind == "gate" for op in net.ops),
