@@ -22,8 +22,8 @@ equal to ``w_k * x``: the kernel's sums are the emulator's (:func:`hlsnn.deploy.
 **Exactness ranges** (:func:`check`, at render and at compile): every conv's (and dense
 layer's) weight codes in ``[-7, 7]`` and its input codes in ``[0, 15]``, proved from the program
 (:func:`ranges`): the kernel's input is the host's quantization of a ``Clip`` to ``[0, 15 * 2**-F]``
-(the input ``Quant``), a conv's or Add's output codes lie in its clamp (rule 2's fused ``Clip``,
-rule 4q's, :mod:`hlsnn.engines.network.joins.addclip`) and its ReLU, a max pool's in its input's. A
+(the input ``Quant``), a conv's or Add's output codes lie in its clamp (rule conv_output's fused ``Clip``,
+rule add_clip's, :mod:`hlsnn.engines.network.joins.addclip`) and its ReLU, a max pool's in its input's. A
 program outside these is refused by name: it runs on the int8 kernel (``net_bits`` 8).
 """
 from __future__ import annotations
