@@ -16,7 +16,7 @@ function, that twin (:attr:`Rule.twin`). ``docs/network-rules.md`` is generated 
 the changelog of before use; :attr:`Rule.scope` says whose numbered list it came from
 (``netmode``: :mod:`hlsnn.deploy.lower.program` and the modules of ``engines/network``;
 ``netmove``: :mod:`hlsnn.engines.network.move`'s data moves, whose ``9`` and ``14`` are not
-:mod:`.gate`'s and :mod:`.pools.cornerresize`'s; ``netbfp``: the ``bfp_systolic`` network mode,
+:mod:`hlsnn.engines.network.gate`'s and :mod:`hlsnn.engines.network.pools.cornerresize`'s; ``netbfp``: the ``bfp_systolic`` network mode,
 :mod:`hlsnn.engines.bfp_systolic.network.lower`, on ``(mantissa, exponent)`` pairs).
 """
 from __future__ import annotations
