@@ -11,6 +11,11 @@ go stale:
 ``hlsnn-cli``
     The ``--help`` of every ``hlsnn`` command, from the parser :func:`hlsnn.cli.build_parser`
     builds (so every option the command line accepts is listed, with its help text).
+
+``hlsnn-network-rules``
+    The network mode's integer rules, one row each, from :data:`hlsnn.engines.network.rules.RULES`:
+    op, name, the emulator function that computes it, the kernel loop per engine, the tests that
+    hold it, and the code it had before it had a name.
 """
 from __future__ import annotations
 
@@ -115,7 +120,17 @@ class CliReference(Directive):
         return out
 
 
+class NetworkRules(Directive):
+    def run(self):
+        from hlsnn.engines.network import rules
+        rows = [(name, op, *rest, f"{r.code} ({r.scope})" if r.code else "-")
+                for r, (op, name, *rest) in zip(rules.RULES, rules.table_rows())]
+        header = ("rule", "op", "emulator function", *rules.ENGINES, "tests", "was")
+        return [_table(header, rows, (12, 12, 22, 9, 9, 9, 22, 5))]
+
+
 def setup(app):
     app.add_directive("hlsnn-config-schema", ConfigSchema)
     app.add_directive("hlsnn-cli", CliReference)
+    app.add_directive("hlsnn-network-rules", NetworkRules)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

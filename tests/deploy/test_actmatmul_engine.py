@@ -231,7 +231,7 @@ def test_emu_csim_sim_give_the_same_bits(tmp_path, fmt):
     path = _mha(tmp_path / "mha.onnx")
     x = np.random.default_rng(4).normal(size=(5, T, F))
     runs = {t: _run_on(path, t, x, fmt) for t in ("emu", "csim", "sim")}
-    # bfp: on the engine; fixed8: attention's rule 18 on codes (hlsnn.deploy.run.attnrun), no engine call
+    # bfp: on the engine; fixed8: attention's rule act_matmul on codes (hlsnn.deploy.run.attnrun), no engine call
     assert all((v[1] > 0) == (fmt == "bfp") for v in runs["emu"][2].values())
     for t in ("csim", "sim"):
         for name in ("s", "o", "y"):
@@ -266,7 +266,7 @@ def test_the_deploy_report_and_the_latency_model_count_the_engine_calls(tmp_path
     engine_layers = len(load_onnx(model).engine_layers())
     assert e["end_to_end"]["kernel_starts"] == engine_layers + 2
     assert "MatMul of two activations on the engine" in format_result(res)
-    # fixed8 and two-hot: attention's integer rules (hlsnn.engines.network.tokens.attention: rule 18 on codes,
+    # fixed8 and two-hot: attention's integer rules (hlsnn.engines.network.tokens.attention: rule act_matmul on codes,
     # no layer kernel call), the whole model in one start of the sparse or shift_mac network kernel
     fx, th = res["assignments"]["fixed8"], res["assignments"]["twohot"]
     assert [(v["on"], v["gemms"], v["kernel_calls"]) for v in fx["act_matmul"].values()] == [

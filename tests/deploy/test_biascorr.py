@@ -211,7 +211,7 @@ def test_bfp_calibration_pass_corrects_as_the_layer_path(tmp_path, monkeypatch):
     monkeypatch.setattr(biascorr, "_bfp_pass", lambda d, x: used.append(real(d, x)) or used[-1])
     x = _images()
     # a Relu where the others have a HardSwish: a table of BFP values runs the layer path's loop
-    # (bfpfast.build gives None, netbfp rule 9b), which this test is not about
+    # (bfpfast.build gives None, netbfp rule bfp_table), which this test is not about
     cfg, net = _deployments(tmp_path, "empirical", act="Relu")
     accs = open_accelerators(cfg, "emu")
     got = []

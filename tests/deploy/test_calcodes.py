@@ -1,4 +1,4 @@
-"""deploy.run.calcodes.codes_at_radix (the step rules 9e and 10c share in the layer path) against
+"""deploy.run.calcodes.codes_at_radix (the step rules table_in and gate_in share in the layer path) against
 numpy's own arithmetic: the codes are the values rounded at radix F and saturated, read back as
 q * 2**-F; a calibration takes the max-based radix; without a radix outside a calibration it
 refuses with the caller's message."""

@@ -4,8 +4,8 @@
 ``Concat``, a ``Conv(2 -> 1, 7x7, pads 3)``, a ``Sigmoid`` and a ``Mul`` whose 1 x H x W gate
 broadcasts over the channels. The layer path imports and deploys it (the reductions are
 :mod:`hlsnn.deploy.run.hostextra`'s ``ReduceAxes``, float64 of exact values that the 7x7 conv
-requantizes); the network path runs it in one start on every engine (reduce rule 4c: the channel mean
-and max as a transpose, a pool per pixel and a transpose back; gate rule 10p: the 1 x H x W gate; on BFP
+requantizes); the network path runs it in one start on every engine (reduce rule channel_reduce: the channel mean
+and max as a transpose, a pool per pixel and a transpose back; gate rule spatial_gate: the 1 x H x W gate; on BFP
 pairs :mod:`hlsnn.engines.bfp_systolic.network.reduce`)."""
 import numpy as np
 import pytest
@@ -72,7 +72,7 @@ def test_spatial_attention_imports_as_onnxruntime_computes_it(tmp_path, c, opset
 @pytest.mark.parametrize("fmt", list(FORMATS))
 def test_spatial_attention_deploys_layer_by_layer_and_on_the_network_path(tmp_path, fmt):
     """Each format deploys it on emu near onnxruntime's outputs (the same arg max on most
-    digits); the network mode gives the layer path's bits (reduce rule 4c, gate rule 10p; on
+    digits); the network mode gives the layer path's bits (reduce rule channel_reduce, gate rule spatial_gate; on
     BFP pairs the same ops on (m, e) elements)."""
     path = spatial_net(tmp_path / "sp.onnx")
     art = compile_onnx(tmp_path, "sp", path, fmt, formats={fmt: FORMATS[fmt]}, check_samples=2,
@@ -91,8 +91,8 @@ def test_spatial_attention_deploys_layer_by_layer_and_on_the_network_path(tmp_pa
 
 @pytest.mark.parametrize("c", [8, 6])
 def test_channel_mean_and_max_ops_are_the_exact_values_rounded_once(tmp_path, c):
-    """Rule 4c's ops on integers (shift_mac): the max's 1 x H x W map is each pixel's largest
-    channel code (numpy's max), and the mean's (C = 8: a power of two; C = 6: rule 13's
+    """Rule channel_reduce's ops on integers (shift_mac): the max's 1 x H x W map is each pixel's largest
+    channel code (numpy's max), and the mean's (C = 8: a power of two; C = 6: rule mean_divide's
     division) is each pixel's exact channel mean ``sum / C`` rounded once, at one radix for all
     pixels, with the deployment's rounding (a Fraction reference)."""
     from fractions import Fraction
@@ -177,7 +177,7 @@ def _gate_op(art):
 
 @pytest.mark.parametrize("fmt,rev", [("twohot", False), ("fixed8", True), ("bfp8", True)])
 def test_spatial_gate_and_the_concat_of_two_1xHxW_maps_run_on_the_network_path(tmp_path, fmt, rev):
-    """Rule 10p (hlsnn.engines.network.gate): a C x H x W map times a 1 x H x W map, and the
+    """Rule spatial_gate (hlsnn.engines.network.gate): a C x H x W map times a 1 x H x W map, and the
     Concat of two 1 x H x W maps before the 7x7 conv, give the layer path's bits in the network
     mode (emu); the gate op is the spatial one, its map the C-channel operand whichever side of
     the Mul it is; onnxruntime's outputs are near."""
@@ -209,7 +209,7 @@ def test_spatial_gate_kernel_on_csim_and_the_simulated_board(tmp_path, fmt, c, r
 @pytest.mark.slow      # g++ builds of the network kernel and the simulated board
 @pytest.mark.parametrize("fmt,c", [("twohot", 8), ("fixed8", 6), ("twohot", 6), ("fixed8", 8), ("bfp8", 8)])
 def test_spatial_attention_kernel_on_csim_and_the_simulated_board(tmp_path, fmt, c):
-    """The whole spatial attention (channel mean and max by reduce rule 4c: the Transpose loop,
+    """The whole spatial attention (channel mean and max by reduce rule channel_reduce: the Transpose loop,
     also into the shortcut buffer for the concat's earlier part; the 7x7 conv; the spatial gate)
     gives the layer path's bits on C-simulation and the simulated board in one start."""
     from netfixtures import check_kernel_run
@@ -221,10 +221,10 @@ def test_spatial_attention_kernel_on_csim_and_the_simulated_board(tmp_path, fmt,
 @pytest.mark.parametrize("fmt", ["twohot", "fixed8", "bfp8"])
 def test_spatial_attention_after_a_channel_gate_takes_rule_10c_codes(tmp_path, fmt):
     """CBAM's order (channel gate, then the spatial attention): the channel mean and max read the
-    channel gate's product as rule 10c's codes at a calibrated radix (hlsnn.deploy.run.gatecodes, the
+    channel gate's product as rule gate_in's codes at a calibrated radix (hlsnn.deploy.run.gatecodes, the
     layer path; the compiled host layer's gate_in), which the network mode materializes before
-    rule 4c: the same bits; the layer path stays near onnxruntime's outputs. On BFP pairs the
-    reductions read the product's exact pairs (no codes) and the spatial gate takes rule 10c's."""
+    rule channel_reduce: the same bits; the layer path stays near onnxruntime's outputs. On BFP pairs the
+    reductions read the product's exact pairs (no codes) and the spatial gate takes rule gate_in's."""
     path = spatial_net(tmp_path / "sp.onnx", se=True)
     art = compile_onnx(tmp_path, "sp", path, fmt, formats={fmt: FORMATS[fmt]}, check_samples=2,
                        calibration_samples=32)
@@ -240,7 +240,7 @@ def test_spatial_attention_after_a_channel_gate_takes_rule_10c_codes(tmp_path, f
         pix = [op for op in net.network.ops if op.kind == "transpose" and op.name.endswith("/pix")]
         assert [made[op.ins[0]].kind for op in pix] == ["gate", "gate"]        # the channel gate's pairs
         (g,) = [op for op in net.network.ops if op.kind == "gate" and op.f["pix"]]
-        assert {made[t].name for t in g.ins} == {"h_codes", "s"}             # rule 10c's codes, the table
+        assert {made[t].name for t in g.ins} == {"h_codes", "s"}             # rule gate_in's codes, the table
         pytest.importorskip("clang.cindex")      # the derived II (perf/schedule.py) of every loop: 1
         from hlsnn.network import artifact, schedule
         from hlsnn.network.loader import config_of
@@ -261,10 +261,10 @@ def test_spatial_attention_after_a_channel_gate_on_csim_and_the_simulated_board(
 
 @pytest.mark.parametrize("c", [8, 6])
 def test_channel_mean_and_max_on_bfp_pairs_are_the_exact_values(tmp_path, c):
-    """Rule 4c on BFP pairs (hlsnn.engines.bfp_systolic.network.reduce): the max's 1 x H x W map
+    """Rule channel_reduce on BFP pairs (hlsnn.engines.bfp_systolic.network.reduce): the max's 1 x H x W map
     holds each pixel's largest channel value, and the mean's each pixel's exact channel mean
-    ``sum / C`` (C = 8: the pair's value; C = 6: the pair read as over 3, rule 6b, which the
-    7x7 conv does through the Concat's rule 6c), against a Fraction reference of the conv's pairs."""
+    ``sum / C`` (C = 8: the pair's value; C = 6: the pair read as over 3, rule bfp_mean, which the
+    7x7 conv does through the Concat's rule bfp_mean_concat), against a Fraction reference of the conv's pairs."""
     from fractions import Fraction
     from hlsnn.engines.bfp_systolic.network import lower as netbfp
     path = spatial_net(tmp_path / "sp.onnx", c=c, opset=17 if c == 8 else 18)
@@ -288,7 +288,7 @@ def test_channel_mean_and_max_on_bfp_pairs_are_the_exact_values(tmp_path, c):
 
 
 def _odd_rounded(net, x):
-    """The network mode's channel mean elements (rule 4o) of the batch ``x``: (mantissas, how many
+    """The network mode's channel mean elements (rule bfp_round_odd) of the batch ``x``: (mantissas, how many
     the odd rounding shortened)."""
     from hlsnn.engines.bfp_systolic.network import lower as netbfp
     from hlsnn.engines.bfp_systolic.network.reduce import ODD_BITS
@@ -299,7 +299,7 @@ def _odd_rounded(net, x):
 
 @pytest.mark.parametrize("c", [8, 6])
 def test_a_channel_mean_rounded_to_odd_gives_the_layer_paths_bits(tmp_path, monkeypatch, c):
-    """Rule 4o (hlsnn.engines.bfp_systolic.network.reduce): the channel mean of the channel gate's
+    """Rule bfp_round_odd (hlsnn.engines.bfp_systolic.network.reduce): the channel mean of the channel gate's
     products (sums wider than the kernel's element) held rounded to odd gives the layer path's
     bits after the 7x7 conv's rounding. At K = 11 kept bits (the rule's least for M = 8 and a mean
     over 3) nearly every mean is shortened and the conv's ties are frequent: a plain truncation
@@ -329,9 +329,9 @@ def test_a_channel_mean_rounded_to_odd_gives_the_layer_paths_bits(tmp_path, monk
 def test_bfp_spatial_attention_after_a_channel_gate_on_the_strict_csim(tmp_path, monkeypatch):
     """The bfp network kernel runs CBAM's order in one start with the layer path's bits on the
     strict C-simulation (every bank within its ports; .ci/sanitize runs it under ASan + UBSan):
-    C = 6 (the mean over 3 pairs, rule 6b, through the Transpose back into the shortcut buffer
-    and the Concat's rule 6c), rule 4o's odd rounding (kept at K = 11 bits here: the kernel's
-    RoundOdd then shortens nearly every mean), rule 10c's identity table, and the spatial gate
+    C = 6 (the mean over 3 pairs, rule bfp_mean, through the Transpose back into the shortcut buffer
+    and the Concat's rule bfp_mean_concat), rule bfp_round_odd's odd rounding (kept at K = 11 bits here: the kernel's
+    RoundOdd then shortens nearly every mean), rule gate_in's identity table, and the spatial gate
     with its 1 x H x W map in the shortcut buffer (d.single 1, d.pix: bank 0's word for every bank)."""
     from netfixtures import check_strict_kernel_run
     from hlsnn.engines.bfp_systolic.network import reduce as red

@@ -260,7 +260,7 @@ def _bilinear_seg_file(tmp_path):
 
 def test_a_skip_balanced_through_the_pool_and_bilinear_runs_in_one_network_start_with_the_layer_paths_bits(tmp_path):
     """The wide balance on a file torch wrote: the skip's conv is scaled with the pool's reader's
-    weights and the decoder's columns, and the compiled model's network mode (one start: rules 11
+    weights and the decoder's columns, and the compiled model's network mode (one start: rules avg_pool
     and 12 for the pool and the bilinear upsample; its kernel's C-simulation: the slow test below)
     gives the layer path's bits."""
     import dataclasses

@@ -167,7 +167,7 @@ PROGRAM_CASES = {
     "bfp_table f_in huge": lambda p, a: _layer(p, "pool1").__setitem__("bfp_table", {"f_in": 10 ** 6}),
     "bfp_table f_in string": lambda p, a: _layer(p, "pool1").__setitem__("bfp_table", {"f_in": "3"}),
     "bfp_table no f_in": lambda p, a: _layer(p, "pool1").__setitem__("bfp_table", {}),
-    "bfp_table bits 13": lambda p, a: _layer(p, "pool1").__setitem__("bfp_table", {"f_in": 3, "bits": 13}),   # rule 9g
+    "bfp_table bits 13": lambda p, a: _layer(p, "pool1").__setitem__("bfp_table", {"f_in": 3, "bits": 13}),   # rule bfp_wide_codes
     "bfp_table bits string": lambda p, a: _layer(p, "pool1").__setitem__("bfp_table", {"f_in": 3, "bits": "8"}),
     "table f_out huge": lambda p, a: _layer(p, "pool1").__setitem__("table", {"f_out": 10 ** 6}),
     "table a list": lambda p, a: _layer(p, "pool1").__setitem__("table", [3]),

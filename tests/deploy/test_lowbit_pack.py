@@ -2,7 +2,7 @@
 network kernel with ``net_bits: 4`` (:mod:`hlsnn.engines.sparse_cluster.lowbit`) forms four int4 x
 uint4 products per DSP48E1 and builds its other products from LUTs at 24 each, so the sizer fits
 three read ports per bank on the PYNQ-Z2 where int8 fits two; a residual Add's low-bit ``Quant``
-is the Add's clamp (rule 4q, :mod:`hlsnn.engines.network.joins.addclip`).
+is the Add's clamp (rule add_clip, :mod:`hlsnn.engines.network.joins.addclip`).
 
 References: the products ``w * x`` themselves (the packed quad's split over every operand), qonnx's
 executor on the W4A4 ResNet-8 file (``configs/models/resnet8_w4a4_digits32.onnx``, Brevitas
@@ -132,7 +132,7 @@ def test_a_clip_after_an_add_is_taken_only_for_engine_readers():
 
 @pytest.mark.parametrize("rounding", ["nearest_even", "nearest_away"])
 def test_the_input_clamp_is_the_clip_then_the_quantization(rounding):
-    """An input Quant's Clip folded into rule 1 (netprefix._fold_clip): the codes of the clipped
+    """An input Quant's Clip folded into rule input_quantize (netprefix._fold_clip): the codes of the clipped
     float input, at ties and beyond the bounds, also on the fallback path (a wide radix)."""
     from types import SimpleNamespace
     from hlsnn.deploy.lower import program
@@ -164,7 +164,7 @@ def _qonnx(x):
 
 
 def test_the_w4a4_resnet_is_qonnx_bit_for_bit_in_one_start_on_both_kernels(compiled):
-    """Both assignments of the file run as one network (the Adds' clamps fused, rule 4q) and give
+    """Both assignments of the file run as one network (the Adds' clamps fused, rule add_clip) and give
     qonnx's outputs; the 4-bit one's codes are int4 weights and uint4 inputs (lowbit.modes), the
     8-bit one's are not (the int8 kernel's finer weight radix)."""
     import hlsnn

@@ -157,7 +157,7 @@ def test_the_radix_of_a_sum_is_host_radix(seed):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_the_sums_statistics_are_numpys(seed):
-    """hlsnn_net_add_raw's sum (rule 4 before the requantization) and the statistics it
+    """hlsnn_net_add_raw's sum (rule residual_add before the requantization) and the statistics it
     gathers: min, max, the count of -1 and the MSB counts of msb_histogram."""
     from hlsnn.primitives import msb_histogram
     so = netfast.lib()

@@ -192,7 +192,7 @@ def test_channel_pairs_at_the_int16_limits():
                                         (29, "nearest_away"), (3, "truncate")])
 @pytest.mark.parametrize("chw", [(3, 4, 5), (1, 6, 10), (60, 1, 1)])
 def test_compiled_input_quantization_is_to_fixed(f, rounding, chw, monkeypatch):
-    """Rule 1 in C (netfast.quantize_nhwc: hlsnn_net_quantize, or quantize_input where its fast
+    """Rule input_quantize in C (netfast.quantize_nhwc: hlsnn_net_quantize, or quantize_input where its fast
     path does not apply: truncation, values beyond 2**52 at the wide radix, NaN) against the
     deployment's to_fixed, ties and near-ties included, into NHWC maps; a batch in slices."""
     from hlsnn.deploy.quantize.quant import to_fixed

@@ -1,6 +1,6 @@
 """The compiled integer network mode (hlsnn.deploy.run.fast) on the programs of dense models: data moves
 (upsample with and without its bilinear edge, zero-stuffing, reflect and edge pads, a concat that
-requantizes its parts), average pools (a power-of-two count, and rule 13's division), a global mean
+requantizes its parts), average pools (a power-of-two count, and rule mean_divide's division), a global mean
 that divides, and transposes, which it runs by their numpy rules between its compiled convs. Property:
 on random inputs it gives :func:`hlsnn.deploy.lower.program.run_ints`' integers (the specification), on
 random programs of those ops and on the lowered programs of the family's U-Nets at random radix
@@ -25,7 +25,7 @@ ROUNDINGS = ("nearest_even", "nearest_away", "truncate")
 
 
 def _mean_fields(rng, n):
-    """A pool's count fields over ``n`` values: ``p`` and a shift, or rule 13's division."""
+    """A pool's count fields over ``n`` values: ``p`` and a shift, or rule mean_divide's division."""
     f = mean.count_fields(n)
     if f["p"] or n == 1:
         return dict(f, shift=int(rng.integers(f["p"] - 1, f["p"] + 5)))
@@ -64,10 +64,10 @@ def _program(rng, engine, rounding, seed_kind=0):
     h2, w2 = shapes["t2"][1:]
     pp = tuple(int(v) for v in rng.integers(0, 2, 4))
     oh, ow = (h2 + pp[0] + pp[2] - kh) // sh + 1, (w2 + pp[1] + pp[3] - kw) // sw + 1
-    my, mx = ((1 << (k - 1)) - 2 if rng.random() < 0.5 else 0 for k in (kh, kw))     # rule 12's tap weights 2
+    my, mx = ((1 << (k - 1)) - 2 if rng.random() < 0.5 else 0 for k in (kh, kw))     # rule bilinear_x2's tap weights 2
     pool = dict(c=z1, h=h2, w=w2, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, pads=pp, my=my, mx=mx, rounding=rounding)
     n = (kh + bin(my).count("1")) * (kw + bin(mx).count("1"))
-    if any(pp) and not my and not mx and seed_kind % 2:        # rule 11u: the padding not counted
+    if any(pp) and not my and not mx and seed_kind % 2:        # rule avg_pool_uncounted: the padding not counted
         pool["uncounted"] = n = uncounted.fields(pool)["uncounted"]
     ops.append(O("avgpool", "pool", ["t2"], "t3", dict(pool, **_mean_fields(rng, n))))
     shapes["t3"] = (z1, oh, ow)

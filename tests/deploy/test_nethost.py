@@ -1,6 +1,6 @@
 """The network kernel's host step in C (hlsnn.network.nethost, native/netin.c).
 
-References: rule 1 is :func:`hlsnn.deploy.quantize.quant.to_fixed_reference` (integers and
+References: rule input_quantize is :func:`hlsnn.deploy.quantize.quant.to_fixed_reference` (integers and
 ``fixed.convert``: the value written at radix ``g = max(F + 24, 0)`` with rint, then
 ``shift_round_sat`` to radix ``F``), independent of both the numpy fast path and the C code;
 the bits of a whole network come from the layer-by-layer emulator. The register accesses per
@@ -95,7 +95,7 @@ def test_non_finite_values_are_refused_by_name():
 @pytest.mark.parametrize("cc_flag", ["-ffast-math", "-Ofast", "-ffinite-math-only"])
 def test_a_cc_with_fast_math_keeps_rule_1_and_the_count_of_non_finite_values(cc_flag, tmp_path, monkeypatch):
     """``CC`` may carry flags; with ``-ffast-math`` (or ``-Ofast``) netin.c's ``v - v == 0`` was
-    folded to true, so NaN and inf images ran on the C host path (issue 84), and rule 1 gave
+    folded to true, so NaN and inf images ran on the C host path (issue 84), and rule input_quantize gave
     other bits than the integer rule. The helpers' own ``-fno-fast-math`` comes after CC's flags."""
     from hlsnn import native
     from hlsnn.errors import InputError
@@ -343,7 +343,7 @@ def test_perf_json_reports_both_windows_and_the_host_steps(compiled, capsys):
         assert steps[f"quantize ({dtype}, C)"]["us"] == pytest.approx(q)
         lo = hostmodel.LOADER
         # no prefix, no words: the dtype and shape in the loader's Python, the non-finite values
-        # counted by the C call in its rule 1 pass (uint8: none to count)
+        # counted by the C call in its rule input_quantize pass (uint8: none to count)
         assert steps[f"input check ({dtype})"]["us"] == 0.0
         assert ("counted by the C call" if dtype == "float32" else "uint8 values are finite") \
             in steps[f"input check ({dtype})"]["basis"]

@@ -203,7 +203,7 @@ def test_ten_bit_network_kernel_on_csim_and_the_simulated_board(nets):
         assert sim.last_kernel_starts == 1
         assert nethost.input_rule(sim.network)[1] == 10
         q = netmode.quantize_input(sim.network, x)
-        np.testing.assert_array_equal(nethost.quantize(sim.network, x), q)     # rule 1 in C, int16 lanes
+        np.testing.assert_array_equal(nethost.quantize(sim.network, x), q)     # rule input_quantize in C, int16 lanes
         np.testing.assert_array_equal(sim._kernel.run(q), k.run(q))          # the numpy driver's words
         if nethost.available():
             qs, ys = sim._kernel.run_pipelined(x)                             # double-buffered starts in C
@@ -218,7 +218,7 @@ def test_ten_bit_network_kernel_compiles_against_both_header_models(nets, tmp_pa
 
 
 def test_a_table_of_codes_wider_than_12_bits_is_refused_by_name():
-    """16-bit activations: the layer path computes a HardSwish in float64 (rule 9 takes codes of at
+    """16-bit activations: the layer path computes a HardSwish in float64 (rule unary_table takes codes of at
     most 12 bits), so the network mode refuses the table by name instead of computing it otherwise."""
     from hlsnn.deploy.lower.program import Op
     from hlsnn.engines.network import gate as netgate

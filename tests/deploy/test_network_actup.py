@@ -98,7 +98,7 @@ def test_imported_float_network_is_onnxruntimes(tmp_path, act):
 
 
 #: (activation, format): ReLU6 and Hardtanh are Clips (two-hot, fixed8: a conv's clamp), ELU and
-#: LeakyReLU tables (bfp8: rule 9b of a BFP layer's output)
+#: LeakyReLU tables (bfp8: rule bfp_table of a BFP layer's output)
 CASES = [("relu6", "twohot"), ("hardtanh", "fixed8"), ("elu", "bfp8"), ("leaky", "bfp8")]
 
 
@@ -133,7 +133,7 @@ def test_one_network_program_with_the_layer_paths_bits_of_before(compiled, act, 
     """The network mode runs it (before: layer by layer) and gives the layer path's bits; the
     layer path's bits are those of the model written with the activation before the upsample,
     and for a Clip those of the model imported without the rewrite too (a float ``np.clip`` of
-    the format's values, exact either way). A BFP table (rule 9b) rounds where the host's float64
+    the format's values, exact either way). A BFP table (rule bfp_table) rounds where the host's float64
     ELU did not: there the layer path's bits are the written-swapped model's, not those of before."""
     new, old, sw = compiled(act, fmt)
     x = _x()

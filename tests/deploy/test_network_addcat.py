@@ -1,5 +1,5 @@
-"""A residual U-Net on the network path (issue 52: s_unet_res; rule 6a's ``ZeroStuff`` of
-:mod:`hlsnn.engines.network.joins.addmove` and rule 8a of :mod:`hlsnn.engines.network.joins.addcat`). Before:
+"""A residual U-Net on the network path (issue 52: s_unet_res; rule add_upsample's ``ZeroStuff`` of
+:mod:`hlsnn.engines.network.joins.addmove` and rule add_concat of :mod:`hlsnn.engines.network.joins.addcat`). Before:
 every format ran layer by layer, "a data move of integer tensors computed on the fabric (not of a
 pending Add or pool)": the ``ConvTranspose2d(4, 2, 1)``'s ``ZeroStuff`` read a pending
 ``Relu(Add)``, and then the skip ``Concat`` read another.
@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT / "tests" / "deploy"))
 from netfixtures import (check_emu_network_run, check_kernel_run, PerFormat, compiled_per_format,  # noqa: E402
                          round_array, save_net, weight_drawer)
 
-#: the quick suite's formats: fixed8 repeats two-hot's integer rules, and bfp8's rules 6a and 8a
-#: hand the Add's exact pairs to rules 7 and 8 as they are (slow stage: the quick suite's CPU)
+#: the quick suite's formats: fixed8 repeats two-hot's integer rules, and bfp8's rules add_upsample and add_concat
+#: hand the Add's exact pairs to rules zero_stuff and channel_concat as they are (slow stage: the quick suite's CPU)
 FORMATS = ("twohot", pytest.param("fixed8", marks=pytest.mark.slow), pytest.param("bfp8", marks=pytest.mark.slow))
 
 
@@ -70,8 +70,8 @@ def test_the_residual_unet_runs_in_the_emu_network_mode_with_the_layer_paths_bit
 
 @pytest.mark.parametrize("fmt", ["twohot", pytest.param("fixed8", marks=pytest.mark.slow)])
 def test_the_zerostuff_and_the_concat_are_the_layer_paths_sums_rounded_once(net, fmt):
-    """Rule 6a (ZeroStuff): the transposed conv reads numpy's zero-spread of the layer path's
-    float64 ``Relu(c4 + r3)`` rounded at its radix; rule 8a: the concat is the layer path's
+    """Rule add_upsample (ZeroStuff): the transposed conv reads numpy's zero-spread of the layer path's
+    float64 ``Relu(c4 + r3)`` rounded at its radix; rule add_concat: the concat is the layer path's
     float64 concat rounded at the reading conv's radix, whose ``e`` part is a second add op
     ``a1_cat`` (the max pool's conv reads ``e`` at a finer radix), placed right after the first."""
     x = _x()
@@ -111,7 +111,7 @@ def test_every_kernel_runs_it_in_one_start_on_csim_and_the_simulated_board(net, 
 
 
 def test_a_concat_of_a_pending_add_read_at_two_radix_points_is_refused_by_name():
-    """Rule 8a needs one ``F_x`` for the concat's readers (the layer path rounds the float concat
+    """Rule add_concat needs one ``F_x`` for the concat's readers (the layer path rounds the float concat
     once per reader); two convs reading it at radix points 4 and 5 are refused by name."""
     from types import SimpleNamespace
     from hlsnn.engines.network.joins import addcat
@@ -122,5 +122,5 @@ def test_a_concat_of_a_pending_add_read_at_two_radix_points_is_refused_by_name()
     add = dict(ins=["a", "b"], fa=4, fb=4, relu=True, p=None, name="e")
     w = SimpleNamespace(state={"t": ("q", 5), "e": ("add", add)}, shapes={"t": (4, 8, 8), "e": (4, 8, 8)}, ops=[])
     with pytest.raises(InputError, match=r"layer cat \(Concat\): a Concat of a pending Add's sum .* at one radix "
-                                         r"point only \(rule 8a\)"):
+                                         r"point only \(rule add_concat\)"):
         addcat.lower_host(j, program, w, SimpleNamespace(bits=8), netmode._why, None)

@@ -1,5 +1,5 @@
-"""A move or a linear resize of a pending residual Add on the network path (issue 52, rules 6a
-and 12a of :mod:`hlsnn.engines.network.joins.addmove`): k_unet_freq's ``nn.Upsample(scale_factor=(2,
+"""A move or a linear resize of a pending residual Add on the network path (issue 52, rules add_upsample
+and add_resize_pairs of :mod:`hlsnn.engines.network.joins.addmove`): k_unet_freq's ``nn.Upsample(scale_factor=(2,
 1))`` of ``relu(up(c) + b)`` and k_ae_lin's ``F.interpolate(relu(d2(..) + a), mode='linear')``
 ran layer by layer ("a data move of integer tensors computed on the fabric (not of a pending Add
 or pool)").
@@ -98,7 +98,7 @@ def _sum(path, x):
 
 @pytest.mark.parametrize("fmt", QUICK)
 def test_the_upsample_of_a_pending_add_is_the_layer_paths_sum_moved_and_rounded_once(up, fmt):
-    """Rule 6a: the network mode's upsampled tensor is numpy's ``np.repeat`` (by 2 along H) of the
+    """Rule add_upsample: the network mode's upsampled tensor is numpy's ``np.repeat`` (by 2 along H) of the
     layer path's float64 ``Relu(Add)``, rounded (the deployment's rounding) at the 1x1 conv's radix and
     saturated to 8 bits (integers), or the same values (BFP pairs, exact)."""
     x = _x("nchw")
@@ -127,7 +127,7 @@ def test_the_upsample_net_runs_in_the_emu_network_mode_with_the_layer_paths_bits
 
 
 def test_the_linear_resize_of_a_pending_add_on_bfp_pairs_is_onnxs_resize_of_the_sum(lin):
-    """Rule 12a: bfp's resized pairs are onnx's reference ``Resize`` (linear, half_pixel, float64)
+    """Rule add_resize_pairs: bfp's resized pairs are onnx's reference ``Resize`` (linear, half_pixel, float64)
     of the layer path's float64 ``Relu(Add)``, exactly; the network mode gives the layer path's bits."""
     from onnx import helper, TensorProto
     from onnx.reference import ReferenceEvaluator

@@ -1,4 +1,4 @@
-"""Rule 12t of the network mode for a plain pending Add (:mod:`hlsnn.engines.network.lintwo`,
+"""Rule two_term_input of the network mode for a plain pending Add (:mod:`hlsnn.engines.network.lintwo`,
 :func:`~hlsnn.engines.network.lintwo.materialize_add`): an output conv taking its input in two
 int8 terms (``input_terms: 2``, :mod:`hlsnn.deploy.quantize.twoin`) where that input is a residual block's
 ``Relu(Add)`` (s_unet_res fixed8), which was refused by name ("takes its input in 2 int8 terms
@@ -83,7 +83,7 @@ def test_the_network_mode_reads_the_layer_paths_two_terms_of_the_sum(two):
 
 
 def test_the_latency_model_counts_the_add_twice(two):
-    """``hlsnn perf``'s model: one start, rule 12t's logic, the Add's iterations twice rule 4's
+    """``hlsnn perf``'s model: one start, rule two_term_input's logic, the Add's iterations twice rule residual_add's
     (``ceil(C / Q) HW`` a pass), its descriptor ``wide`` 2."""
     from hlsnn.engines.sparse_cluster.network import kernel as sk
     from hlsnn.network import latency
@@ -108,7 +108,7 @@ def _why(j, what):
 
 
 def test_two_terms_of_other_adds_are_refused_by_name():
-    """A pending Add with a global pool is not rule 12t's source; a sum coarser than the conv's
+    """A pending Add with a global pool is not rule two_term_input's source; a sum coarser than the conv's
     radix is refused by name."""
     j = dict(name="c", kind="conv", in_terms=2, f_x=4, geom=dict(group=1))
     sparse = SimpleNamespace(engine="sparse_cluster")

@@ -1,4 +1,4 @@
-"""Attention's integer rules 16-19 (hlsnn.engines.network.tokens.attention): each rule against an
+"""Attention's integer rules attn_gather, add_const, act_matmul and int_softmax (hlsnn.engines.network.tokens.attention): each rule against an
 independent reference (numpy moves, hlsnn's to_fixed of the float sum, exact rational arithmetic,
 numpy's float64 softmax within the rule's stated bound), a planted one-bit change in each rule
 caught by the exact references, and the encoder classifier (nn.TransformerEncoderLayer,
@@ -35,7 +35,7 @@ def _round_sat(num, den, bits, rounding):
     return min(max(t, lo), hi)
 
 
-# ---- rule 16: moves as index patterns ---------------------------------------------------------
+# ---- rule attn_gather: moves as index patterns ---------------------------------------------------------
 
 def test_gather_patterns_are_the_moves():
     x = np.arange(8 * 48).reshape(8, 1, 48)
@@ -53,7 +53,7 @@ def test_gather_patterns_are_the_moves():
 
 @pytest.mark.parametrize("rounding", ["nearest_away", "nearest_even"])
 def test_class_token_codes_are_to_fixed_and_the_concat_pattern(rounding):
-    """Rule 16k: a Concat's constant part as codes at the tensor's radix (hlsnn's to_fixed of the
+    """Rule class_token: a Concat's constant part as codes at the tensor's radix (hlsnn's to_fixed of the
     constant, ties included) and its place in the pattern (numpy's concatenate)."""
     r = np.random.default_rng(8)
     c = r.normal(0, 0.3, (1, 1, 16))
@@ -69,7 +69,7 @@ def test_class_token_codes_are_to_fixed_and_the_concat_pattern(rounding):
     assert (at.gather(q, idx, consts ^ 1) != want).any()               # a planted bit of a constant code
 
 
-# ---- rule 17: a per-element constant -----------------------------------------------------------
+# ---- rule add_const: a per-element constant -----------------------------------------------------------
 
 @pytest.mark.parametrize("rounding", ["nearest_away", "nearest_even"])
 def test_addc_is_to_fixed_of_the_float_sum(rounding):
@@ -95,7 +95,7 @@ def test_addc_planted_bit_fails():
     assert (bad != ref).any()
 
 
-# ---- rule 18: a MatMul of two activations -------------------------------------------------------
+# ---- rule act_matmul: a MatMul of two activations -------------------------------------------------------
 
 def _actmm_ref(a, b, shift, bits, rounding):
     acc = np.einsum("...tk,...ks->...ts", a.astype(object), b.astype(object))
@@ -125,7 +125,7 @@ def test_actmm_planted_bit_fails(monkeypatch):
     assert (at.actmm(a, b, 8, 8, "nearest_away") != ref).any()
 
 
-# ---- rule 19: softmax over the keys -------------------------------------------------------------
+# ---- rule int_softmax: softmax over the keys -------------------------------------------------------------
 
 def _softmax_ref(row, f, bits):
     """The docstring's steps 1-5 on one row, in Python integers (the table by math.exp)."""
@@ -228,7 +228,7 @@ def _images(arrays, n=200):
 
 def test_encoder_network_bits_on_more_images_and_planted_bit(encoder, monkeypatch):
     """The network mode equals the layer path (``network=False``) on 200 images; a one-bit change
-    of rule 19's reciprocal (K one less) changes its logits."""
+    of rule int_softmax's reciprocal (K one less) changes its logits."""
     from hlsnn.deploy.lower import program as netmode
     from hlsnn.network import artifact
     prog, arrays = artifact.read(encoder)[:2]
@@ -255,7 +255,7 @@ def test_kernels_without_the_loops_refuse_by_name(encoder):
     net = netmode.lower(prog, arrays)
     at.refuse_kernel(net)                                           # sparse_cluster has the loops
     at.refuse_kernel(SimpleNamespace(engine="shift_mac", ops=net.ops))          # and shift_mac
-    with pytest.raises(InputError, match=r"op /emb/Add \(addc, attention's rule 17\).*no loop"):
+    with pytest.raises(InputError, match=r"op /emb/Add \(addc, attention's rule add_const\).*no loop"):
         at.refuse_kernel(SimpleNamespace(engine="bfp_systolic", ops=net.ops))
 
 
@@ -346,7 +346,7 @@ def test_bfp8_attention_is_refused_by_name_not_crashed(tmp_path):
 def test_a_reshaped_head_merge_is_the_gathers_layout(tmp_path):
     """v_sdpa (scaled_dot_product_attention, heads merged by Transpose then a plain Reshape into
     the out-projection's rows): the merge's gather writes the rows the RowsToMap takes, so the
-    lowering gets past it to its next refusal, the LayerNorm over (T, F) together (no rule 15)."""
+    lowering gets past it to its next refusal, the LayerNorm over (T, F) together (no rule layer_norm)."""
     from hlsnn.deploy.lower import program as netmode
     from hlsnn.network import artifact
     from hlsnn.network.build import compile_model

@@ -84,7 +84,7 @@ def _pairs(rng, shape, span):
 
 @pytest.mark.parametrize("mbits,rounding", [(8, "nearest_even"), (16, "nearest_away"), (8, "truncate")])
 def test_conv_rule_against_the_bfp_quantizer(mbits, rounding):
-    """Rules 3 and 4 on pairs of mixed exponents (stride (2, 1), asymmetric padding, two output
+    """Rules bfp_conv and bfp_gemm on pairs of mixed exponents (stride (2, 1), asymmetric padding, two output
     chunks, all-zero patches) against: the float values' im2col rows quantized by
     ``formats.bfp.quantize`` (one exponent per row), an all-zero row given the exponent that
     aligns the chunk's bias with no right shift (``be - max we``, in range here), and the
@@ -125,7 +125,7 @@ def test_conv_rule_against_the_bfp_quantizer(mbits, rounding):
 
 @pytest.mark.parametrize("relu,gap", [(False, False), (True, False), (True, True), (False, True)])
 def test_add_rule_equals_float64(relu, gap):
-    """Rules 5 and 6 against the host's float64 glue (exact in these ranges; 16 = 2**4 pixels)."""
+    """Rules bfp_add and bfp_global_pool against the host's float64 glue (exact in these ranges; 16 = 2**4 pixels)."""
     rng = np.random.default_rng(3)
     span = 20 if gap else 6                  # a sum (not pooled) must fit the kernel's 26-bit mantissa
     a, b = _pairs(rng, (3, 4, 16), span), _pairs(rng, (3, 4, 16), span)
@@ -164,7 +164,7 @@ def test_maxpool_rule_picks_the_largest_value():
 
 
 def test_an_all_zero_patch_gives_the_bias_in_any_batch():
-    """Rule 3, worked by hand: an all-zero patch's exponent is the layer's, ``be - max we =
+    """Rule bfp_conv, worked by hand: an all-zero patch's exponent is the layer's, ``be - max we =
     -10 - 0``, so the bias alignment is a left shift by ``max we - we`` (0, 3): acc = (77, -5 <<
     3 = -40) at e3 = (-10, -13); the max rule's leading one is max(6 - 10, 5 - 13) = -4, e4 =
     -4 - 6 = -10, and the mantissas at e4 are (77, -40 >> 3 = -5): exactly the bias (77, -5) *
@@ -339,7 +339,7 @@ def test_bfp_network_kernel_on_the_sim_board_through_pynq(compiled):
 
 def test_the_kernel_status_word(compiled):
     """finish_words: the output words are the elements and one status word (nothing per op: an
-    all-zero patch takes the descriptor's xz, rule 3, batch-free); status bit 0 raises NotExact
+    all-zero patch takes the descriptor's xz, rule bfp_conv, batch-free); status bit 0 raises NotExact
     naming the image, a clear status gives the elements' pairs."""
     from hlsnn.engines.bfp_systolic.network import kernel as bfpkernel
     net = netmode.lower(*artifact.read(compiled("digits_cnn", "bfp16")))
@@ -360,7 +360,7 @@ def test_the_kernel_status_word(compiled):
 def test_network_kernel_equals_the_network_mode_on_negative_pools(compiled):
     """The kernel against the spec where the layer path has no case: digits_cnn bfp8 with its
     convs' ReLU removed, so the max pools compare negative values, zeros and values of
-    different exponents (the kernel's exact compare of rule 7), and every output is signed."""
+    different exponents (the kernel's exact compare of rule bfp_pool), and every output is signed."""
     from hlsnn.engines.bfp_systolic.network.kernel import BfpNetKernel
     prog, arrays = artifact.read(compiled("digits_cnn", "bfp8"))
     prog = dict(prog, layers=[dict(j, relu=False) if j["kind"] == "conv" else j for j in prog["layers"]])
@@ -412,7 +412,7 @@ def test_the_datapath_model_counts_the_kernels_operators():
     57 bits by 0..55 (6 select bits: 3 stages of 57) 171, the rounding (mask, remainder
     compare 29, tie test 19, increment 57) 162, the left shifter of 54 bits by 0..16 (57 +
     69 + 70/2) 161, the select (36), the two saturation compares of 72 bits (72) and the clamp
-    (16) 124: 618. ``Greater`` (rule 7, one per bank): per operand |m| 54, its leading one 54,
+    (16) 124: 618. ``Greater`` (rule bfp_pool, one per bank): per operand |m| 54, its leading one 54,
     the exponent add 12 and the aligning shifter of 54 bits by 0..53 (3 x 54): 282 each; the
     magnitude compare 27, equality 18, the leading ones' compare 6 and the signs 8: 623; with
     the two 64-bit selects, 687 a bank."""
@@ -476,8 +476,8 @@ def test_resnet8_bfp_kernel_fits_the_pynq_z2(compiled, capsys, assignment):
 @pytest.mark.csim
 def test_a_global_pools_sums_held_rounded_to_odd_keep_the_bits(compiled, monkeypatch):
     """Issue 83: the kernel holds a global pool's exact sums rounded to odd at kOddBits
-    (``AddPoolOdd``, netbfp rule 4o's RoundOdd), so its convs read elements' 26-bit mantissas,
-    not 54-bit sums. At K = 9 = M + 1 (the least rule 4o's argument allows for bfp8's 8-bit
+    (``AddPoolOdd``, netbfp rule bfp_round_odd's RoundOdd), so its convs read elements' 26-bit mantissas,
+    not 54-bit sums. At K = 9 = M + 1 (the least rule bfp_round_odd's argument allows for bfp8's 8-bit
     mantissas) most of ResNet-8's pooled sums are shortened and the classifier's roundings meet
     the kept bits' ties: the kernel still gives the network mode's bits (its exact sums)."""
     from hlsnn.engines.bfp_systolic.network import reduce as red

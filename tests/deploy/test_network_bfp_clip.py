@@ -1,4 +1,4 @@
-"""Clip (ReLU6) on BFP pairs (issue 52, rule 9d of hlsnn.engines.bfp_systolic.network.gate): the
+"""Clip (ReLU6) on BFP pairs (issue 52, rule bfp_clip of hlsnn.engines.bfp_systolic.network.gate): the
 depthwise + SE variant v_dw_a of tests/data/torch/beyond in bfp8, refused at its first unfused
 Clip before, runs as one network program with the layer path's bits.
 
@@ -51,7 +51,7 @@ def dw(tmp_path_factory):
 def test_dw_a_bfp8_runs_as_one_network_program_with_the_layer_paths_bits(dw):
     """Before: refused at /12/Clip (no rule for a Clip on pairs). Now one program (two Clip ops on
     the Lut loop), equal to the layer path image by image and in a batch of 24 (whose SE's
-    second Gemm has all-zero inputs for some images: rule 3's exponent is the layer's, so no
+    second Gemm has all-zero inputs for some images: rule bfp_conv's exponent is the layer's, so no
     image's bits depend on the batch)."""
     path = dw["v_dw_a_ts17", "bfp8"]
     x = _data("v_dw_a_ts17").x_test[:24]

@@ -1,9 +1,9 @@
-"""Tables and the channel gate on BFP activations (issue 52, rules 9b and 10b of
+"""Tables and the channel gate on BFP activations (issue 52, rules bfp_table and bfp_gate of
 hlsnn.engines.bfp_systolic.network.gate): se_cnn of tests/data/torch/beyond in bfp8 runs in one
 network start, with the layer path's bits (both paths run the rules).
 
 References: the codes and the products computed on the exact values with Python's Fraction
-(independent of the module's shift_round_sat), the table of rule 9 (itself tested against the
+(independent of the module's shift_round_sat), the table of rule unary_table (itself tested against the
 definitions in test_network_gate.py), and the layer-by-layer compiled network on the emulator."""
 import sys
 from fractions import Fraction
@@ -54,7 +54,7 @@ def test_codes_are_the_exact_values_rounded_and_saturated(rounding):
 
 
 def _hardswish_ref(m, e, w, rounding):
-    """Rule 9c from its definition: the exact HardSwish rounded at ``w`` bits below the input's
+    """Rule bfp_hardswish from its definition: the exact HardSwish rounded at ``w`` bits below the input's
     leading one (as a pair), or the value itself (``|x| >= 3``, 0)."""
     x = Fraction(int(m)) * Fraction(2) ** int(e)
     hs = x * min(max(x + 3, 0), 6) / 6
@@ -80,7 +80,7 @@ def test_hardswish_on_pairs_is_the_definition_rounded_at_w_bits(rounding):
 
 
 def test_a_table_and_a_gate_on_a_tiny_graph_against_fractions():
-    """Rules 9c (a HardSwish map), 9b (a Sigmoid vector at code radix 4) then 10b on a 2 x 2 x 2
+    """Rules bfp_hardswish (a HardSwish map), bfp_table (a Sigmoid vector at code radix 4) then bfp_gate on a 2 x 2 x 2
     map and a 2-vector: the values of the references."""
     rng = np.random.default_rng(1)
     m, e = rng.integers(-127, 128, (1, 2, 4)), rng.integers(-9, -3, (1, 2, 4))
@@ -115,7 +115,7 @@ def se(tmp_path_factory):
 def test_se_cnn_bfp8_runs_as_one_network_program_with_the_layer_paths_bits(se, name):
     """Before: refused by name on the network path (12 layer kernel calls a batch); now one program
     (two HardSwish on pairs, a Sigmoid table, the gate, two global pools), bit for bit with the
-    layer path, which runs rules 9c and 9b on its float64 values."""
+    layer path, which runs rules bfp_hardswish and bfp_table on its float64 values."""
     x = _data(name).x_test[:40]
     layers = hlsnn.load(se[name, "bfp8"], "emu", network=False)
     before = _kernel_calls(layers)
@@ -127,7 +127,7 @@ def test_se_cnn_bfp8_runs_as_one_network_program_with_the_layer_paths_bits(se, n
     before = _kernel_calls(net)
     np.testing.assert_array_equal(net(x), want)
     assert _kernel_calls(net) == before
-    # the layer path's HardSwish and Sigmoid: rules 9c and 9b on its float64 values, by Fractions
+    # the layer path's HardSwish and Sigmoid: rules bfp_hardswish and bfp_table on its float64 values, by Fractions
     lays = layers.program["layers"]
     src, got = env[lays[0]["output"]].reshape(-1)[:400], env[lays[1]["output"]].reshape(-1)[:400]
     for v, g in zip(src, got):

@@ -1,8 +1,8 @@
-"""A HardSwish after a squeeze-excite gate on BFP activations (issue 52, rule 9f of
+"""A HardSwish after a squeeze-excite gate on BFP activations (issue 52, rule bfp_hardswish_table of
 hlsnn.engines.bfp_systolic.network.gate): d-li14's MobileNetV3 port (v_f_mbv3_dl, ``x *
 hsigmoid(fc(pool(x)))`` then ``x * relu6(x + 3) / 6``) in bfp8 runs in one network start with the
-layer path's bits. The gate's products have wider mantissas than rule 9c's exact HardSwish takes,
-so both paths code them at a calibrated radix and look the code up in rule 9's table (9b).
+layer path's bits. The gate's products have wider mantissas than rule bfp_hardswish's exact HardSwish takes,
+so both paths code them at a calibrated radix and look the code up in rule unary_table's table (bfp_table).
 
 References: the codes and the table entries computed on the exact values with Python's Fraction
 from HardSwish's definition, and the layer-by-layer compiled network on the emulator."""
@@ -34,10 +34,10 @@ def _hswish(x):
 
 def test_hardswish_of_a_gate_is_a_table_of_codes_in_both_paths(mbv3):
     """Before: refused by name on the network path ("HardSwish of BFP values that are not an
-    engine layer's output"). Now each HardSwish after a gate is a table op (9f: ``bfp_table`` in
-    the program, no ``exact``), the one after a conv stays rule 9c; the network runs as one
+    engine layer's output"). Now each HardSwish after a gate is a table op (bfp_hardswish_table: ``bfp_table`` in
+    the program, no ``exact``), the one after a conv stays rule bfp_hardswish; the network runs as one
     program with the layer path's bits; the layer path's values are the codes ``q = R(v 2**F)``
-    (saturated to b = 11 bits: rule 9g's M + 3 for a gate's products, 8 before it) looked up in
+    (saturated to b = 11 bits: rule bfp_wide_codes's M + 3 for a gate's products, 8 before it) looked up in
     the table ``R(hswish(q 2**-F) 2**F_o)``."""
     x = _data(NAME).x_test[:40]
     layers = hlsnn.load(mbv3, "emu", network=False)

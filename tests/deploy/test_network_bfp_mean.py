@@ -1,6 +1,6 @@
-"""A mean over a count that is not a power of two on BFP pairs (issue 52, rule 6b of
+"""A mean over a count that is not a power of two on BFP pairs (issue 52, rule bfp_mean of
 hlsnn.engines.bfp_systolic.network.anymean): the integer leading one and mantissa of ``s * 2**e /
-d`` equal the layer path's float64 mean quantized by rule 3 (numpy float64 written out here:
+d`` equal the layer path's float64 mean quantized by rule bfp_conv (numpy float64 written out here:
 one division, ``np.frexp``, ``np.ldexp``, the three roundings), the kernel's reciprocal is
 ``u // d`` over its whole range, and a tc_dw-like net (Conv1d ... MaxPool1d(3, 2, ceil_mode),
 AvgPool1d(3, 1, 1), AdaptiveMaxPool1d(1), Linear) and a 2-D net with a padded 3x3 AveragePool
@@ -81,13 +81,13 @@ def test_what_reads_a_mean_other_than_a_conv_maxpool_relu_is_refused_by_name():
     mean_op = _op("avgpool", "avg", ["x"], "m", mdiv=3)
     ops = [mean_op, _op("maxpool", "mx", ["m"], "p"), _op("conv", "fc", ["p"], "y")]
     assert bm.mark(ops, {}, "y") == {"m": 3, "p": 3} and ops[2].f["mdiv"] == 3
-    with pytest.raises(InputError, match=r"sum: a add of a mean over a count that is not a power of two.*rule 6b"):
+    with pytest.raises(InputError, match=r"sum: a add of a mean over a count that is not a power of two.*rule bfp_mean"):
         bm.mark([mean_op, _op("add", "sum", ["m", "x"], "s")], {}, "s")
     with pytest.raises(InputError, match=r"the output m is a mean over a count that is not a power of two"):
         bm.mark([mean_op], {}, "m")
     with pytest.raises(InputError, match=r"odd parts \[3, 5\]"):
         bm.mark([mean_op, _op("avgpool", "avg5", ["x"], "m5", mdiv=5), _op("conv", "c3", ["m"], "y3"),
-                 _op("conv", "c5", ["m5"], "y5")], {}, "y5")          # (a Concat of both: rule 6c, one divisor)
+                 _op("conv", "c5", ["m5"], "y5")], {}, "y5")          # (a Concat of both: rule bfp_mean_concat, one divisor)
     with pytest.raises(InputError, match=r"g: a mean of means"):
         bm.mark([mean_op, _op("add", "g", ["m"], "gm", gap=True, mdiv=9)], {}, "x")
 
@@ -171,7 +171,7 @@ def test_emulators_network_mode_has_the_layer_paths_bits(nets, name):
 def test_the_division_is_declared_and_the_loops_keep_their_ii(nets, tmp_path):
     """The kernel declares a reciprocal product per bank in ConvMac (its derived widths) and the
     derived II (perf/schedule.py, from the rendered C++) of every loop is the one of the same
-    kernel without the rule (the mean's divisor taken away): rule 6b adds no memory access.
+    kernel without the rule (the mean's divisor taken away): rule bfp_mean adds no memory access.
     Without the rule the kernel holds the pool's sums rounded to odd (issue 83: its AddPoolOdd
     loop, at II 1 too); with it the convs read the exact sums and that loop is not rendered."""
     from hlsnn.network import artifact, schedule
@@ -196,7 +196,7 @@ def test_the_division_is_declared_and_the_loops_keep_their_ii(nets, tmp_path):
 @pytest.mark.csim
 @pytest.mark.parametrize("name", [pytest.param("tc_dw"), pytest.param("avg_gap", marks=pytest.mark.slow)])
 def test_network_kernel_csim_has_the_layer_paths_bits_in_one_start(nets, name):
-    """The C-simulation of the network kernel (rule 6b in ConvExp and ConvMac): the layer path's
+    """The C-simulation of the network kernel (rule bfp_mean in ConvExp and ConvMac): the layer path's
     bits on 24 digits, one start per batch. (avg_gap in the slow suite: the same two helpers
     on the same loops, a divisor of 9 and the pool buffer's source.)"""
     path, layout = nets[name]

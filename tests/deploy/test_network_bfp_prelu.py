@@ -1,9 +1,9 @@
-"""A ``PRelu`` with one slope per channel on BFP pairs (issue 52, netbfp rule 9p of
+"""A ``PRelu`` with one slope per channel on BFP pairs (issue 52, netbfp rule bfp_prelu of
 :mod:`hlsnn.engines.bfp_systolic.network.prelu`): bfp8 ran ``nn.PReLU(C)`` layer by layer (h_jet_bnin:
-3 starts), two-hot and fixed8 had rule 9ch. The layer path keeps its float64 ``PRelu``; the network
+3 starts), two-hot and fixed8 had rule channel_table. The layer path keeps its float64 ``PRelu``; the network
 mode writes ``slope_c * x`` rounded to odd, which the next layer's block quantization reads as it
 reads the exact product; read by a pool or a gate (h_dw_prelu's squeeze-excite), the exact
-product itself in 53-bit elements (rule 9w).
+product itself in 53-bit elements (rule bfp_prelu_exact).
 
 References: numpy's block quantization of the exact float64 products (``frexp`` of a block's
 largest value, the mantissas rounded by :func:`netfixtures.round_array`) for the rule; the
@@ -25,7 +25,7 @@ from netfixtures import (check_emu_network_run, check_kernel_run, check_refused_
 
 
 def _block_quantize(v, m_bits, rounding):
-    """Rule 3 on each row of ``v`` (a block): the mantissas ``R(v 2**-xe)`` saturated to
+    """Rule bfp_conv on each row of ``v`` (a block): the mantissas ``R(v 2**-xe)`` saturated to
     ``m_bits``-bit signed integers, ``xe = L - m_bits + 2`` from the row's largest ``|v|``."""
     big = np.abs(v).max(axis=1, keepdims=True)
     _, ex = np.frexp(np.where(big > 0, big, 1.0))
@@ -37,8 +37,8 @@ def _block_quantize(v, m_bits, rounding):
 @pytest.mark.parametrize("rounding", ["nearest_even", "nearest_away", "truncate"])
 @pytest.mark.parametrize("m_bits", [4, 8, 12])
 def test_the_product_rounded_to_odd_quantizes_as_the_exact_product(m_bits, rounding):
-    """Rule 9p: blocks of 6 elements, each ``x = m 2**e`` (``|m| < 2**(M-1)``) or its product with
-    a float32 slope, quantized by numpy's rule 3: the pairs of rule 9p give the mantissas and
+    """Rule bfp_prelu: blocks of 6 elements, each ``x = m 2**e`` (``|m| < 2**(M-1)``) or its product with
+    a float32 slope, quantized by numpy's rule bfp_conv: the pairs of rule bfp_prelu give the mantissas and
     exponents of the exact float64 products, though most of the pairs' values differ from them."""
     rng = np.random.default_rng(m_bits)
     n, c = 4000, 6
@@ -155,10 +155,10 @@ def test_the_model_partitions_every_array_as_the_cpp_declares(nets, tmp_path):
     assert tap.banks_and_depth() == (2, -(-len(t["taps"]) // 2))
 
 
-# --------------------------------------------------------------------------- rule 9w
+# --------------------------------------------------------------------------- rule bfp_prelu_exact
 
 def test_rule_9w_is_the_exact_product():
-    """Rule 9p with ``t = 0`` (9w) gives the float64 PRelu of the pairs' values exactly, in
+    """Rule bfp_prelu with ``t = 0`` (bfp_prelu_exact) gives the float64 PRelu of the pairs' values exactly, in
     ``M + 24`` bits: what a pool or a gate of the layer path reads."""
     rng = np.random.default_rng(5)
     m = rng.integers(-127, 128, (500, 6))
@@ -172,9 +172,9 @@ def test_rule_9w_is_the_exact_product():
 
 
 def _se_net(path, gate_twice=False):
-    """x (1 x 8 x 8) -> Conv 3x3 (4 x 8 x 8) -> PRelu (4 slopes; read by a conv: rule 9p) -> Conv 3x3
+    """x (1 x 8 x 8) -> Conv 3x3 (4 x 8 x 8) -> PRelu (4 slopes; read by a conv: rule bfp_prelu) -> Conv 3x3
     stride 2 (6 x 4 x 4) -> PRelu (6 slopes) -> p; a squeeze-excite
-    gate ``p * sigmoid(W GAP(p))`` (``gate_twice``: ``p * p``, a gate of two 9w maps) ->
+    gate ``p * sigmoid(W GAP(p))`` (``gate_twice``: ``p * p``, a gate of two bfp_prelu_exact maps) ->
     AveragePool 2x2 -> Flatten -> Gemm (10): h_dw_prelu's tail."""
     from onnx import helper, numpy_helper
     inits, w = weight_drawer(66)
@@ -211,7 +211,7 @@ def _xi(n):
 
 
 def test_a_prelu_read_by_a_pool_and_a_gate_runs_with_the_layer_paths_bits(se_net):
-    """Rule 9w: the exact product, read by the global pool, the gate and (through it) the
+    """Rule bfp_prelu_exact: the exact product, read by the global pool, the gate and (through it) the
     average pool, gives the layer path's float64 bits; the program's elements are 53-bit."""
     def lowered(run):
         ops = [(op.kind, op.f.get("fn"), op.f.get("wide")) for op in run.network.ops]
@@ -222,18 +222,18 @@ def test_a_prelu_read_by_a_pool_and_a_gate_runs_with_the_layer_paths_bits(se_net
 
 
 def test_a_gate_of_two_wide_prelu_maps_is_refused_by_the_kernel_by_name(tmp_path):
-    """Two 9w maps' product (31 + 31 bits) could pass the 53-bit element: the kernel refuses it."""
+    """Two bfp_prelu_exact maps' product (31 + 31 bits) could pass the 53-bit element: the kernel refuses it."""
     from hlsnn.network import artifact
     from hlsnn.network.loader import kernel_network
     path = compile_onnx(tmp_path, "bfp_prelu_pp", _se_net(tmp_path / "pp.onnx", True), "bfp8", check_samples=2,
                         calibration_samples=8)
-    with pytest.raises(InputError, match="a gate of a PRelu's exact product .rule 9w."):
+    with pytest.raises(InputError, match="a gate of a PRelu's exact product .rule bfp_prelu_exact."):
         kernel_network(*artifact.read(path))
 
 
 @pytest.mark.csim
 def test_the_bfp_kernel_runs_rule_9w_in_one_start(se_net):
-    """The only C-simulation of 9w's wide elements (with a 9p op in them): the layer path's bits
+    """The only C-simulation of bfp_prelu_exact's wide elements (with a bfp_prelu op in them): the layer path's bits
     in one start."""
     check_kernel_run(se_net, "bfp8", _xi(4))
 

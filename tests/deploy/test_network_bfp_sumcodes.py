@@ -1,4 +1,4 @@
-"""Rule 9g of hlsnn.engines.bfp_systolic.network.gate (issue 52): a table of a sum or product of
+"""Rule bfp_wide_codes of hlsnn.engines.bfp_systolic.network.gate (issue 52): a table of a sum or product of
 BFP pairs reads codes of ``M + 3`` bits (11 for bfp8), a table of a conv's output keeps ``M``.
 
 Before, CBAM's ``sigmoid(mlp(avgpool) + mlp(maxpool))`` read 8-bit codes of the exact sum and
@@ -34,7 +34,7 @@ def _leaky(alpha):
 
 def _check(path, x, fns):
     """The layer path's table outputs of ``fns`` (``{op: numpy function}``) against the
-    reference; returns ``{op: (bits, source kind)}`` of every 9b table op of the program."""
+    reference; returns ``{op: (bits, source kind)}`` of every bfp_table table op of the program."""
     layers = hlsnn.load(path, "emu", network=False)
     _, env = layers.run(x, keep=True)
     net = hlsnn.load(path, "emu", network=True)
@@ -73,7 +73,7 @@ def test_a_leaky_relu_of_a_sum_reads_11_bit_codes_a_sigmoid_of_a_conv_8(tmp_path
 @pytest.mark.parametrize("name", ["v_f_dw_cbam_ts17", "v_f_dw_cbam_dynamo"])
 def test_cbam_channel_attention_sigmoid_of_the_sum_is_numpys_on_11_bit_codes(name, tmp_path):
     """hfam's f_dw_cbam exported by torch: the channel attention's Sigmoid of the Add of the two
-    MLP outputs reads 11-bit codes (rule 9g) and gives numpy's sigmoid of them."""
+    MLP outputs reads 11-bit codes (rule bfp_wide_codes) and gives numpy's sigmoid of them."""
     model = BEYOND / f"{name}.onnx"
     if not model.exists():
         pytest.skip(f"{model.name}: hfam's fixture")

@@ -1,6 +1,6 @@
 """Bilinear upsampling by 4 (and 8) in the network mode (issue 52: ``nn.Upsample(scale_factor=4,
-mode='bilinear')`` between engine layers ran layer by layer, "weights neither rule 12's nor rule
-14's"; hlsnn.engines.network.pools.linpool rule 12b: a nearest upsample, an edge pad by ``f/2`` and the
+mode='bilinear')`` between engine layers ran layer by layer, "weights neither rule bilinear_x2's nor rule
+box_resize's"; hlsnn.engines.network.pools.linpool rule bilinear_pow2: a nearest upsample, an edge pad by ``f/2`` and the
 ``[1, 2, ..., 2, 1] / 2f`` window).
 
 References: torch's ``F.interpolate(mode='bilinear', align_corners=False)`` for the weights,
@@ -89,7 +89,7 @@ def test_half_pixel_weights_are_torchs(n, f):
 @pytest.mark.parametrize("shape, scales", [((2, 3, 4, 5), (4, 4)), ((2, 2, 1, 1), (4, 4)), ((2, 2, 3, 2), (4, 2)),
                                            ((1, 2, 2, 3), (8, 1)), ((2, 2, 3, 3), (1, 4))])
 def test_rule_12b_equals_onnx_resize_rounded_to_the_consumer(shape, scales):
-    """Rule 12b (upsample, edge pad, the [1, 2, 2, 2, 1] / 8 window per x4 axis) is ONNX's
+    """Rule bilinear_pow2 (upsample, edge pad, the [1, 2, 2, 2, 1] / 8 window per x4 axis) is ONNX's
     linear Resize rounded at ``F_x``, borders included, and the layer path's host op too."""
     from hlsnn.deploy.importer.graph import Layer
     from hlsnn.deploy.run import hostextra

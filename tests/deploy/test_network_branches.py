@@ -6,8 +6,8 @@ tests run on the fast C-simulation only):
 * a chained Add (:mod:`hlsnn.engines.network.joins.chain`): block 2's Add reads block 1's sum, kept
   exactly in the shortcut buffer (``sc_add``; ``kScBits`` wide on the integer engines);
 * a unary table (:mod:`hlsnn.engines.network.tables`, the Lut loop's ROM): ``Tanh``;
-* a product of two maps (rules 10/10b, ``Gate`` with ``same``): ``h * tanh(g)`` of two convs;
-* a mean over a count that is not a power of two on the integer engines (rule 13's ``MeanDiv``,
+* a product of two maps (rules channel_gate/bfp_gate, ``Gate`` with ``same``): ``h * tanh(g)`` of two convs;
+* a mean over a count that is not a power of two on the integer engines (rule mean_divide's ``MeanDiv``,
   ``kDivBits``): the global pool over 6 x 6 pixels; bfp_systolic (no such rule on pairs) pools
   8 x 8.
 

@@ -2,18 +2,18 @@
 ``ap_axi_sdata.h`` models, in a second small network per engine (the first:
 tests/deploy/test_network_branches.py). Their own tests run them on the fast C-simulation:
 
-* a Concat with the graph input (netmove rule 8i, :mod:`hlsnn.engines.network.joins.catinput`);
-* a ``HardSwish`` of a residual sum: a table on every engine, on BFP pairs rule 9f's table of
+* a Concat with the graph input (netmove rule input_concat, :mod:`hlsnn.engines.network.joins.catinput`);
+* a ``HardSwish`` of a residual sum: a table on every engine, on BFP pairs rule bfp_hardswish_table's table of
   calibrated codes (:mod:`hlsnn.engines.bfp_systolic.network.gate`);
-* an ``AveragePool`` with ``count_include_pad = 0`` (rule 11u, :mod:`hlsnn.engines.network.pools.uncounted`:
+* an ``AveragePool`` with ``count_include_pad = 0`` (rule avg_pool_uncounted, :mod:`hlsnn.engines.network.pools.uncounted`:
   the ``kPoolScale`` ROM in the pool loop);
-* a linear ``Resize`` with ``align_corners`` (rule 14, :mod:`hlsnn.engines.network.pools.cornerresize`):
+* a linear ``Resize`` with ``align_corners`` (rule box_resize, :mod:`hlsnn.engines.network.pools.cornerresize`):
   on the integer engines a mean over 49 divided in the pool loop (``pool_div``) and the global pool
-  over 6 x 6 after an Add divided in the Add loop (``add_div``, both rule 13); on BFP pairs (the
-  kernel divides by one odd divisor) a resize 2 -> 4, a mean over 9 (rule 6b, descriptor ``mdiv``)
-  and a Concat of it with a conv's map scaled to a mean over 9 (rule 6c);
+  over 6 x 6 after an Add divided in the Add loop (``add_div``, both rule mean_divide); on BFP pairs (the
+  kernel divides by one odd divisor) a resize 2 -> 4, a mean over 9 (rule bfp_mean, descriptor ``mdiv``)
+  and a Concat of it with a conv's map scaled to a mean over 9 (rule bfp_mean_concat);
 * on BFP pairs, all-zero patches (the digits' blank borders) taking the descriptor's ``xz``
-  (rule 3).
+  (rule bfp_conv).
 
 The strict C-simulation (``hlsnn/strict.h``) must give the layer path's bits (the layer-by-layer
 compiled network on the emulator) in one start, the loops' iterations the perf model's (bfp8 in
@@ -37,7 +37,7 @@ KERNEL = {"bfp8": "bfpkernel", "twohot": "netkernel", "fixed8": "sparsekernel"}
 
 def branches2_model(path, bfp, seed=53):
     """x (N, 1, 8, 8): 3x3 conv 3 + Relu (small weights: within x's range) = r; Concat([r, x])
-    (rule 8i); 3x3 conv 4 + Relu = a; 3x3 conv of a + a, HardSwish = h; AveragePool 3x3 stride 1
+    (rule input_concat); 3x3 conv 4 + Relu = a; 3x3 conv of a + a, HardSwish = h; AveragePool 3x3 stride 1
     padded by 1, count_include_pad 0 = u; 3x3 conv stride 2 + Relu = b (4 x 4); integer engines:
     Resize align_corners x2 of b (4 -> 8, a mean over 49), Concat with h, an unpadded 3x3 conv +
     Relu = c (6 x 6); ``bfp``: a 3x3 conv stride 2 of b (2 x 2), its Resize (2 -> 4, a mean over 9),
@@ -96,20 +96,20 @@ def _has_every_branch(run, fmt):
     net = run.network
     ops = {op.out: op for op in net.ops}
     cats = [op for op in net.ops if op.kind == "concat"]
-    assert net.aliases.get(cats[0].ins[1], cats[0].ins[1]) == net.input["name"], cats[0].ins     # rule 8i
+    assert net.aliases.get(cats[0].ins[1], cats[0].ins[1]) == net.input["name"], cats[0].ins     # rule input_concat
     hs, = [op for op in net.ops if op.kind == "lut"]
     assert hs.f["fn"] == "HardSwish" and ops[hs.ins[0]].kind == "add"
     pools = [op for op in net.ops if op.kind == "avgpool"]
-    assert [op.f.get("uncounted") for op in pools] == [36, None]                                  # rule 11u
+    assert [op.f.get("uncounted") for op in pools] == [36, None]                                  # rule avg_pool_uncounted
     gap, = [op for op in net.ops if op.kind == "add" and op.f["gap"]]
     if fmt == "bfp8":
-        assert not hs.f.get("exact")                                # rule 9f: a table of codes, not 9c
+        assert not hs.f.get("exact")                                # rule bfp_hardswish_table: a table of codes, not bfp_hardswish
         assert any(j.get("bfp_table") for j in run.program["layers"] if j.get("op") == "HardSwish")
-        assert [op.f["mdiv"] for op in pools] == [9, 9]            # rule 6b (36 = 4 x 9; the resize's 9)
-        assert [op.f.get("mscale") for op in cats] == [None, [9, 1]]       # rule 6c: b as a mean over 9
+        assert [op.f["mdiv"] for op in pools] == [9, 9]            # rule bfp_mean (36 = 4 x 9; the resize's 9)
+        assert [op.f.get("mscale") for op in cats] == [None, [9, 1]]       # rule bfp_mean_concat: b as a mean over 9
         assert {op.f.get("mdiv", 1) for op in net.ops if op.kind == "conv"} == {1, 9}
     else:
-        assert [op.f["div"]["n"] for op in pools] == [36, 49]     # 11u's L, the resize's 7 x 7 (pool_div)
+        assert [op.f["div"]["n"] for op in pools] == [36, 49]     # avg_pool_uncounted's L, the resize's 7 x 7 (pool_div)
         assert gap.f["div"]["n"] == 36                            # the global pool over 6 x 6 (add_div)
 
 
@@ -132,8 +132,8 @@ def test_the_branches_run_in_the_emu_network_mode_with_the_layer_paths_bits(bran
 def test_the_branches_pass_the_strict_csim_in_one_start(branches2, fmt):
     """One start per batch on the strict library: the layer path's bits, the loops' iterations
     the perf model's, every bank within its ports, and each branch rendered (the integer
-    engines: ``MeanDiv`` in the pool and the Add loops, ``kPoolScale``; BFP: rule 6b's divisor 9,
-    rule 6c's Concat product, ``kPoolScale``, the table ROM, all-zero patches taking ``xz``)."""
+    engines: ``MeanDiv`` in the pool and the Add loops, ``kPoolScale``; BFP: rule bfp_mean's divisor 9,
+    rule bfp_mean_concat's Concat product, ``kPoolScale``, the table ROM, all-zero patches taking ``xz``)."""
     x = _x(6)
     board, cpp, h = check_strict_kernel_run(branches2(fmt), fmt, x)
     k = board._kernel
@@ -141,10 +141,10 @@ def test_the_branches_pass_the_strict_csim_in_one_start(branches2, fmt):
     assert k.counters["NetLut"][0] == len(x) * -(-4 // k.tables["pc"]) * 64   # the HardSwish of 4 x 8 x 8: Q channels a cycle
     if fmt == "bfp8":
         from hlsnn.engines.network.perf import _f
-        assert "kMeanDiv = 9;" in h and "Concat(d, act, sc, status);" in cpp     # 6b, 6c's product
+        assert "kMeanDiv = 9;" in h and "Concat(d, act, sc, status);" in cpp     # bfp_mean, bfp_mean_concat's product
         rows = k.tables["rows"]
         stem = next(r for r in rows if _f(r, "op") == 0)
-        assert _f(stem, "xz") != 0                               # rule 3: not the exponent floor, so
+        assert _f(stem, "xz") != 0                               # rule bfp_conv: not the exponent floor, so
         pad = np.pad(x.reshape(len(x), 8, 8), ((0, 0), (1, 1), (1, 1)))     # the bits check the xz path:
         win = np.lib.stride_tricks.sliding_window_view(pad, (3, 3), axis=(1, 2))
         assert (np.abs(win).sum(axis=(-1, -2)) == 0).any()       # the stem sees all-zero patches

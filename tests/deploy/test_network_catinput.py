@@ -1,7 +1,7 @@
 """A skip from the graph input and a pool over a one-row map in the network mode (issue 52: the
 1-D autoencoders' ``torch.cat([decoded, x])`` and the TC-ResNet written with 2-D convs,
 ``x.permute(0, 2, 1).unsqueeze(2)`` then ``F.avg_pool2d(h, h.shape[2:])``), in one small net per
-engine: netmove rule 8i (:mod:`hlsnn.engines.network.joins.catinput`), linpool rule 11g (a window over
+engine: netmove rule input_concat (:mod:`hlsnn.engines.network.joins.catinput`), linpool rule avg_pool_global (a window over
 the whole map of a pending Add is its global pool) and a conv reading an ``Unsqueeze``'s ``C x 1
 x W`` view of its input.
 
@@ -66,7 +66,7 @@ def _lowered_as_meant(run, fmt):
     assert [(op.f["h"], op.f["w"]) for op in convs] == [(8, 1), (1, 8), (1, 8), (1, 1)]
     gap, = [op for op in net.ops if op.kind == "add" and op.f["gap"]]
     assert gap.f["relu"] and len(gap.ins) == 2 and gap.f["hw"] == 8
-    if fmt != "bfp8":                  # rule 8i: the consumer's calibrated radix is the input's
+    if fmt != "bfp8":                  # rule input_concat: the consumer's calibrated radix is the input's
         second = [j for j in run.program["layers"] if j["kind"] != "host"][1]
         assert second["f_x"] == net.input["f"] == run.program["input"]["quantization"]["frac_bits"]
         assert cat.f["shifts"][1] == 0, cat.f
@@ -90,7 +90,7 @@ def test_skip_from_the_input_and_the_one_row_pool_in_one_start_on_csim_and_the_b
 
 
 def test_a_skip_from_the_input_at_another_radix_is_refused_by_name(tmp_path):
-    """Rule 8i: where the concat's consumer quantizes at a radix other than the input's (the conv's
+    """Rule input_concat: where the concat's consumer quantizes at a radix other than the input's (the conv's
     part reaches beyond the input's range), requantizing the input's integers would round twice;
     the network mode refuses it by name and the layer path runs it."""
     m = catpool_model(tmp_path / "wide.onnx", skip_scale=1.5)

@@ -1,5 +1,5 @@
 """A ghost module read by its SE block on the network path (issue 52: s_ghost of
-``scripts/variant_seventh.py``, rule 8m of :mod:`hlsnn.engines.network.joins.catmix`; the bfp kernel's
+``scripts/variant_seventh.py``, rule mixed_concat of :mod:`hlsnn.engines.network.joins.catmix`; the bfp kernel's
 gate of a concat, :mod:`hlsnn.engines.bfp_systolic.network.gatesrc`). Before: two-hot and fixed8
 refused "GlobalAveragePool: no integer rule for this host op here" (a global pool of a concat
 whose parts sit at two radix points), and the bfp kernel "a gate of cat; the kernel multiplies
@@ -82,7 +82,7 @@ def test_the_ghost_module_runs_in_the_emu_network_mode_with_the_layer_paths_bits
 
 @pytest.mark.parametrize("fmt", ["twohot", pytest.param("fixed8", marks=pytest.mark.slow)])
 def test_the_pool_and_the_gate_are_the_layer_paths_float_values_rounded_once(net, fmt):
-    """Rule 8m: the global pool of the mixed map and its gate's product are the layer path's float64
+    """Rule mixed_concat: the global pool of the mixed map and its gate's product are the layer path's float64
     mean and product rounded (the deployment's rounding) at the reading conv's ``F_x`` and
     saturated to 8 bits, computed by numpy."""
     x = _x()

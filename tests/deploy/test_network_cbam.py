@@ -4,10 +4,10 @@
 average-pooled branch's vector (waiting for the max-pooled one's) live while the shared MLP
 writes a third tensor, so the network kernels get a third activation buffer
 (:func:`hlsnn.engines.network.kernel.allocate`, ``act[3]`` in each engine's ``network.cpp``).
-``y * Sigmoid(conv(y))`` then multiplies a gate's product by a third code: rule 10c
+``y * Sigmoid(conv(y))`` then multiplies a gate's product by a third code: rule gate_in
 (:mod:`hlsnn.engines.network.gatein`) writes ``y`` as codes at a calibrated radix first, in the
 layer path and the network modes alike. One small net (:func:`netfixtures.cbam_net`) per engine:
-rule 10c's values against a Fraction reference, the network mode's bits the layer path's on emu,
+rule gate_in's values against a Fraction reference, the network mode's bits the layer path's on emu,
 the C-simulation's and the simulated board's in one start, the loops' iterations the perf
 model's, and every loop's derived II 1."""
 from fractions import Fraction
@@ -56,7 +56,7 @@ def test_cbam_runs_in_the_emu_network_mode_with_three_buffers(cbam, fmt, tmp_pat
     assert net.network is not None and net.network.engine == ENGINE[fmt]
     kinds = [op.kind for op in net.network.ops]
     luts = [op.f["fn"] for op in net.network.ops if op.kind == "lut"]
-    # bfp: rule 10c's codes of y by the identity table; the integer engines requantize y once, at
+    # bfp: rule gate_in's codes of y by the identity table; the integer engines requantize y once, at
     # the radix the conv reading it uses too
     assert luts == ["Sigmoid", "Sigmoid"] + (["Identity"] if fmt == "bfp8" else []), luts
     assert kinds.count("gate") == 2 and kinds.count("maxpool") == 1, kinds
@@ -71,7 +71,7 @@ def test_cbam_runs_in_the_emu_network_mode_with_three_buffers(cbam, fmt, tmp_pat
 
 @pytest.mark.parametrize("fmt", list(FORMATS))
 def test_a_gate_of_a_gates_product_takes_its_codes_first(cbam, fmt):
-    """Rule 10c in the layer path against a Fraction reference: the outer product ``y2`` is ``t``
+    """Rule gate_in in the layer path against a Fraction reference: the outer product ``y2`` is ``t``
     times ``y`` rounded (the deployment's rounding) to 8-bit signed codes at the radix kept in
     the program's ``gate_in``, chosen by DETERMINE (so the codes reach the range's top)."""
     from hlsnn.network import artifact
@@ -88,7 +88,7 @@ def test_a_gate_of_a_gates_product_takes_its_codes_first(cbam, fmt):
 
 
 def _with_radix(path, out, delta):
-    """The compiled model ``path`` with rule 10c's radix moved by ``delta``, written to ``out``."""
+    """The compiled model ``path`` with rule gate_in's radix moved by ``delta``, written to ``out``."""
     from hlsnn.network import artifact
     prog, arrays = artifact.read(path)
     for j in prog["layers"]:
@@ -99,7 +99,7 @@ def _with_radix(path, out, delta):
 
 @pytest.mark.parametrize("fmt", ["twohot", "fixed8"])
 def test_rule_10c_at_another_radix_than_the_convs(cbam, fmt, tmp_path):
-    """Where the conv reading ``y`` wants another radix than rule 10c's, the integer network
+    """Where the conv reading ``y`` wants another radix than rule gate_in's, the integer network
     modes materialize the inner gate a second time (a ``gate`` op ``y_codes``): the layer path's
     bits still."""
     path = _with_radix(cbam(fmt), tmp_path / "moved.hlsnn", -1)
@@ -107,11 +107,11 @@ def test_rule_10c_at_another_radix_than_the_convs(cbam, fmt, tmp_path):
     assert [op.name for op in net.network.ops if op.kind == "gate"] == ["y", "y_codes", "y2"]
     x = _x(24)
     want = hlsnn.load(path, "emu", network=False, self_check=False)(x)
-    assert not np.array_equal(want, hlsnn.load(cbam(fmt), "emu", network=False)(x))    # another rule-10c radix
+    assert not np.array_equal(want, hlsnn.load(cbam(fmt), "emu", network=False)(x))    # another rule gate_in radix
     np.testing.assert_array_equal(net(x), want)
 
 
-@pytest.mark.slow      # the quick csim case of the Gate loop with rule 10c: test_cbam_kernel_on_csim_... (reused y_q)
+@pytest.mark.slow      # the quick csim case of the Gate loop with rule gate_in: test_cbam_kernel_on_csim_... (reused y_q)
 @pytest.mark.csim
 def test_rule_10c_at_another_radix_on_csim(cbam, tmp_path):
     """The second materialization's kernel (two-hot): the layer path's bits in one start."""

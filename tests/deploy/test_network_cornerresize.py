@@ -1,7 +1,7 @@
 """A linear Resize with ``align_corners`` in the network mode (issue 52, milesial's Pytorch-UNet:
 ``nn.Upsample(scale_factor=2, mode='bilinear', align_corners=True)``;
-hlsnn.engines.network.pools.cornerresize rule 14): an upsample by ``d = n_out - 1`` and a ``d x d`` box
-at stride ``n_in - 1``, the mean over ``d**2`` by rule 13, and the layer path's host op as the
+hlsnn.engines.network.pools.cornerresize rule box_resize): an upsample by ``d = n_out - 1`` and a ``d x d`` box
+at stride ``n_in - 1``, the mean over ``d**2`` by rule mean_divide, and the layer path's host op as the
 exact sum divided once.
 
 References: torch's ``F.interpolate`` (the weights, the float values), onnx's reference ``Resize``
@@ -71,7 +71,7 @@ def _round_sat(v, f_x, rounding, bits=8):
 
 
 def _lower(attrs, q, f_in, f_x, rounding):
-    """Rule 14 for a ``ResizeLinear`` of ``q`` at ``f_in`` read by an engine layer at ``f_x``."""
+    """Rule box_resize for a ``ResizeLinear`` of ``q`` at ``f_in`` read by an engine layer at ``f_x``."""
     j = dict(kind="host", op="ResizeLinear", name="r", inputs=["x"], output="y", attrs=attrs)
     state, shapes, ops = {"x": ("q", f_in)}, {"x": q.shape[1:]}, []
     assert linpool.lower_host(j, state, shapes, ops, 8, netmode._why, netmode.Op)
@@ -87,8 +87,8 @@ def _lower(attrs, q, f_in, f_x, rounding):
 @pytest.mark.parametrize("n_in, n_out", [(2, 4), (4, 8), (3, 6), (8, 16), (3, 7), (5, 3), (1, 4)])
 def test_align_corners_weights_are_torchs_and_a_box_over_a_nearest_upsample(n_in, n_out):
     """The imported weights are torch's ``F.interpolate(align_corners=True)`` (one-hot inputs),
-    ``W / d`` with ``d = n_out - 1``; rule 14's box gives the same ``W`` (a 1-pixel input is
-    rule 12's, ``d = 1``)."""
+    ``W / d`` with ``d = n_out - 1``; rule box_resize's box gives the same ``W`` (a 1-pixel input is
+    rule bilinear_x2's, ``d = 1``)."""
     torch = pytest.importorskip("torch")
     eye = torch.eye(n_in, dtype=torch.float64).reshape(n_in, 1, 1, n_in)
     ref = torch.nn.functional.interpolate(eye, size=(1, n_out), mode="bilinear", align_corners=True)
@@ -104,7 +104,7 @@ def test_align_corners_weights_are_torchs_and_a_box_over_a_nearest_upsample(n_in
 
 @pytest.mark.parametrize("rounding", ["nearest_even", "nearest_away", "truncate"])
 def test_rule_and_layer_path_round_the_exact_rational(rounding):
-    """Rule 14 (upsample, box sum, rule 13's division) and the layer path's host op followed by
+    """Rule box_resize (upsample, box sum, rule mean_divide's division) and the layer path's host op followed by
     the consumer's ``to_fixed`` both give the exact rational rounded once at ``F_x`` (ties
     included: radixes that shift right make many), 2 -> 4 and 4 -> 8 (``d**2`` = 9, 49), a
     3 -> 6 by 4 -> 4 (one axis of scale 1)."""
@@ -143,11 +143,11 @@ def test_layer_path_is_onnxs_and_torchs_resize():
 
 
 def test_weights_of_no_exact_form_are_refused_by_name():
-    """``half_pixel`` by 3 (weights of 1/3 with clamped borders) is neither rule 12's nor 14's."""
+    """``half_pixel`` by 3 (weights of 1/3 with clamped borders) is neither rule bilinear_x2's nor box_resize's."""
     attrs = _mats((1, 2, 4, 4), (12, 12), coord="half_pixel")
     j = dict(kind="host", op="ResizeLinear", name="r", inputs=["x"], output="y", attrs=attrs)
     with pytest.raises(InputError, match=r"layer r \(ResizeLinear\): a linear Resize from 4 to 12 whose weights are "
-                                         r"neither rule 12's"):
+                                         r"neither rule bilinear_x2's"):
         linpool.lower_host(j, {"x": ("q", 4)}, {"x": (2, 4, 4)}, [], 8, netmode._why, netmode.Op)
 
 
@@ -209,9 +209,9 @@ def _x():
 
 @pytest.mark.parametrize("fmt", ["twohot", "fixed8", "bfp8"])
 def test_mini_milesial_runs_as_one_network_program_with_the_layer_paths_bits(minis, fmt):
-    """Integer engines: the two resizes are rule 13 means over 9 and 49 in the pool loop. BFP
-    pairs: means over 9 and 49 kept as sums (rule 6b); each Concat scales its parts to means over
-    441 = lcm(9, 49) (rule 6c), which the conv after it divides by."""
+    """Integer engines: the two resizes are rule mean_divide means over 9 and 49 in the pool loop. BFP
+    pairs: means over 9 and 49 kept as sums (rule bfp_mean); each Concat scales its parts to means over
+    441 = lcm(9, 49) (rule bfp_mean_concat), which the conv after it divides by."""
     net = hlsnn.load(minis[fmt], "emu", network=True)
     ops = net.network.ops
     kinds = [op.kind for op in ops]
@@ -226,14 +226,14 @@ def test_mini_milesial_runs_as_one_network_program_with_the_layer_paths_bits(min
 
 
 @pytest.mark.csim
-@pytest.mark.slow        # the quick suite runs rule 13's division, rule 6b and the upsample in these kernels
+@pytest.mark.slow        # the quick suite runs rule mean_divide's division, rule bfp_mean and the upsample in these kernels
 @pytest.mark.parametrize("fmt", ["twohot", "fixed8", "bfp8"])   # (test_network_mean_any.py, test_network_linpool.py)
 def test_mini_milesial_runs_in_one_kernel_start_on_csim_and_the_board(minis, fmt):
     check_kernel_run(minis[fmt], fmt, _x(), board=True)
 
 
 def test_bfp_convs_reading_two_divisors_are_refused_by_name():
-    """Rule 6c scales a Concat's parts; two means over 9 and 49 each read by a conv directly
+    """Rule bfp_mean_concat scales a Concat's parts; two means over 9 and 49 each read by a conv directly
     would need two divisors in the kernel: refused by name."""
     from hlsnn.engines.bfp_systolic.network.anymean import mark
     from hlsnn.engines.network.program import Op

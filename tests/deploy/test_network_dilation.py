@@ -107,7 +107,7 @@ def test_tcresnet_runs_in_the_network_mode_with_the_layer_paths_bits(tcresnets, 
 def test_tcresnet_runs_in_the_bfp_network_mode_with_the_layer_paths_bits(tcresnets, name, fmt, packs):
     """Before: refused by name (the zero-filled kernel's patch exponent is not the layer
     path's; and the grouped Conv1d), 6 or 7 engine starts a batch. Now one network program: the
-    dilated conv's patch its 3 taps 2 apart (hlsnn.engines.bfp_systolic.network.lower rule 3),
+    dilated conv's patch its 3 taps 2 apart (hlsnn.engines.bfp_systolic.network.lower rule bfp_conv),
     the grouped one (4 groups) as the layer path's GEMMs: one over its 24 channels on both configs
     (the packs the cycle model chooses; the bits of a pack are its own patch exponents)."""
     x = _data(name).x_test[:48]

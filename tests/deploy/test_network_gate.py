@@ -1,6 +1,6 @@
 """Activation tables and the channel gate in integers (issue 52, hlsnn.engines.network.gate):
-HardSwish, HardSigmoid and Sigmoid on a fixed-point tensor as a table of its 2**b codes (rule 9)
-and a squeeze-excite block's Mul of a map by a per-channel vector (rule 10), so se_cnn of
+HardSwish, HardSigmoid and Sigmoid on a fixed-point tensor as a table of its 2**b codes (rule unary_table)
+and a squeeze-excite block's Mul of a map by a per-channel vector (rule channel_gate), so se_cnn of
 tests/data/torch/beyond runs in one network kernel start in two-hot and fixed8.
 
 References: the activations' definitions (PyTorch's Hardswish, Hardsigmoid, Sigmoid) evaluated
@@ -130,7 +130,7 @@ def test_se_cnn_runs_as_one_network_program_with_the_layer_paths_bits(se, name, 
 
 
 def test_bfp_runs_the_tables_in_the_network_mode(se):
-    """bfp8: rules 9b and 10b (hlsnn.engines.bfp_systolic.network.gate; tests in
+    """bfp8: rules bfp_table and bfp_gate (hlsnn.engines.bfp_systolic.network.gate; tests in
     test_network_bfp_gate.py): the network mode takes se_cnn (before: refused by name)."""
     with hlsnn.load(se["se_cnn_ts17", "bfp8"], "emu") as net:
         assert net.network is not None

@@ -1,11 +1,11 @@
 """An ``AveragePool`` of a gate's product in the network mode (issue 52: the fifth family's
 h_dw_mult2, ``avg_pool(x * s[:, :, None, None])`` with ``count_include_pad=False``, and
 h_dw_prelu, ``AdaptiveAvgPool2d(2)`` of ``x * se(x)``, ran layer by layer in two-hot and fixed8:
-"an AveragePool of an integer tensor computed on the fabric"). Rule 10d of
+"an AveragePool of an integer tensor computed on the fabric"). Rule gate_in_sum of
 hlsnn.engines.network.gatein takes the product as codes at a calibrated radix ``F_g`` (the layer
-path too, hlsnn.deploy.run.gatecodes), then linpool's rule 11 / 11u / 13 pools the codes.
+path too, hlsnn.deploy.run.gatecodes), then linpool's rule avg_pool / avg_pool_uncounted / mean_divide pools the codes.
 
-References: the layer path on the emulator (its bits), rule 10c's conversion written out (the
+References: the layer path on the emulator (its bits), rule gate_in's conversion written out (the
 exact float product through ``to_fixed`` at ``F_g``, then numpy's mean of the windows), the
 C-simulated kernel and the simulated board, and the float model (torch) for the accuracy."""
 import sys
@@ -85,7 +85,7 @@ def test_one_network_program_with_the_layer_paths_bits(compiled, fmt):
 
 
 def test_layer_path_pools_the_products_codes(compiled):
-    """Rule 10d in the layer path, written out: the pool's input is the float product converted
+    """Rule gate_in_sum in the layer path, written out: the pool's input is the float product converted
     by ``to_fixed`` at ``F_g`` (the deployment's rounding, 8 bits), then ONNX's uncounted mean."""
     from hlsnn.deploy.quantize.quant import to_fixed
     from hlsnn.network import artifact
@@ -120,4 +120,4 @@ def test_a_model_compiled_before_says_so_and_how_to_recompile(compiled, tmp_path
     with pytest.raises(InputError) as e:
         hlsnn.load(tmp_path / "old.hlsnn", "emu", network=False)(_x())
     msg = str(e.value)
-    assert "older hlsnn" in msg and "revision 3" in msg and "rule 10d" in msg and "hlsnn compile" in msg
+    assert "older hlsnn" in msg and "revision 3" in msg and "rule gate_in_sum" in msg and "hlsnn compile" in msg

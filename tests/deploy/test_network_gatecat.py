@@ -1,7 +1,7 @@
-"""A SiLU's product read by a skip Concat on the network path (issue 52: d_unet_silu, rule 10k of
+"""A SiLU's product read by a skip Concat on the network path (issue 52: d_unet_silu, rule gate_concat of
 :mod:`hlsnn.engines.network.joins.gatecat` and the gate loop's shortcut write of
 :mod:`hlsnn.engines.network.joins.gatesc`). Before: two-hot and fixed8 refused "a Upsample of a gate's
-product ... read by engine layers at one radix point only (rule 10m)" (the upsample's reader is
+product ... read by engine layers at one radix point only (rule gate_pool)" (the upsample's reader is
 the concat), and every kernel refused "(gate) makes a shortcut" (bfp8 too).
 
 A small net written with ``onnx.helper``: conv, SiLU (``Sigmoid``, ``Mul``) -> ``a``; ``MaxPool``
@@ -72,7 +72,7 @@ def test_the_silu_unet_runs_in_the_emu_network_mode_with_the_layer_paths_bits(ne
 
 @pytest.mark.parametrize("fmt", ["twohot", pytest.param("fixed8", marks=pytest.mark.slow)])
 def test_the_concat_is_the_layer_paths_float_concat_rounded_once_at_the_convs_radix(net, fmt):
-    """Rule 10k: the network mode's concat of the two SiLU products (one through the upsample)
+    """Rule gate_concat: the network mode's concat of the two SiLU products (one through the upsample)
     is the layer path's float64 concat rounded (the deployment's rounding) at the reading conv's
     ``F_x`` and saturated to 8 bits, computed by numpy."""
     x = _x()

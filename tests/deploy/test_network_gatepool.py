@@ -1,4 +1,4 @@
-"""Rule 10m (:mod:`hlsnn.engines.network.pools.gatepool`): a ``MaxPool2d`` or a nearest ``nn.Upsample`` of
+"""Rule gate_pool (:mod:`hlsnn.engines.network.pools.gatepool`): a ``MaxPool2d`` or a nearest ``nn.Upsample`` of
 an ``nn.SiLU`` output (``x * sigmoid(x)``, a gate's product pending until its engine consumer) runs
 in one network start in two-hot and fixed8 (before: layer by layer). The gate is materialized at the
 consumer's radix point, then pooled / moved: the layer path's bits (max and moves commute with the

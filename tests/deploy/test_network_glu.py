@@ -1,5 +1,5 @@
 """A GLU block's residual ``x + F.glu(conv(x))`` and a global pool of a GLU's output on the integer
-network path (issue 52, rule 10d of :mod:`hlsnn.engines.network.gatein`): the gate's product,
+network path (issue 52, rule gate_in_sum of :mod:`hlsnn.engines.network.gatein`): the gate's product,
 wider than the kernels' codes, is taken as codes at a calibrated radix (``gate_in``) by the layer
 path and the network modes alike, so a gated 1-D CNN (gated CNN / wav2letter style, the fourth
 family's ``g_glu``) runs in one kernel start on ``shift_mac`` and ``sparse_cluster``.
@@ -105,7 +105,7 @@ def test_a_glu_residual_and_a_pool_of_a_glu_run_in_the_network_mode(glu_models, 
 
 
 def test_a_program_without_the_codes_radix_stays_refused_by_name(glu_models):
-    """A program compiled before rule 10d (no ``gate_in`` on the Add) runs layer by layer, and the
+    """A program compiled before rule gate_in_sum (no ``gate_in`` on the Add) runs layer by layer, and the
     network mode names why."""
     from hlsnn.deploy.lower import program as netmode
     from hlsnn.network import artifact
@@ -117,7 +117,7 @@ def test_a_program_without_the_codes_radix_stays_refused_by_name(glu_models):
 
 
 def test_a_glu_model_compiled_before_rule_10d_says_so_and_how_to_recompile(glu_models, tmp_path):
-    """A revision-2 program (before rule 10d: no ``gate_in`` on the Adds) now needs the codes' radix
+    """A revision-2 program (before rule gate_in_sum: no ``gate_in`` on the Adds) now needs the codes' radix
     in the layer path too: the load names the older hlsnn and the command to recompile."""
     from hlsnn.network import artifact
     prog, arrays = artifact.read(str(glu_models[True, "dynamo"]["fixed8"]))[:2]
@@ -129,7 +129,7 @@ def test_a_glu_model_compiled_before_rule_10d_says_so_and_how_to_recompile(glu_m
     with pytest.raises(InputError) as e:
         hlsnn.load(tmp_path / "old.hlsnn", "emu", network=False)
     msg = str(e.value)
-    assert "older hlsnn" in msg and "revision 2" in msg and "rule 10d" in msg and "hlsnn compile" in msg
+    assert "older hlsnn" in msg and "revision 2" in msg and "rule gate_in_sum" in msg and "hlsnn compile" in msg
 
 
 def test_a_codes_radix_on_a_pools_missing_operand_is_refused_by_name(glu_models):

@@ -96,7 +96,7 @@ def test_conv_rule_against_plain_python():
 @pytest.mark.parametrize("fa,fb,fx,gap", [(3, 5, 3, False), (5, 3, 4, False), (2, 2, 6, False), (1, 3, 1, True),
                                           (3, 3, -2, True)])
 def test_add_rule_equals_the_float_host_glue(fa, fb, fx, gap):
-    """Rule 4 against today's glue: float Add, Relu, GlobalAveragePool, to_fixed(nearest_away)."""
+    """Rule residual_add against today's glue: float Add, Relu, GlobalAveragePool, to_fixed(nearest_away)."""
     rng = np.random.default_rng(fa * 7 + fb + fx)
     a, b = rng.integers(-128, 128, (2, 3, 4, 4)), rng.integers(-128, 128, (2, 3, 4, 4))
     a[0, 0, 0, :2], b[0, 0, 0, :2] = [1, -1], [0, 0]           # ties at the rounding point
@@ -301,7 +301,7 @@ def compiles_against_both_header_models(path, kernel, tmp_path):
                                         (-30, "nearest_away"), (-30, "nearest_even"), (20, "nearest_even"),
                                         (29, "nearest_away"), (3, "truncate")])
 def test_fast_input_quantization_is_to_fixed(f, rounding):
-    """Rule 1's float64 shortcut against the deployment's to_fixed, ties and near-ties included."""
+    """Rule input_quantize's float64 shortcut against the deployment's to_fixed, ties and near-ties included."""
     rng = np.random.default_rng(f + 40)
     k = rng.integers(-300, 300, 400).astype(np.float64)
     x = np.concatenate([np.ldexp(k + 0.5, -f), np.ldexp(k + 0.5 - 2.0 ** -30, -f), np.ldexp(k + 0.5 + 2.0 ** -26, -f),

@@ -1,4 +1,4 @@
-"""Rule 15, a LayerNormalization over the channels of each position in integers
+"""Rule layer_norm, a LayerNormalization over the channels of each position in integers
 (hlsnn.engines.network.tokens.layernorm): its table and its error against float64, the two small graphs
 built here (Linear -> LayerNorm -> Relu -> Linear; conv -> Transpose -> LayerNorm over the
 channels -> Transpose -> conv), the network mode's bits against the layer path's, the
@@ -179,7 +179,7 @@ def test_network_mode_is_the_layer_paths_bits(graphs, name, fmt):
 @pytest.mark.parametrize("name", list(GRAPHS))
 @pytest.mark.parametrize("fmt", list(FORMATS))
 def test_accuracy_against_onnxruntime(graphs, name, fmt):
-    """The deployed network (rule 15 in its layer path and network mode) against onnxruntime's
+    """The deployed network (rule layer_norm in its layer path and network mode) against onnxruntime's
     float model on 360 test digits: logits within 6 % relative error, the same class on at least
     93 % of the images (docs/deploy-beyond-cnn.md's table; float64 LayerNorm on the host gave the
     same figures to 0.1 %)."""
@@ -247,7 +247,7 @@ def test_compile_is_one_start(graphs):
 
 @pytest.mark.slow
 def test_bfp_refuses_by_name(graphs, tmp_path):
-    """BFP pairs have no rule 15 and say so (a bfp8 compile of mlp_ln)."""
+    """BFP pairs have no rule layer_norm and say so (a bfp8 compile of mlp_ln)."""
     from netfixtures import compile_each
     from hlsnn.deploy.lower import program as netmode
     from hlsnn.network import artifact
@@ -300,7 +300,7 @@ def test_layernorm_loop_products_are_declared_and_modelled(graphs, fmt, tmp_path
 
 
 def test_not_over_the_channels_is_refused_by_name(tmp_path):
-    """A LayerNormalization over (W, C) of the channels-last map (axis 2) is not rule 15's."""
+    """A LayerNormalization over (W, C) of the channels-last map (axis 2) is not rule layer_norm's."""
     from netfixtures import compile_each
     from hlsnn.deploy.lower import program as netmode
     from hlsnn.network import artifact

@@ -1,6 +1,6 @@
-"""Rule 15s, a LayerNormalization of a residual sum (a post-norm block, x + f(x) -> LayerNorm;
+"""Rule layer_norm_sum, a LayerNormalization of a residual sum (a post-norm block, x + f(x) -> LayerNorm;
 hlsnn.engines.network.tokens.layernorm): the sum converted to codes at its calibrated radix (the
-residual Add's rule 4 requantization, as an engine layer reading it converts it), then rule 15.
+residual Add's rule residual_add requantization, as an engine layer reading it converts it), then rule layer_norm.
 Two graphs built here: an MLP block (Gemm -> Relu = h; Gemm; Add h; LayerNorm; Gemm) and a map's
 (conv -> Relu = h; 1x1 conv; Add h; Relu; Transpose; LayerNorm over 24 channels; Transpose back;
 conv; Gemm). Network mode against the layer path (bits), onnxruntime's outputs, the program's

@@ -1,5 +1,5 @@
 """AveragePool and bilinear x2 upsampling in the network mode (issue 52,
-hlsnn.engines.network.pools.linpool rules 11, 12): v_unet_mix (``F.avg_pool2d(x, 2)``) and
+hlsnn.engines.network.pools.linpool rules avg_pool, bilinear_x2): v_unet_mix (``F.avg_pool2d(x, 2)``) and
 v_unet_bilinear (three ``nn.Upsample(scale_factor=2, mode='bilinear')``) run in one network
 start on every engine.
 
@@ -52,7 +52,7 @@ def _round_away(v, bits=8):
 
 
 def _lower(j, q, f_in, f_x, bits=8):
-    """Rules 11 and 12 for host layer ``j`` on integers ``q`` (B, C, H, W) at radix ``f_in``,
+    """Rules avg_pool and bilinear_x2 for host layer ``j`` on integers ``q`` (B, C, H, W) at radix ``f_in``,
     read by an engine layer of input radix ``f_x`` (``bits`` None: BFP pairs ``q``)."""
     shape = q[0].shape[1:] if bits is None else q.shape[1:]
     state, shapes, ops = {"x": ("q", None if bits is None else f_in)}, {"x": shape}, []
@@ -82,7 +82,7 @@ def _resize_layer(x, mode):
 @pytest.mark.parametrize("kernel, strides, pads", [((2, 2), (2, 2), (0, 0, 0, 0)), ((4, 4), (2, 2), (1, 1, 1, 1)),
                                                    ((2, 1), (1, 1), (0, 0, 0, 0))])
 def test_avgpool_rule_equals_onnx_reference_rounded_to_the_consumer(kernel, strides, pads):
-    """Rule 11: the window sum requantized to F_x is ONNX's mean (count_include_pad = 1 where
+    """Rule avg_pool: the window sum requantized to F_x is ONNX's mean (count_include_pad = 1 where
     padded) rounded half away from zero at F_x, saturated; radixes that shift right and left."""
     rng = np.random.default_rng(11)
     q = rng.integers(-128, 128, (3, 4, 8, 6))
@@ -98,7 +98,7 @@ def test_avgpool_rule_equals_onnx_reference_rounded_to_the_consumer(kernel, stri
 @pytest.mark.parametrize("mode", ["half_pixel", "pytorch_half_pixel"])
 @pytest.mark.parametrize("shape", [(2, 3, 4, 5), (2, 2, 1, 1), (2, 3, 6)])
 def test_bilinear_rule_equals_onnx_resize_rounded_to_the_consumer(mode, shape):
-    """Rule 12 (edge upsample, then the [1, 2, 1] x [1, 2, 1] / 16 window) is ONNX's linear
+    """Rule bilinear_x2 (edge upsample, then the [1, 2, 1] x [1, 2, 1] / 16 window) is ONNX's linear
     Resize by 2 rounded at F_x, borders included; a 1 x 1 map and a 1-D (N, C, L) map too."""
     rng = np.random.default_rng(12)
     q = rng.integers(-128, 128, shape)
@@ -112,7 +112,7 @@ def test_bilinear_rule_equals_onnx_resize_rounded_to_the_consumer(mode, shape):
 
 
 def test_pairs_rules_equal_onnx_reference_exactly():
-    """The BFP network mode's rules 11 and 12 on (m, e) pairs of mixed exponents: the exact
+    """The BFP network mode's rules avg_pool and bilinear_x2 on (m, e) pairs of mixed exponents: the exact
     value ONNX computes (float32 here is exact: a few significant bits)."""
     rng = np.random.default_rng(13)
     m = rng.integers(-127, 128, (2, 3, 4, 4))
@@ -128,7 +128,7 @@ def test_pairs_rules_equal_onnx_reference_exactly():
 
 
 def test_a_pairs_sum_beyond_the_kernels_element_is_not_exact():
-    """Rule 11 on pairs: a window whose exponents lie 20 bits apart needs a 27-bit sum at the
+    """Rule avg_pool on pairs: a window whose exponents lie 20 bits apart needs a 27-bit sum at the
     smallest, beyond the kernel's 26-bit element: NotExact (the layer path then runs it)."""
     m = np.full((1, 1, 2, 2), 100)
     e = np.array([[[[0, -20], [0, 0]]]])

@@ -1,5 +1,5 @@
-"""Rule 12t of the network mode (:mod:`hlsnn.engines.network.lintwo`): an output conv's input in
-two int8 terms (``input_terms: 2``, :mod:`hlsnn.deploy.quantize.twoin`) where it reads rule 12w's resized
+"""Rule two_term_input of the network mode (:mod:`hlsnn.engines.network.lintwo`): an output conv's input in
+two int8 terms (``input_terms: 2``, :mod:`hlsnn.deploy.quantize.twoin`) where it reads rule linear_wide's resized
 wide sum (k_ae_lin fixed8), which was refused by name ("takes its input in 2 int8 terms ...") and
 ran layer by layer.
 
@@ -78,7 +78,7 @@ def _x(n=48):
 
 
 def test_the_terms_are_twoins_terms_of_the_wide_sum():
-    """Rule 12t's ``hi``, ``lo`` of integers ``t`` at radix ``F + sh`` are twoin's: ``to_fixed``
+    """Rule two_term_input's ``hi``, ``lo`` of integers ``t`` at radix ``F + sh`` are twoin's: ``to_fixed``
     of the value at ``F``, then of the float64 residual at ``F + 7`` (every rounding, shifts below,
     at and above 7, saturated ``hi`` included)."""
     from hlsnn.deploy.quantize.quant import to_fixed
@@ -139,7 +139,7 @@ def test_one_board_sized_kernel_start_on_csim_and_the_simulated_board(two_sized)
 
 
 def test_the_latency_model_counts_the_two_terms(two):
-    """``hlsnn perf``'s model of the one-start kernel: one start, rule 12t's logic, and the output
+    """``hlsnn perf``'s model of the one-start kernel: one start, rule two_term_input's logic, and the output
     conv's steps twice the one-term schedule's (the hi steps, then as many lo steps)."""
     from hlsnn.engines.sparse_cluster.network import kernel as sk
     from hlsnn.network import latency
@@ -194,7 +194,7 @@ def _why(j, what):
 
 
 def test_two_terms_of_other_inputs_are_refused_by_name():
-    """Rule 12t sums two terms of a rule-12w resize only: another input's two terms, a grouped conv,
+    """Rule two_term_input sums two terms of a rule linear_wide resize only: another input's two terms, a grouped conv,
     another engine and a residual coarser than the conv's radix are refused by name."""
     j = dict(name="c", kind="conv", in_terms=2, f_x=4, geom=dict(group=1))
     sparse, shift = SimpleNamespace(engine="sparse_cluster"), SimpleNamespace(engine="shift_mac")
@@ -213,7 +213,7 @@ def test_two_terms_of_other_inputs_are_refused_by_name():
 
 
 def test_the_constants_are_the_layer_paths_and_the_kernels(two):
-    """Rule 12t's 7 bits are twoin's; the program's bank count is the kernel's shape (the compiled
+    """Rule two_term_input's 7 bits are twoin's; the program's bank count is the kernel's shape (the compiled
     net's config, and a board-sized one)."""
     from hlsnn.engines.sparse_cluster.network import kernel as sk
     from hlsnn.engines.sparse_cluster.network.lower import SparseRules

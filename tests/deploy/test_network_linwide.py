@@ -1,4 +1,4 @@
-"""Rule 12w of the network mode (:mod:`hlsnn.engines.network.joins.linwide`): a linear x2 resize of a
+"""Rule linear_wide of the network mode (:mod:`hlsnn.engines.network.joins.linwide`): a linear x2 resize of a
 pending residual Add's exact sum on the integer engines (k_ae_lin's ``F.interpolate(relu(d2(..)
 + a), mode='linear')`` in two-hot and fixed8), which was refused by name ("a ResizeLinear of a
 pending Add's exact sum ... has no integer rule") and ran layer by layer.
@@ -7,7 +7,7 @@ Net (L) of ``test_network_addmove``: conv1d, conv1d, ``Relu(Add)``, a linear ``h
 ``Resize`` by 2, conv1d, dense. References: onnx's ``ReferenceEvaluator`` ``Resize`` (float64)
 of the layer path's float64 ``Relu(Add)``, rounded by numpy with the deployment's rounding at
 the consumer's radix and saturated (the net is built so that rounding the sum first, as a
-rule-4 requantization would, gives other integers: checked); the layer-by-layer emulator for
+rule residual_add requantization would, gives other integers: checked); the layer-by-layer emulator for
 the bits of the network mode and of the C-simulated kernel."""
 import sys
 
@@ -40,7 +40,7 @@ def _onnx_resize(s):
 
 @pytest.mark.parametrize("n", [1, 2, 3, 16])
 def test_resize4_is_four_times_onnxs_linear_resize(n):
-    """Rule 12w's ``t``: exactly 4x onnx's reference resize of integers (rows of 1, 2, 3, 16,
+    """Rule linear_wide's ``t``: exactly 4x onnx's reference resize of integers (rows of 1, 2, 3, 16,
     the clamped borders included)."""
     s = np.random.default_rng(n).integers(-600, 600, size=(2, 3, n))
     np.testing.assert_array_equal(linwide.resize4(s), 4 * _onnx_resize(s))
@@ -117,7 +117,7 @@ def test_the_latency_model_counts_the_linwide_loop(lin, fmt):
     ((4, 3, 5), "h", r"ResizeLinear by \(2, 1\) of a 4x3x5"),           # a second axis longer than 1
 ])
 def test_other_resizes_of_a_wide_sum_are_refused_by_name(shape, mats, what):
-    """Rule 12w resizes one axis of a ``C x L`` map; a 2-D map's resize is refused by name."""
+    """Rule linear_wide resizes one axis of a ``C x L`` map; a 2-D map's resize is refused by name."""
     from types import SimpleNamespace
     from hlsnn.engines.network.pools.linpool import half_pixel_x2
     from hlsnn.errors import InputError
@@ -131,8 +131,8 @@ def test_other_resizes_of_a_wide_sum_are_refused_by_name(shape, mats, what):
 
 
 def test_an_upsample_of_the_resized_sum_is_refused_by_name():
-    """Rule 12w's resize is requantized for the engine layer reading it; a move after it (which
-    :mod:`hlsnn.engines.network.joins.addmove` would hold pending as rule 6a's) is refused by name."""
+    """Rule linear_wide's resize is requantized for the engine layer reading it; a move after it (which
+    :mod:`hlsnn.engines.network.joins.addmove` would hold pending as rule add_upsample's) is refused by name."""
     from types import SimpleNamespace
     from hlsnn.engines.network.joins import addmove
     from hlsnn.errors import InputError

@@ -1,6 +1,6 @@
 """``x.max(dim=1).values`` over the tokens of a token-wise ``Linear``'s output in the network mode
-(:mod:`hlsnn.engines.network.pools.reduce` rule 4t): the ``ReduceMax`` of the ``(T, F)`` rows a
-``MapToRows`` made is rule 3's max pool of the ``F x T x 1`` map's ``T`` pixels. Before, it had no
+(:mod:`hlsnn.engines.network.pools.reduce` rule token_max): the ``ReduceMax`` of the ``(T, F)`` rows a
+``MapToRows`` made is rule max_pool's max pool of the ``F x T x 1`` map's ``T`` pixels. Before, it had no
 integer rule and the model ran layer by layer (2 kernel starts).
 
 References: the layer path (the network mode must give its bits), onnxruntime on the file torch

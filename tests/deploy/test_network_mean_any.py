@@ -1,4 +1,4 @@
-"""A mean over any count in the network mode (issue 52, hlsnn.engines.network.pools.mean rule 13): a
+"""A mean over any count in the network mode (issue 52, hlsnn.engines.network.pools.mean rule mean_divide): a
 ``GlobalAveragePool`` over 3x3, 5x5, 7x7 pixels (alone and after a residual Add, ResNet's
 global pool over 7x7) and an ``AveragePool`` of 3x3 taps run on the fabric with the layer
 path's bits.
@@ -52,7 +52,7 @@ def test_the_reciprocal_divides_exactly_every_sum_in_range(m):
                                         (12, 7, 3), (3136, 4, 4), (75, 2, 9)])
 @pytest.mark.parametrize("rounding", ROUNDINGS)
 def test_the_rule_is_the_exact_quotient_rounded_once(n, fm, f_x, rounding):
-    """Rule 13 (divide, then shift_round_sat by K) on every sum |s| <= n * 128 (8-bit values)
+    """Rule mean_divide (divide, then shift_round_sat by K) on every sum |s| <= n * 128 (8-bit values)
     equals round(s * 2**(F_x - Fm) / n) by Fraction, saturated to 8 bits; and it equals the
     layer path's float64 mean quantized by to_fixed."""
     from hlsnn.primitives import shift_round_sat
@@ -73,7 +73,7 @@ def test_the_rule_is_the_exact_quotient_rounded_once(n, fm, f_x, rounding):
 @pytest.mark.parametrize("length", [(3, 3), (5, 5), (7, 7), (25,), (3,), (6, 2)])
 @pytest.mark.parametrize("f_in, f_x", [(4, 4), (6, 3), (3, 6)])
 def test_global_pool_rule_equals_the_layer_paths_host_op(length, f_in, f_x):
-    """The lowered global pool of one tensor (rule 4 with rule 13) on random 8-bit maps equals
+    """The lowered global pool of one tensor (rule residual_add with rule mean_divide) on random 8-bit maps equals
     the layer path's GlobalAveragePool (hostops, float64) quantized by the consumer's to_fixed,
     nearest_away (the shipped models' rounding), and the extremes saturate alike."""
     rng = np.random.default_rng(sum(length) + f_in)
@@ -104,8 +104,8 @@ def test_global_pool_rule_equals_the_layer_paths_host_op(length, f_in, f_x):
 @pytest.mark.parametrize("cip", [0, 1])
 def test_avgpool_3x3_equals_onnx_reference_quantized_by_the_layer_path(strides, pads, cip):
     """A 3x3 AveragePool (9 taps) with strides 1 and 2, padded (counted) or not: onnx's
-    reference mean quantized by to_fixed at F_x is rule 11 with rule 13's division; with
-    uncounted padding the border windows divide by 6 and 4: rule 11u over L = 36
+    reference mean quantized by to_fixed at F_x is rule avg_pool with rule mean_divide's division; with
+    uncounted padding the border windows divide by 6 and 4: rule avg_pool_uncounted over L = 36
     (hlsnn.engines.network.pools.uncounted; tests/deploy/test_network_uncounted.py)."""
     q = np.random.default_rng(9).integers(-128, 128, (4, 3, 7, 8))
     attrs = dict(kernel_shape=[3, 3], strides=list(strides), pads=list(pads), count_include_pad=cip)
@@ -195,7 +195,7 @@ KINDS = ["gap3", "gap5", "gap7", "rmean6", "res7", "avg3s1", "avg3s2", "avg3s1p"
 @pytest.mark.parametrize("fmt", ["twohot", "fixed8"])
 @pytest.mark.parametrize("kind", KINDS)
 def test_network_path_has_the_layer_paths_bits(tmp_path, kind, fmt):
-    """Each net runs as one network program (no engine call on emu), rule 13's division in its
+    """Each net runs as one network program (no engine call on emu), rule mean_divide's division in its
     pool, with the layer path's bits on 200 digits."""
     from hlsnn.commands.network import _kernel_calls
     from hlsnn.deploy import datasets
@@ -218,7 +218,7 @@ def test_network_path_has_the_layer_paths_bits(tmp_path, kind, fmt):
 def test_bfp_network_path_has_the_layer_paths_bits(tmp_path, kind):
     """On BFP pairs (bfp8) each net runs as one network program with the layer path's bits on
     200 digits: its means over 9, 25, 36, 49 values as exact sums that the next conv rounds
-    (hlsnn.engines.bfp_systolic.network.anymean rule 6b); a MaxPool of the means picks the largest sum."""
+    (hlsnn.engines.bfp_systolic.network.anymean rule bfp_mean); a MaxPool of the means picks the largest sum."""
     from hlsnn.deploy import datasets
     out = _compile(tmp_path, kind, "bfp8")
     x = datasets.load("digits", layout="nchw").x_test[:200]

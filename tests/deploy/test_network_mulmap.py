@@ -1,5 +1,5 @@
 """The product of two maps in the network mode (issue 52: ``Mul`` of two computed tensors of one
-shape, hlsnn.engines.network.gate rule 10 and its bfp twin 10b): a SiLU ``x * sigmoid(x)`` (the
+shape, hlsnn.engines.network.gate rule channel_gate and its bfp twin bfp_gate): a SiLU ``x * sigmoid(x)`` (the
 exported dw_b's ``Sigmoid`` + ``Mul``, tok_res's gating on an (8, 8) token tensor) and a GLU-style
 ``a * sigmoid(b)`` of two convs run in one network kernel start with the layer path's bits, in
 two-hot, fixed8 and bfp8.
@@ -66,7 +66,7 @@ def test_map_product_is_the_exact_product_requantized(rounding):
 @pytest.mark.parametrize("bits", [8, 16])
 def test_layer_paths_float_product_converts_to_the_same_bits(rounding, bits):
     """The layer path multiplies the two exact float64 values and the consumer converts the
-    product at its radix with to_fixed: rule 10 on the codes gives the same bits wherever
+    product at its radix with to_fixed: rule channel_gate on the codes gives the same bits wherever
     lower() takes the gate (Fa + Fb <= F_x + 24), at 8-bit and at 16-bit codes."""
     rng = np.random.default_rng(11)
     lo, hi = -(1 << (bits - 1)), 1 << (bits - 1)
@@ -188,7 +188,7 @@ def test_the_compiled_emu_path_runs_the_map_product(models):
 
 @pytest.mark.parametrize("fmt", ["twohot", "bfp8"])
 def test_a_spatial_gate_runs_on_integers_and_on_pairs(tmp_path, fmt):
-    """A map times a 1 x H x W map (a spatial gate): rule 10p on the integer engines and on BFP
+    """A map times a 1 x H x W map (a spatial gate): rule spatial_gate on the integer engines and on BFP
     pairs (hlsnn.engines.network.gate, hlsnn.engines.bfp_systolic.network.reduce): the layer path's
     bits in the network mode."""
     x = _x("spatial", 8)

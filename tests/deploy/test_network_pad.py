@@ -1,6 +1,6 @@
 """A reflect or edge ``Pad`` between engine layers in the network mode (issue 52: a U-Net's
 ``padding_mode='reflect'`` / ``'replicate'`` convs, which the importer keeps as a host ``Pad``
-before a conv without padding): netmove rule 14 (:mod:`hlsnn.engines.network.move`), an index
+before a conv without padding): netmove rule edge_pad (:mod:`hlsnn.engines.network.move`), an index
 mapping of the codes, and the Move loop's mirror mode in each engine's network kernel.
 
 References: onnxruntime's ``Pad`` for the index mapping of each mode; the layer-by-layer compiled
@@ -45,7 +45,7 @@ def ort_pad(x, pads, mode):
     ((4, 9), [0, 0, 2, 0, 0, 3]),                       # a 1-D (C, L) tensor: its length is the height
 ])
 def test_the_pad_rule_is_onnx_pad_of_the_codes(mode, shape, pads):
-    """Rule 14 on integer codes (two images) is onnxruntime's Pad of them, exactly."""
+    """Rule edge_pad on integer codes (two images) is onnxruntime's Pad of them, exactly."""
     from types import SimpleNamespace
     from hlsnn.engines.network import move
     q = np.random.default_rng(14).integers(-128, 128, (2,) + shape)

@@ -1,5 +1,5 @@
 """A TCN's last-step pick ``h[:, :, -1]`` (a ``Gather`` of one scalar index, a host ``SwMove``) on
-the network path of every engine (issue 52, rule 14p of :mod:`hlsnn.engines.network.tokens.pick`): a
+the network path of every engine (issue 52, rule step_pick of :mod:`hlsnn.engines.network.tokens.pick`): a
 one-step reflect crop, run by the kernels' ``Move`` loop with its mirrored index starting at the
 picked step; a pick of a pending residual Add takes the Add requantized for its consumer first.
 

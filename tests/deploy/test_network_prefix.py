@@ -107,7 +107,7 @@ def _same(path, x):
 @pytest.mark.parametrize("fmt", list(FORMATS))
 def test_input_batchnorm_runs_on_the_host_before_one_start(graphs, fmt):
     """Before: layer by layer ('a host op on the float input'); now the BatchNormalization runs
-    on the host in float64, then rule 1, then the kernel: the layer path's bits, the kernel's
+    on the host in float64, then rule input_quantize, then the kernel: the layer path's bits, the kernel's
     input the BatchNormalization's output; bfp8 forms the dense layer's one patch on the host."""
     x = _x("flat")
     for xx in (x, _x("flat", noise=0.7)):
@@ -300,7 +300,7 @@ def test_cli_compile_names_the_host_ops_before_the_start(tmp_path, capsys):
 
 
 def _rule3_fractions(x, how, p):
-    """Rule 3 of the bfp network kernel on each patch in exact rationals: the exponent from the
+    """Rule bfp_conv of the bfp network kernel on each patch in exact rationals: the exponent from the
     patch's largest leading one, ``xe = clip(lop - (M - 2))``, each value ``/ 2**xe`` rounded by
     ``p["rounding"]`` and saturated to M bits, times ``2**xe``."""
     import math
@@ -324,7 +324,7 @@ def _rule3_fractions(x, how, p):
 
 @pytest.mark.parametrize("how, rounding", [("image", "nearest_even"), ("rows", "truncate"), ("pixels", "nearest_away")])
 def test_bfp_patches_are_rule_3_in_exact_rationals(how, rounding):
-    """The host prefix's bfp patches (float64 arithmetic) against rule 3 in Python's Fractions,
+    """The host prefix's bfp patches (float64 arithmetic) against rule bfp_conv in Python's Fractions,
     over magnitudes from 1e-30 to 1e30, zeros, a clipped exponent and values rounding up a bit."""
     from types import SimpleNamespace
     from hlsnn.deploy.lower.netprefix import bfp_patches

@@ -72,7 +72,7 @@ def test_an_engine_layer_reading_another_float_tensor_is_refused(tmp_path):
 
 
 def test_attach_refuses_a_network_op_reading_a_prefix_tensor_other_than_the_kernel_input():
-    """The case above stops earlier where the two readers' radix points differ (rule 1); at one
+    """The case above stops earlier where the two readers' radix points differ (rule input_quantize); at one
     radix, :func:`netprefix.attach` is what refuses it."""
     from types import SimpleNamespace
     from hlsnn.deploy.lower.netprefix import attach

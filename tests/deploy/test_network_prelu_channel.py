@@ -1,6 +1,6 @@
 """A ``PRelu`` with one slope per channel in the network mode (issue 52: ``nn.PReLU(C)`` after a conv
-or a ``Linear`` ran layer by layer, "a table (rule 9) is a function of one value and takes one
-scalar"; hlsnn.engines.network.gate rule 9ch: a table per channel, bank ``j`` of the kernels'
+or a ``Linear`` ran layer by layer, "a table (rule unary_table) is a function of one value and takes one
+scalar"; hlsnn.engines.network.gate rule channel_table: a table per channel, bank ``j`` of the kernels'
 table ROM holding the tables of its channels block after block).
 
 References: the exact rational ``x`` or ``slope_c x`` (the float32 slope taken exactly) rounded
@@ -34,7 +34,7 @@ SMALL = {"twohot": "{type: twohot, accel: shift8_pynq-z2}", "fixed8": "{type: fi
                                           ((4, 6), np.linspace(-0.3, 0.6, 6).astype(np.float32).reshape(1, 6))])
 @pytest.mark.parametrize("rounding", ["nearest_even", "nearest_away", "truncate"])
 def test_table_per_channel_is_the_exact_value_rounded_once(shape, slope, rounding):
-    """Rule 9ch on codes at radix 4 with output radix 5: entry ``T[c, q]`` is ``x`` or
+    """Rule channel_table on codes at radix 4 with output radix 5: entry ``T[c, q]`` is ``x`` or
     ``slope_c x`` (``x = q 2**-4``) rounded at radix 5 and saturated, for every code; the layer
     path's ``host_run`` and the network mode's ``lut_ints`` index it by channel alike."""
     rng = np.random.default_rng(9)
@@ -60,7 +60,7 @@ def test_table_per_channel_is_the_exact_value_rounded_once(shape, slope, roundin
 def test_slopes_along_another_axis_are_no_table_per_channel():
     assert netgate.channel_consts("PRelu", {"slope": np.arange(5.0)}, 4) is None           # aligned with W
     assert netgate.channel_consts("PRelu", {"slope": np.ones((5, 2, 1))}, 4) is None       # varies along H
-    assert netgate.channel_consts("PRelu", {"slope": np.float32(0.2)}, 4) is None          # one scalar: rule 9
+    assert netgate.channel_consts("PRelu", {"slope": np.float32(0.2)}, 4) is None          # one scalar: rule unary_table
     assert netgate.channel_consts("PRelu", {"slope": np.arange(5.0)}, 2) is not None       # a Linear's features
 
 
@@ -126,7 +126,7 @@ def test_one_kernel_start_on_csim_and_the_board(compiled, fmt):
 
 
 def test_a_model_compiled_before_rule_9ch_says_so_and_how_to_recompile(compiled, tmp_path):
-    """A revision-3 program (before rule 9ch: no ``table`` radix on a per-channel PRelu) now needs
+    """A revision-3 program (before rule channel_table: no ``table`` radix on a per-channel PRelu) now needs
     it in the layer path: the load names the older hlsnn and the command to recompile."""
     from hlsnn.errors import InputError
     from hlsnn.network import artifact
@@ -139,4 +139,4 @@ def test_a_model_compiled_before_rule_9ch_says_so_and_how_to_recompile(compiled,
     with pytest.raises(InputError) as e:
         hlsnn.load(tmp_path / "old.hlsnn", "emu", network=False)(_x())
     msg = str(e.value)
-    assert "older hlsnn" in msg and "revision 3" in msg and "rule 9ch" in msg and "hlsnn compile" in msg
+    assert "older hlsnn" in msg and "revision 3" in msg and "rule channel_table" in msg and "hlsnn compile" in msg

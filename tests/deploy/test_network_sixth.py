@@ -6,20 +6,20 @@ The rules, each against a reference the code under test does not compute:
 
 * ``hlsnn.deploy.rewrite.catfold``: ``relu(bn(cat(convs)))`` folded into the branch convs; the float
   network is onnxruntime's (and no ``BatchNormalization`` is left on the host).
-* rule 3i (``engines/network/inputpool``): InceptionTime's ``MaxPool1d`` of the model input, on
+* rule input_max_pool (``engines/network/inputpool``): InceptionTime's ``MaxPool1d`` of the model input, on
   the input's integers: a numpy max pool of the float input quantized by the rounding written out
   with Fractions.
-* rule 8k (``engines/network/catsplit``): the four-way concat as three concats of two, each right
+* rule concat_chain (``engines/network/catsplit``): the four-way concat as three concats of two, each right
   after the next part is made; the result is the layer path's float64 concat quantized at the
   reader's radix (Fractions).
 * a fourth activation buffer (``engines/network/kernel.allocate``), an Add of a concat and a conv
   (the conv's output its shortcut): InceptionTime's kernel on C-simulation, the layer path's bits.
 * the chained sum made right after its last operand (``engines/network/chain``): the WaveNet's
   skip sum in three buffers, its integers the layer path's float64 sum.
-* rule 1v (``engines/network/inview``): the flat input as its first conv's ``1 x 64`` view, on
+* rule input_view (``engines/network/inview``): the flat input as its first conv's ``1 x 64`` view, on
   the strict C-simulation (every access within its buffer; before, the kernel read past it).
-* netbfp rule 10r (``engines/bfp_systolic/network/gatero``): ``tanh(f) * sigmoid(g)`` held
-  rounded to odd; rule 3's patches of it against Fraction roundings of the exact products (a
+* netbfp rule bfp_gate_odd (``engines/bfp_systolic/network/gatero``): ``tanh(f) * sigmoid(g)`` held
+  rounded to odd; rule bfp_conv's patches of it against Fraction roundings of the exact products (a
   plain truncation gives other bits), and the network mode's bits the layer path's.
 """
 import itertools
@@ -85,7 +85,7 @@ def test_bn_after_the_concat_folds_into_the_branch_convs():
 
 
 def test_inception_max_pool_of_the_input_and_the_concat_chain(sixth):
-    """fixed8: rule 3i's pool of the input integers is the quantized float pool; rule 8k's chain
+    """fixed8: rule input_max_pool's pool of the input integers is the quantized float pool; rule concat_chain's chain
     (concats of two, each right after the next part) gives the quantized float concat; the emu
     network mode gives the layer path's bits."""
     path = sixth(INCEPTION, "fixed8")
@@ -119,7 +119,7 @@ def test_inception_max_pool_of_the_input_and_the_concat_chain(sixth):
 # two-hot in the slow suite: its network mode lowers with fixed8's integer rules (the quick case above)
 @pytest.mark.parametrize("fmt", ["bfp8", pytest.param("twohot", marks=pytest.mark.slow)])
 def test_inception_in_the_emu_network_mode(sixth, fmt):
-    """bfp8: rule 3i on the input's pairs, 8k's concats of pairs."""
+    """bfp8: rule input_max_pool on the input's pairs, concat_chain's concats of pairs."""
     path = sixth(INCEPTION, fmt)
     run = hlsnn.load(path, "emu", network=True)
     assert run.network is not None and run.network.engine == ENGINE[fmt]
@@ -154,7 +154,7 @@ def test_wavenet_skip_sum_is_made_early_and_three_buffers_hold_it(sixth):
 
 @pytest.mark.parametrize("fmt", ["bfp8", pytest.param("twohot", marks=pytest.mark.slow), "fixed8"])
 def test_wavenet_in_the_emu_network_mode(sixth, fmt):
-    """Every format; bfp8 with rule 10r on its three gates (every batch was NotExact before)."""
+    """Every format; bfp8 with rule bfp_gate_odd on its three gates (every batch was NotExact before)."""
     path = sixth(WAVENET, fmt)
     run = hlsnn.load(path, "emu", network=True)
     assert run.network is not None and run.network.engine == ENGINE[fmt]
@@ -166,7 +166,7 @@ def test_wavenet_in_the_emu_network_mode(sixth, fmt):
 
 @pytest.mark.parametrize("M", [8, 24])
 def test_rule_10r_patches_round_as_the_exact_products(M):
-    """Rule 3's patches (every rounding; M = 8, and M = 24, the widest the rule takes, where ties
+    """Rule bfp_conv's patches (every rounding; M = 8, and M = 24, the widest the rule takes, where ties
     are frequent) of products of two 16-bit table entries held rounded to odd at 25 bits are the
     Fraction roundings of the exact products; at M = 24 truncating them instead (no sticky bit)
     gives other bits."""
@@ -198,7 +198,7 @@ def test_rule_10r_patches_round_as_the_exact_products(M):
 
 
 def test_flat_input_read_as_one_channel_takes_the_convs_view(sixth):
-    """Rule 1v: the (64,) input is the kernel's ``1 x 64 x 1`` map (one channel of 64 pixels, as the
+    """Rule input_view: the (64,) input is the kernel's ``1 x 64 x 1`` map (one channel of 64 pixels, as the
     conv reads it; the image's words unchanged), in every format; the emu network mode gives the
     layer path's bits."""
     x = _x(FLAT, 24)
@@ -217,7 +217,7 @@ def _kernel_case(name, fmt):
     return pytest.param(name, fmt, marks=marks, id=f"{name}-{fmt}")
 
 
-# quick: InceptionTime in fixed8 (rules 3i, 8k, the fourth buffer, the Add of a concat in the kernel);
+# quick: InceptionTime in fixed8 (rules input_max_pool, concat_chain, the fourth buffer, the Add of a concat in the kernel);
 # the other eight in the slow suite (about 5 CPU-s each to build)
 @pytest.mark.parametrize("name,fmt", [_kernel_case(n, f) for n in (INCEPTION, WAVENET, FLAT) for f in FORMATS])
 def test_the_kernel_runs_it_in_one_start_on_the_strict_csim(sixth, name, fmt):

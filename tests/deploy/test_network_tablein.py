@@ -1,4 +1,4 @@
-"""A table activation of a computed tensor (issue 52, rule 9e of hlsnn.engines.network.tablein):
+"""A table activation of a computed tensor (issue 52, rule table_in of hlsnn.engines.network.tablein):
 a LeakyRelu after a residual Add, a HardSwish after a gate Mul of two maps, a Tanh after an
 AveragePool and a Sigmoid after an Add of two MLP outputs (CBAM) run in the integer network
 modes (shift_mac, sparse_cluster) in one start, with the layer path's bits.
@@ -22,9 +22,9 @@ BEYOND = Path(__file__).resolve().parents[1] / "data" / "torch" / "beyond"
 
 
 def tablein_model(path, seed=3, gate_act="HardSwish", gated="l1"):
-    """conv (8, 3x3) c1 -> conv (8, 3x3) c2 -> Add(c1, c2) -> LeakyRelu (rule 9e of an Add) l ->
-    conv (8, 1x1) -> Sigmoid s -> Mul(l, s) (a gate of two maps) -> HardSwish (rule 9e of a gate)
-    -> AveragePool 2x2 -> Tanh (rule 9e of a pool) -> conv (8, 3x3) -> Relu -> global pool ->
+    """conv (8, 3x3) c1 -> conv (8, 3x3) c2 -> Add(c1, c2) -> LeakyRelu (rule table_in of an Add) l ->
+    conv (8, 1x1) -> Sigmoid s -> Mul(l, s) (a gate of two maps) -> HardSwish (rule table_in of a gate)
+    -> AveragePool 2x2 -> Tanh (rule table_in of a pool) -> conv (8, 3x3) -> Relu -> global pool ->
     Gemm (10), on 1 x 8 x 8 images."""
     rng = np.random.default_rng(seed)
     t = lambda a, n: numpy_helper.from_array(np.asarray(a, np.float32), n)     # noqa: E731
@@ -76,8 +76,8 @@ def nets(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def bfp_net(tmp_path_factory):
-    """The model for bfp_systolic (rule 9b of a sum, a product, a mean): a HardSigmoid after the
-    gate (9c's HardSwish takes M-bit mantissas only), the gate of a conv's map (its 8-bit
+    """The model for bfp_systolic (rule bfp_table of a sum, a product, a mean): a HardSigmoid after the
+    gate (bfp_hardswish's HardSwish takes M-bit mantissas only), the gate of a conv's map (its 8-bit
     mantissas times the Sigmoid's 16 stay in the kernel's 25 bits)."""
     tmp = tmp_path_factory.mktemp("tablein_bfp")
     return _compile(tmp, tablein_model(tmp / "tablein.onnx", gate_act="HardSigmoid", gated="c1"), "tablein",
@@ -102,7 +102,7 @@ def test_tables_of_an_add_a_gate_and_a_pool_run_in_the_network_mode_with_the_lay
 
 
 def test_bfp_tables_of_a_sum_a_product_and_a_mean_have_the_layer_paths_bits(bfp_net):
-    """bfp_systolic: rule 9b reads the add, gate and avgpool ops' exact pairs (wider mantissas)
+    """bfp_systolic: rule bfp_table reads the add, gate and avgpool ops' exact pairs (wider mantissas)
     as it reads a conv's; the emu network mode gives the layer path's bits."""
     x = _x(48)
     net = hlsnn.load(bfp_net, "emu", network=True)
@@ -113,7 +113,7 @@ def test_bfp_tables_of_a_sum_a_product_and_a_mean_have_the_layer_paths_bits(bfp_
 
 
 def test_rule_9e_codes_are_the_ops_float_values_rounded_at_the_calibrated_radix(nets):
-    """The layer path's rule 9e by hand: the Add's float values (c1 + c2 of the compiled layers'
+    """The layer path's rule table_in by hand: the Add's float values (c1 + c2 of the compiled layers'
     outputs) rounded half away from zero at the stored radix F_t, saturated to 8 bits, then the
     LeakyRelu table (alpha 1/8: exact) at its radix: the network's lut op output."""
     from hlsnn.network import artifact
@@ -147,7 +147,7 @@ def test_the_resource_model_counts_a_table_rom_per_rule_9e_table(nets, tmp_path)
 
 def test_a_table_without_its_code_radix_is_refused_by_name(nets):
     """A compiled program whose table of a computed tensor has no table_in (written before
-    rule 9e) runs layer by layer, the reason named."""
+    rule table_in) runs layer by layer, the reason named."""
     from hlsnn.deploy.lower import program as netmode
     from hlsnn.errors import InputError
     from hlsnn.network import artifact
@@ -161,7 +161,7 @@ def test_a_table_without_its_code_radix_is_refused_by_name(nets):
 @pytest.mark.csim
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_tables_of_computed_tensors_on_csim(nets, fmt):
-    """The quick csim case of each integer engine's kernel with rule 9e tables: one start, the
+    """The quick csim case of each integer engine's kernel with rule table_in tables: one start, the
     layer path's bits."""
     x = _x(6)
     want = hlsnn.load(nets[fmt], "emu", network=False)(x)
@@ -173,7 +173,7 @@ def test_tables_of_computed_tensors_on_csim(nets, fmt):
 @pytest.mark.slow     # test_tables_of_computed_tensors_on_csim is the quick csim case (integer engines)
 @pytest.mark.csim
 def test_bfp_tables_of_computed_tensors_on_csim(bfp_net):
-    """The bfp_systolic kernel with rule 9b tables of a sum, a product and a mean: one start,
+    """The bfp_systolic kernel with rule bfp_table tables of a sum, a product and a mean: one start,
     the layer path's bits."""
     x = _x(4)
     want = hlsnn.load(bfp_net, "emu", network=False)(x)
@@ -189,7 +189,7 @@ FIXTURES = ("v_f_dw_cbam_ts17", "v_f_dw_cbam_dynamo", "v_f_mbv3_dl_ts17", "v_f_m
 def test_fresh_family_models_run_in_one_start_with_the_layer_paths_bits(name, tmp_path):
     """hfam's CBAM (Sigmoid of an Add of two MLP outputs) and MobileNetV3 (HardSwish after the
     squeeze-excite gate) exported from torch: network mode on both integer engines, the layer
-    path's bits on emu (bfp_systolic too: MobileNetV3's HardSwish of a gate's pairs by rule 9f,
+    path's bits on emu (bfp_systolic too: MobileNetV3's HardSwish of a gate's pairs by rule bfp_hardswish_table,
     tests/deploy/test_network_bfp_hswish_gate.py)."""
     model = BEYOND / f"{name}.onnx"
     if not model.exists():

@@ -1,8 +1,8 @@
-"""Every unary elementwise op as a table of its 2**b codes (issue 52, rule 9 of
+"""Every unary elementwise op as a table of its 2**b codes (issue 52, rule unary_table of
 hlsnn.engines.network.gate with hlsnn.engines.network.tables): Tanh, Erf, Gelu (exact and tanh),
 LeakyRelu, Elu, Softplus, Selu, Celu, Softsign, Mish, ThresholdedRelu (hlsnn.deploy.run.hostunary),
 PRelu and Scale / AddConst by one scalar, on the layer path and in the network
-mode of all three engines (bfp through rule 9b's 8-bit code), with the layer path's bits.
+mode of all three engines (bfp through rule bfp_table's 8-bit code), with the layer path's bits.
 
 References, independent of the code under test: exact rationals (Python's Fraction), published
 digits of erf(1), tanh(1) and Phi(1), numpy's extended precision (longdouble) and math.erf away

@@ -36,7 +36,7 @@ def tca(tmp_path_factory):
 
 
 def _x(name, n=48):
-    return _data(name).x_test[:n] * 2.0          # exact in float32 (bfp's rule 1)
+    return _data(name).x_test[:n] * 2.0          # exact in float32 (bfp's rule bfp_input)
 
 
 def _chained(net):

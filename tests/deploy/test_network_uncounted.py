@@ -1,7 +1,7 @@
 """An AveragePool whose padding is not counted (``count_include_pad = 0``, PyTorch's
 ``AvgPool2d(3, 1, 1, count_include_pad=False)``) in the network mode of the integer engines
-(issue 52, rule 11u of hlsnn.engines.network.pools.uncounted): each window's sum times ``L / count``
-divided by ``L`` (rule 13). References: onnx's reference AveragePool quantized by the layer
+(issue 52, rule avg_pool_uncounted of hlsnn.engines.network.pools.uncounted): each window's sum times ``L / count``
+divided by ``L`` (rule mean_divide). References: onnx's reference AveragePool quantized by the layer
 path's ``to_fixed`` (the float semantics), the layer-by-layer compiled net on emu (the bits),
 and the C-simulation of the kernels."""
 import numpy as np
@@ -25,7 +25,7 @@ from netfixtures import avgpool_net, check_pool_is_onnx_reference, compile_each 
                                                           ((2, 2), (1, 1, 1, 1), (1, 1), 4)])
 def test_rule_equals_onnx_reference_quantized_by_the_layer_path(kernel, pads, strides, big_l):
     """onnx's reference mean (count_include_pad = 0) quantized by to_fixed at F_x, three
-    roundings and three radix pairs, is rule 11u's integer result on random 8-bit maps."""
+    roundings and three radix pairs, is rule avg_pool_uncounted's integer result on random 8-bit maps."""
     q = np.random.default_rng(sum(kernel) + sum(pads)).integers(-128, 128, (4, 3, 7, 8))
     q[0] = 127
     q[1] = -128
@@ -69,7 +69,7 @@ def nets(tmp_path_factory):
 @pytest.mark.parametrize("fmt", list(FORMATS))
 def test_network_path_has_the_layer_paths_bits(nets, fmt):
     """One network program (no engine call) with the layer path's bits on 200 digits (bfp8:
-    the scaled sums are means over 36 = 4 x 9, rule 6b of hlsnn.engines.bfp_systolic.network.anymean)."""
+    the scaled sums are means over 36 = 4 x 9, rule bfp_mean of hlsnn.engines.bfp_systolic.network.anymean)."""
     from hlsnn.commands.network import _kernel_calls
     from hlsnn.deploy import datasets
     x = datasets.load("digits", layout="nchw").x_test[:200]
@@ -87,7 +87,7 @@ def test_network_path_has_the_layer_paths_bits(nets, fmt):
 def test_network_kernel_csim_has_the_layer_paths_bits_in_one_start(nets, fmt):
     """The C-simulation (the count of inside taps and kPoolScale in the pool loop): the layer
     path's bits on 16 digits, one start. (fixed8 and bfp8 in the slow suite: the same pool loop,
-    bfp8's with rule 6b's divisor 9.)"""
+    bfp8's with rule bfp_mean's divisor 9.)"""
     from hlsnn.deploy import datasets
     x = datasets.load("digits", layout="nchw").x_test[:16]
     board = hlsnn.load(nets[fmt], "csim", network=True)

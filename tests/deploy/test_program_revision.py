@@ -1,5 +1,5 @@
 """A compiled model records the revision of its program (hlsnn.deploy.lower.programrev): which optional
-fields its writer knew. A model compiled before rule 10c's ``gate_in`` (hand-made here: the field
+fields its writer knew. A model compiled before rule gate_in's ``gate_in`` (hand-made here: the field
 and the revision removed, as an older hlsnn wrote it) fails to load with a message that says so
 and how to recompile; the same field missing from a program of this revision keeps the rule's
 own message; a newer revision and a malformed one are refused by name."""
@@ -17,7 +17,7 @@ FMT = "fixed8"
 
 @pytest.fixture(scope="module")
 def gated(tmp_path_factory):
-    """The CBAM-like net with a gate of a gate's product (rule 10c), compiled once."""
+    """The CBAM-like net with a gate of a gate's product (rule gate_in), compiled once."""
     tmp = tmp_path_factory.mktemp("progrev")
     model = cbam_net(tmp / "cbam.onnx", gate_on_gate=True)
     return compile_onnx(tmp, "cbam", model, FMT, formats={FMT: FORMATS[FMT]}, check_samples=2,
@@ -57,7 +57,7 @@ def test_a_model_compiled_before_gate_in_says_so_and_how_to_recompile(gated, tmp
 
 def test_the_field_missing_from_a_current_program_keeps_the_rules_message(gated, tmp_path):
     bad = _edited(gated, tmp_path / "edited.hlsnn", revision=None)      # revision kept, gate_in removed
-    with pytest.raises(InputError, match=r"no calibrated code radix .*\(rule 10c\)") as e:
+    with pytest.raises(InputError, match=r"no calibrated code radix .*\(rule gate_in\)") as e:
         hlsnn.load(bad, "emu", network=False)
     assert "older hlsnn" not in str(e.value)
 

@@ -75,7 +75,7 @@ def test_a_low_bit_quant_is_int8_requantization_clamped(bits, signed, narrow):
 
 
 def test_the_bipolar_table_is_qonnx_binary_quant():
-    """Rule 9's Bipolar table on every int8 code at several radixes: qonnx's ``binary_quant`` of
+    """Rule unary_table's Bipolar table on every int8 code at several radixes: qonnx's ``binary_quant`` of
     the code's value, exactly (0 goes to +scale)."""
     from qonnx.custom_op.general.bipolar_quant import binary_quant
     from hlsnn.engines.network import gate

@@ -5,8 +5,8 @@ the test (tiny untrained modules, seeded; TorchScript at opset 17 and the dynamo
   keeps the ``Pad``, the dynamo exporter folds it into the conv's pads; both import as one conv
   with the pad as its own (asymmetric) zero padding, no host ``Pad``;
 * a conv and its 1x1 shortcut that both read the float input (a TCN's first block): one network
-  start, on the integer engines when both read it at one radix point (rule 1 of
-  :mod:`hlsnn.deploy.lower.program`), on ``bfp_systolic`` always (its rule 1: the input's own pairs);
+  start, on the integer engines when both read it at one radix point (rule input_quantize of
+  :mod:`hlsnn.deploy.lower.program`), on ``bfp_systolic`` always (its rule bfp_input: the input's own pairs);
 * RMSNorm written by hand (LLaMA's ``x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w``):
   ``Pow`` by a constant, ``Sqrt``, ``Reciprocal`` (dynamo) or ``Div`` of a constant by a tensor
   (TorchScript) and a ``Mul`` of two tensors, and ``F.normalize`` (``ReduceL2``, ``Div``), on the
@@ -151,7 +151,7 @@ def two_readers(tmp_path_factory):
 
 
 def test_two_layers_reading_the_input_at_one_radix_run_in_the_network_mode(two_readers):
-    """Rule 1 of hlsnn.deploy.lower.program: the second reader takes the integers the first one's
+    """Rule input_quantize of hlsnn.deploy.lower.program: the second reader takes the integers the first one's
     quantization wrote (both at the same F_x; bfp: the input's pairs); the network mode gives the
     layer path's bits."""
     import hlsnn

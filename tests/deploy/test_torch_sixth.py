@@ -300,7 +300,7 @@ class _FlatConv(torch.nn.Module):
 @pytest.mark.parametrize("fmt,accel", [("twohot", "shift8_pynq-z2"), ("fixed", "sparse8_pynq-z2")])
 def test_flat_features_into_a_conv1d_run_in_the_network_mode(tmp_path, fmt, accel):
     """A conv that reads the flat input as one channel of 64 pixels runs in the network mode
-    (rule 1v, :mod:`hlsnn.engines.network.inview`: the kernel's input takes the conv's view; the
+    (rule input_view, :mod:`hlsnn.engines.network.inview`: the kernel's input takes the conv's view; the
     kernel's C-simulation: ``tests/deploy/test_network_sixth.py``), with the layer path's bits
     (before: refused by name, layer by layer; before that "op ... reads a map of shape (1, 1,
     64)", an internal error ending the format's run)."""

@@ -97,7 +97,7 @@ class NetBuild(Build):
             xs.append(rng.standard_normal((self.cases,) + shape).astype(np.float32).astype(np.float64))
             x = np.concatenate([v.reshape((len(v),) + shape) for v in xs])
             got, want = [], []
-            for i in range(len(x)):           # batch 1: always the layer path's bits (netbfp rule 3)
+            for i in range(len(x)):           # batch 1: always the layer path's bits (netbfp rule bfp_conv)
                 xq = netmode.quantize_input(net, x[i:i + 1])
                 got.append(netmode.dequantize(net, kernel.run(xq)).reshape(-1))
                 want.append(netmode.dequantize(net, netmode.run_ints(net, xq)).reshape(-1))

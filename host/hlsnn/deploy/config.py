@@ -85,7 +85,7 @@ FORMAT_FIELDS = {
                          "in where the host quantizes it (a host op's float output): 1, or 2 (the residual 7 bits finer, "
                          "a second raw pass of the kernel, the sums added exactly on the host: hlsnn.deploy.quantize.twoin; "
                          "that layer then runs layer by layer, unless it reads a residual Add or a linear Resize "
-                         "of one: network rule 12t); auto: 2 in a regression "
+                         "of one: network rule two_term_input); auto: 2 in a regression "
                          "deployment (hlsnn.deploy.quantize.task_formats), else 1", default="auto", choices=("auto", 1, 2)),
     "radix": Field("choice", "fixed, sparse, twohot, pot: each activation radix point chosen by DETERMINE (msb: "
                    "the largest value fits) or as DETERMINE's or up to 3 bits finer, of least squared error on the calibration images "

@@ -1,7 +1,7 @@
 /* netin.c: the host side of a network kernel's start, in portable C (no intrinsics: it builds
  * for the boards' ARM cores as for x86), called by hlsnn.compiled.nethost.
  *
- * hlsnn_in_quantize (rule 1 of hlsnn.compiled.netmode, the input): n values of an image as the
+ * hlsnn_in_quantize (rule input_quantize of hlsnn.compiled.netmode, the input): n values of an image as the
  * data set stores it (dtype 0 float32, 1 float64, 2 uint8) to their signed `bits`-bit integers
  * (bits <= 8; hlsnn_in_quantize16: bits <= 16) at radix f, written as int8 (int16: the network
  * kernel's 16-bit lanes above 8 bits) straight into the kernel's input buffer. The rule is
@@ -60,7 +60,7 @@ typedef void (*sync_fn)(int which);
 
 static inline int32_t clampi(int32_t q, int32_t lo, int32_t hi) { return q < lo ? lo : (q > hi ? hi : q); }
 
-/* rule 1 on one float32 value, f >= -24 (module comment), without data-dependent branches (t is
+/* rule input_quantize on one float32 value, f >= -24 (module comment), without data-dependent branches (t is
  * clipped to [lo - 1, hi + 1], so |t| <= 2**15 + 1 and every sum below is exact or rounds as said).
  * nearest_even: t rounded to the nearest integer, ties to even, (t + 1.5 * 2**23) - 1.5 * 2**23 in
  * float32 (|t| < 1/2 gives 0, as the rule). nearest_away: t + 1/2 (t - 1/2 below 0) truncated: exact
@@ -79,7 +79,7 @@ static inline int32_t q_f32(float x, float scale, float lo, float hi, int mode) 
   return i - ((float)i > t) + ((t < 0.0f) & (t >= -0x1p-25f));
 }
 
-/* rule 1 on one double (any f): w = rint(x * 2**g), then shift_round_sat by s = g - f > 0 */
+/* rule input_quantize on one double (any f): w = rint(x * 2**g), then shift_round_sat by s = g - f > 0 */
 static inline int32_t q_f64(double x, int g, int s, int32_t lo, int32_t hi, int mode) {
   double v = rint(ldexp(x, g));
   if (!(v < 0x1p62)) /* |w| >= 2**62 (or NaN): taken as saturated (the reference's int64 overflows) */
@@ -176,7 +176,7 @@ static inline uint32_t reg_rd(volatile uint32_t *regs, reg_read_fn rd, uint32_t 
 /* The per-start parameters, set once per batch size and dtype by the caller (nethost.CHost):
  * a start is then hlsnn_in_run(ctx, x), two pointer arguments. */
 typedef struct {
-  int64_t dtype, batch, n, f, bits, mode; /* the input: rule 1 */
+  int64_t dtype, batch, n, f, bits, mode; /* the input: rule input_quantize */
   int8_t *inbuf;                          /* the input buffer, rows in_stride bytes apart */
   int64_t in_stride;
   volatile uint32_t *regs; /* the mapped register file, or NULL: the callbacks */
@@ -320,7 +320,7 @@ static inline int32_t out_at(const hlsnn_in_ctx *c, const int8_t *o, int64_t j) 
   return c->lane16 ? (int32_t)((const int16_t *)o)[j] : (int32_t)o[j];
 }
 
-/* The bfp_systolic kernel's input (its rule 1): each value as a float32 word, two to a 64-bit
+/* The bfp_systolic kernel's input (its rule bfp_input): each value as a float32 word, two to a 64-bit
  * word, low first; a value that is not finite or not exact in float32 counts as bad. */
 static int64_t f32_words(const void *x, int dtype, int64_t n, float *dst) {
   int64_t bad = 0;

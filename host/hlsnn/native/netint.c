@@ -1,11 +1,11 @@
 /* netint.c: the compiled twin of the integer network mode's ops (hlsnn.compiled.netmode,
- * run_ints: rules 2-4), called by hlsnn.compiled.netfast. Tensors are int32 maps in NHWC
+ * run_ints: rules conv_output, max_pool and residual_add), called by hlsnn.compiled.netfast. Tensors are int32 maps in NHWC
  * order, (B, H, W, C) C-contiguous; a dense layer's output is (B, 1, 1, Z).
  *
  * The numpy code is the specification; tests/compiled/test_netfast.py holds these functions
  * bit-equal to it (random geometry, groups, rounding modes, saturation, the shipped models).
  *
- * hlsnn_net_conv (rule 2): the accumulators of a convolution, exact in int32: the caller
+ * hlsnn_net_conv (rule conv_output): the accumulators of a convolution, exact in int32: the caller
  * checks that max|x| * (the largest sum of |w| over one output's taps) < 2**31, which bounds
  * every partial sum (the sums then never wrap, in any order), and takes the numpy path
  * otherwise. The input is a zero-padded copy (hlsnn_net_pad): every window lies inside it.
@@ -750,7 +750,7 @@ int64_t hlsnn_net_dwconv(const int32_t *xp, int64_t Hp, int64_t Wp, int64_t C, c
   CHUNKED(dw_range(xp, Hp, Wp, C, w, Cs, kh, kw, sh, sw, OH, OW, qa, qe, &r, out, level), C)
 }
 
-/* Rule 3: the largest value of each window (padding never wins), images [b0, b1). */
+/* Rule max_pool: the largest value of each window (padding never wins), images [b0, b1). */
 void hlsnn_net_maxpool(const int32_t *x, int64_t H, int64_t W, int64_t C, int64_t kh, int64_t kw, int64_t sh,
                        int64_t sw, int64_t top, int64_t left, int64_t OH, int64_t OW, int64_t b0, int64_t b1,
                        int32_t *out) {
@@ -840,7 +840,7 @@ VEC_CLONES static void gap_block(const int32_t *restrict a, const int32_t *restr
   }
 }
 
-/* Rule 4 on images [b0, b1) of a (B, HW, C) and b (or NULL): s = (a << sa) + (b << sb);
+/* Rule residual_add on images [b0, b1) of a (B, HW, C) and b (or NULL): s = (a << sa) + (b << sb);
  * ReLU; with gap the sum over the HW pixels of each channel (out (B, 1, C)); then
  * shift_round_sat(s, shift, bits, mode). Returns the saturation count. `limit` caps the
  * vector unit (isa). */
@@ -1009,7 +1009,7 @@ VEC_CLONES static void add_map(const int32_t *restrict a, const int32_t *restric
   *mx_ = mx;
 }
 
-/* Rule 4's sum before the requantization (hlsnn_net_add's s) for images [b0, b1) as int32, and
+/* Rule residual_add's sum before the requantization (hlsnn_net_add's s) for images [b0, b1) as int32, and
  * what the host's DETERMINE reads of it: st[0] min, st[1] max (updated), and with `counts`
  * st[2] the count of -1 and st[3 + k] the count of MSB position k (u = s ^ (s >> 31), u != 0),
  * added to. Returns 1 when a sum does not fit int32 (out is then incomplete), else 0. */
@@ -1055,7 +1055,7 @@ int64_t hlsnn_net_add_raw(const int32_t *a, const int32_t *b, int64_t HW, int64_
   return 0;
 }
 
-/* Rule 1 (hlsnn.compiled.netmode.quantize_input's fast path, the same float64 operations on each
+/* Rule input_quantize (hlsnn.compiled.netmode.quantize_input's fast path, the same float64 operations on each
  * value): v = rint(x * 2**g); y = v * 2**-s clamped to [lo - 1, hi + 1]; rounded half away from
  * zero (away: trunc(y + copysign(0.5, y))) or half to even (rint); clamped to [lo, hi]. x is B
  * images (C, HW) float64, out their (HW, C) int32 maps. Returns 1, out then incomplete, when a

@@ -314,7 +314,7 @@ class NetBoard:
     def run_image(self, x, *, ints=True, softmax=False):
         """The batch of images ``x`` (B, ...) as the data set stores them (float32, float64 or
         uint8) -> ``(q, y)``: the output integers (B, out_elems) int64 and their values
-        (float64), through the C host path (:class:`hlsnn.network.nethost.CHost`: rule 1 into
+        (float64), through the C host path (:class:`hlsnn.network.nethost.CHost`: rule input_quantize into
         the input buffer, ``ap_start``, the poll, the outputs read once, in one ``ctypes`` call).
         ``ints=False``: ``q`` is None (not copied out; the loader reads the values only);
         ``softmax=True``: ``y`` is the network's Softmax after the logits, applied in the C call

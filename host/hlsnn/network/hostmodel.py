@@ -5,7 +5,7 @@ A start of a batch of ``B`` images of ``n`` input and ``m`` output values costs 
 
 * ``python call``: the Python wrapper and the one ``ctypes`` call (:meth:`CHost.run`: the
   context check, two ``byref`` pointers, the result's copies);
-* ``quantize``: rule 1 in C, per input value, by the image's dtype as the data set stores it
+* ``quantize``: rule input_quantize in C, per input value, by the image's dtype as the data set stores it
   (float32, float64, or uint8 through a table);
 * ``input stores``: the quantized bytes written into the uncached input buffer (no flush: the
   buffers are allocated uncached, so there is no cache maintenance call);
@@ -23,7 +23,7 @@ Around the C call, the loader's run path (``net.run(x)``: :meth:`hlsnn.network.l
 costs the host, per start (:func:`loader_steps`):
 
 * ``input check``: the image's dtype and shape (part of the loader's Python) and, where the C
-  call does not count the non-finite values in its rule 1 pass (a network with a prefix, a
+  call does not count the non-finite values in its rule input_quantize pass (a network with a prefix, a
   ``bfp_systolic`` network), a finiteness pass per input value on the image as stored (the C
   host path takes float32 and uint8 images as they are; a ``bfp_systolic`` network's uint8
   image is converted to float64: :func:`stored_dtype`);
@@ -55,17 +55,17 @@ X86 = {
     "softmax_c_bfp_ns": 5.0,       # a bfp_systolic network's (hlsnn_in_softmax_bfp: pairs, a table row), per value
     "source": "measured on this x86 (AMD EPYC 2.6 GHz, 2 cores shared) by benchmarks/bench_c_host.py "
               "--model resnet8_digits32 --assignment twohot --calls 3000: call_u8 less its lookups 1.8 us "
-              "(call_f32 7.8 us, call_u8 2.5 us per 3,072-value image), rule 1 in C 2.0 / 4.0 / 0.24 ns per "
+              "(call_f32 7.8 us, call_u8 2.5 us per 3,072-value image), rule input_quantize in C 2.0 / 4.0 / 0.24 ns per "
               "float32 / float64 / uint8 value, Softmax of the 10 values the C call dequantized 4.2 us (5.6 us "
-              "with the second, Python dequantization the loader no longer runs; the Python rule 1 it "
+              "with the second, Python dequantization the loader no longer runs; the Python rule input_quantize it "
               "replaces: 19.6 us); a bfp_systolic network (--assignment bfp8_z2): 3.2 us per call, i.e. 0.45 ns per value for "
               "its float32 words and their unpacking in C beyond the 1.8 us (numpy's unpacking it replaces: 15 us). "
               "Re-measured in one run with the loader's call (--assignment fixed8_z2 --calls 3000, load ~4.4 from "
               "other jobs): CHost.run(ints=False) of a uint8 image 2.26 us against 2.57 us with the integers "
               "copied out, so the python call 1.5 us (was 1.8); the Softmax of the 10 outputs in the C call "
               "(hlsnn_in_softmax, run(softmax=True) less run(), alternately) 0.01 us, 1 ns per value (the numpy "
-              "Softmax it replaces: 4.2 us); rule 1's float64 and uint8 figures are the earlier, less loaded "
-              "run's (those loops unchanged). Rule 1 on float32 without data-dependent branches (netin.c q_f32): "
+              "Softmax it replaces: 4.2 us); rule input_quantize's float64 and uint8 figures are the earlier, less loaded "
+              "run's (those loops unchanged). Rule input_quantize on float32 without data-dependent branches (netin.c q_f32): "
               "2.64 -> 1.27 ns per value side by side (old and new netin.c alternately, 196,608 digits32 values, "
               "nearest_away, built with CC='gcc -fno-tree-vectorize': scalar, as the boards' build without NEON "
               "runs it; x86's own build vectorizes it to 0.68 ns), so 2.0 x 1.27 / 2.64 = 1.0 ns. bfp8's Softmax in "
@@ -88,7 +88,7 @@ LOADER = {
     "loader_us": 1.52,
     "source": "measured on this x86 by " + _LOADER_RUN + ", load ~5 from other jobs: net.run's fast path "
               "(CompiledNet._run_c) checks an image's dtype and shape in its own Python, and the C call counts "
-              "the non-finite values in its rule 1 pass; a network with a prefix or bfp words gets a finiteness "
+              "the non-finite values in its rule input_quantize pass; a network with a prefix or bfp words gets a finiteness "
               "pass, np.isfinite(x).all(), 1.10 us + 0.068 ns per float32 value (float64 1.10 us + 0.116 ns; a "
               "bfp_systolic network's uint8 converted to float64 by _check_input 2.05 us + 0.212 ns); the "
               "loader's own Python 1.52 us (NetBoard.run_image's lines around the C call now counted in it; "
@@ -293,7 +293,7 @@ def softmax_c_us(cpu, n_out, bfp=False):
 
 
 def counts_in_c(words=False, prefix=False):
-    """True when the C call counts the image's non-finite values in its rule 1 pass, so that
+    """True when the C call counts the image's non-finite values in its rule input_quantize pass, so that
     ``net.run`` makes no finiteness pass of its own: no prefix (whose ops would change the
     values first) and no ``bfp_systolic`` words (:meth:`hlsnn.network.loader.CompiledNet._c_setup`)."""
     return not words and not prefix
@@ -317,7 +317,7 @@ def loader_steps(cpu, *, n_in, batch, input_dtype="float32", words=False, prefix
     elif key in ("float32", "float64") and counts_in_c(words, prefix):
         check = {"step": f"input check ({key})", "us": 0.0,
                  "basis": f"{ests}: none of its own: dtype and shape only (in the loader's Python); the "
-                          f"non-finite values are counted by the C call in its rule 1 pass (in its quantize step)"}
+                          f"non-finite values are counted by the C call in its rule input_quantize pass (in its quantize step)"}
     else:
         fixed, ns = LOADER["check"][key]
         check = {"step": f"input check ({key})", "us": (fixed + ns * nv / 1e3) * s,

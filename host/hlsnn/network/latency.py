@@ -64,8 +64,8 @@ CPUS = {
 
 #: the network path's host costs per CPU (one kernel start per batch): ``start_us`` the driver's
 #: calls of one start (the input buffer's fill and flush, ap_start, the last poll of ap_done,
-#: invalidate, the read-back), ``quant_us + quant_value_us * n`` rule 1 on ``n`` input values,
-#: ``finish_us + finish_value_us * n`` rule 5 and the host layers after the logits on ``n``
+#: invalidate, the read-back), ``quant_us + quant_value_us * n`` rule input_quantize on ``n`` input values,
+#: ``finish_us + finish_value_us * n`` rule net_output and the host layers after the logits on ``n``
 #: outputs. x86: measured on this machine by ``python benchmarks/bench_network_start.py
 #: --model resnet8_digits32 --calls 50`` (driver 42 us, of which pynq's own Python 26 us, the
 #: rest the simulated board's register and cache models; quantize 23 us for 64 values and
@@ -165,7 +165,7 @@ def _host_summary(cpu, c_host, nh):
                 f"{nh['quant_value_us']} us per value, finish {nh['finish_us']} us (hlsnn.network.latency.NET_HOST; "
                 "x86 measured by benchmarks/bench_network_start.py, the ARM cores scaled: estimates)"]
     sc, io = hostmodel.SCALE[cpu], hostmodel.BOARD_IO[cpu]
-    lines = ["x86 figures measured on this machine by benchmarks/bench_c_host.py (the C call, rule 1, Softmax) "
+    lines = ["x86 figures measured on this machine by benchmarks/bench_c_host.py (the C call, rule input_quantize, Softmax) "
              "and benchmarks/bench_loader_host.py (the loader's steps, the host ops)"]
     if cpu != "x86-this-machine":
         lines.append(f"on {cpu}: Python x {sc['python']:g} and C x {sc['c']:g} of the x86 figures; input stores "
@@ -334,7 +334,7 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
                          else nh["start_us"])
         layers.append(row(nm, kind, kernel_cycles=c, kernel_us=k_us, fabric_us=max(k_us, extra.get("ddr_us", 0.0)),
                           **extra))
-    # rule 5 and the host layers after the logits, measured together (finish_us): split evenly;
+    # rule net_output and the host layers after the logits, measured together (finish_us): split evenly;
     # a view after the logits (Reshape, Flatten, ...: hlsnn.deploy.lower.netafter) costs nothing
     from ..deploy.lower.netafter import is_view
     ops_after = [j for j in net.host_after if not is_view(j["op"])]

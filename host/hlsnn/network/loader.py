@@ -288,7 +288,7 @@ class CompiledNet:
         """``x`` checked (real numbers, the model's shape, a batch of at most :data:`MAX_RUN_VALUES`
         values, finite) as float64, or with
         ``stored`` (the C host path, :meth:`_c_path`) a float32 or uint8 batch as it is: the C
-        call's rule 1 on those values gives the bits it gives on their float64 values
+        call's rule input_quantize on those values gives the bits it gives on their float64 values
         (:mod:`hlsnn.network.nethost`), without a float64 copy (``bfp_systolic``: float32 only)."""
         try:
             x = np.asarray(x)
@@ -327,7 +327,7 @@ class CompiledNet:
         before = bool(getattr(n, "host_before", None))
         # without a prefix (whose ops would change the values first) and without words (whose C
         # call reports a bad value as not exact in float32), the C call counts the non-finite
-        # values of the image as stored, in the same pass as rule 1, and run raises the same
+        # values of the image as stored, in the same pass as rule input_quantize, and run raises the same
         # InputError the check raises (nethost.CHost._finish): the check's own pass is not made
         counts = not before and not words
         # a Softmax after the logits over each image's vector: applied by the C call (nethost.softmax_rule)
@@ -386,13 +386,13 @@ class CompiledNet:
         return y
 
     def _run_network(self, x, keep, t0=None):
-        """The network path: the input quantized on the host (netmode rule 1), the network in
-        one kernel start (csim) or the network mode (emu), the output dequantized (rule 5).
+        """The network path: the input quantized on the host (netmode rule input_quantize), the network in
+        one kernel start (csim) or the network mode (emu), the output dequantized (rule net_output).
         ``t0``: when the call began (before the input's check)."""
         n = self.network
         t0 = time.perf_counter() if t0 is None else t0
         if self._c_path():
-            # sim/pynq: rule 1, the start, the poll and the read-back in one C call (nethost),
+            # sim/pynq: rule input_quantize, the start, the poll and the read-back in one C call (nethost),
             # after the host ops on the float input (hlsnn.deploy.lower.netprefix)
             # its values dequantized in C (the same bits as netmode.dequantize): not again here
             q, yv = self._kernel.run_image(netprefix.run(n, x))

@@ -1,7 +1,7 @@
 """The network kernel's host side in C: one ``ctypes`` call per kernel start
 (``native/netin.c``, portable C that builds for the boards' ARM cores).
 
-* :func:`quantize` / :func:`quantize_into`: rule 1 (:func:`hlsnn.deploy.lower.program.quantize_input`,
+* :func:`quantize` / :func:`quantize_into`: rule input_quantize (:func:`hlsnn.deploy.lower.program.quantize_input`,
   i.e. :func:`hlsnn.deploy.quantize.quant.to_fixed`) on an image as the data set stores it (float32,
   float64 or uint8), written as int8 (int16 above 8 bits) straight into the kernel's input buffer; bit-exact with the
   Python rule (``tests/deploy/test_nethost.py``: ties, saturation, negatives, tiny values).
@@ -94,7 +94,7 @@ def available():
 
 
 def input_rule(net):
-    """``(f, bits, mode)`` of a lowered network's input (rule 1), or None when the C path does
+    """``(f, bits, mode)`` of a lowered network's input (rule input_quantize), or None when the C path does
     not cover it (a ``bfp_systolic`` network, an unsigned input, more than 16 bits, a rounding
     other than the three). Above 8 bits the values go into 16-bit lanes
     (:mod:`hlsnn.engines.network.words`)."""
@@ -202,7 +202,7 @@ def _ptr(a):
 
 
 def quantize_into(x, f, bits, mode, dst):
-    """Rule 1 on ``x`` (any shape; float32, float64 or uint8) into the int8 array ``dst`` (int16
+    """Rule input_quantize on ``x`` (any shape; float32, float64 or uint8) into the int8 array ``dst`` (int16
     for ``bits`` above 8; as many elements, contiguous). :class:`InputError` on NaN or infinite
     values."""
     x = _as_stored(x)
@@ -217,7 +217,7 @@ def quantize_into(x, f, bits, mode, dst):
 
 
 def quantize(net, x):
-    """Rule 1 of the lowered network ``net`` on the batch ``x`` in C: int64 integers of x's
+    """Rule input_quantize of the lowered network ``net`` on the batch ``x`` in C: int64 integers of x's
     shape (the bits of :func:`hlsnn.deploy.lower.program.quantize_input`)."""
     rule = input_rule(net)
     if rule is None:

@@ -300,34 +300,34 @@ def _window(w, a, shape):
 def _host(w, j, in_shapes, arrays):
     op = _label(f"{w}: op", _key(j, "op", w))
     a = _dict(f"{w}: attrs", _key(j, "attrs", w))
-    if "bfp_table" in j:                # rule 9b's code radix (hlsnn.engines.bfp_systolic.network.gate)
+    if "bfp_table" in j:                # rule bfp_table's code radix (hlsnn.engines.bfp_systolic.network.gate)
         _int(f"{w}: bfp_table.f_in", _key(_dict(f"{w}: bfp_table", j["bfp_table"]), "f_in", f"{w}: bfp_table"),
              -MAX_RADIX, MAX_RADIX)
-        if "bits" in j["bfp_table"]:    # its code width (rule 9g): the table's 2**bits entries
+        if "bits" in j["bfp_table"]:    # its code width (rule bfp_wide_codes): the table's 2**bits entries
             _int(f"{w}: bfp_table.bits", j["bfp_table"]["bits"], 2, 12)
-    if "table" in j:                    # rule 9's calibrated output radix (hlsnn.engines.network.gate)
+    if "table" in j:                    # rule unary_table's calibrated output radix (hlsnn.engines.network.gate)
         _int(f"{w}: table.f_out", _key(_dict(f"{w}: table", j["table"]), "f_out", f"{w}: table"),
              -MAX_RADIX, MAX_RADIX)
-    if "table_in" in j:                 # rule 9e's code radix (hlsnn.engines.network.tablein)
+    if "table_in" in j:                 # rule table_in's code radix (hlsnn.engines.network.tablein)
         _int(f"{w}: table_in.f_in", _key(_dict(f"{w}: table_in", j["table_in"]), "f_in", f"{w}: table_in"),
              -MAX_RADIX, MAX_RADIX)
     if "codes" in j:                    # attention's calibrated output radix (hlsnn.engines.network.tokens.attention)
         if op not in ("AddConst", "MatMulAct", "LayerNormalization", "Add"):
             _fail(w, f"codes on a {op} layer: an AddConst's, a MatMulAct's, a LayerNormalization's or an Add's "
-                     f"output radix (hlsnn.engines.network.tokens.attention rules 17, 18, 15c, 4r)")
+                     f"output radix (hlsnn.engines.network.tokens.attention rules add_const, act_matmul, layer_norm_codes, residual_codes)")
         _int(f"{w}: codes.f_out", _key(_dict(f"{w}: codes", j["codes"]), "f_out", f"{w}: codes"),
              -MAX_RADIX, MAX_RADIX)
-    if "lnorm_in" in j:                 # rule 15s's code radix (hlsnn.engines.network.tokens.layernorm)
+    if "lnorm_in" in j:                 # rule layer_norm_sum's code radix (hlsnn.engines.network.tokens.layernorm)
         _int(f"{w}: lnorm_in.f_in", _key(_dict(f"{w}: lnorm_in", j["lnorm_in"]), "f_in", f"{w}: lnorm_in"),
              -MAX_RADIX, MAX_RADIX)
-    if "gate_in" in j:                  # rule 10c's code radix per operand (hlsnn.engines.network.gatein)
+    if "gate_in" in j:                  # rule gate_in's code radix per operand (hlsnn.engines.network.gatein)
         fs = _key(_dict(f"{w}: gate_in", j["gate_in"]), "f_in", f"{w}: gate_in")
         pools = ("ReduceAxes", "GlobalAveragePool", "AveragePool")
         if op not in ("Mul", "Add") + pools or not isinstance(fs, list) or \
                 len(fs) != 2 or all(f is None for f in fs) or (op in pools and fs[1] is not None):
             _fail(w, f"gate_in.f_in = {fs!r}: a Mul's or Add's [F or null, F or null], one radix at least; a "
                      f"channel ReduceAxes' or GlobalAveragePool's [F, null], an AveragePool's too "
-                     f"(hlsnn.engines.network rules 4c, 10d)")
+                     f"(hlsnn.engines.network rules channel_reduce, gate_in_sum)")
         for k, f in enumerate(fs):
             if f is not None:
                 _int(f"{w}: gate_in.f_in[{k}]", f, -MAX_RADIX, MAX_RADIX)

@@ -33,7 +33,7 @@ inputs) and its ``dynamo=False`` exports (opset 11-17: some of them as attribute
   ``InstanceNormalization``, ``ReduceSum`` over axes after the batch:
   on the host in float64 (:mod:`hlsnn.deploy.run.hostextra`).
 * ``Softplus``, ``Selu``, ``Celu``, ``Softsign``, ``Mish``, ``ThresholdedRelu``: elementwise on
-  the host in float64 (:mod:`hlsnn.deploy.run.hostunary`), tables where rule 9 applies.
+  the host in float64 (:mod:`hlsnn.deploy.run.hostunary`), tables where rule unary_table applies.
 * ``LayerNormalization`` (constant scale and bias, over axes after the batch), ``Gelu``
   (exact or tanh) and ``Erf``: on the host, in float64 (``Add`` of a constant, as
   ``torch.onnx``'s opset-17 GELU and a positional table write it, is a host ``AddConst`` of

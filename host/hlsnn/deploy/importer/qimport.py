@@ -51,7 +51,7 @@ radix points to the file's (instead of calibrating them):
   and int8 saturation is ``QuantizeLinear``'s rounding of the exact sum: the same integers as
   onnxruntime's execution of the file (tested bit for bit). A layer whose output is an activation's
   ``BipolarQuant`` (a sign) keeps its exact sum: ``F_out = F_x + F_w`` (a shift of 0 or a left
-  shift), whose int8 saturation keeps the sign, and the ``Bipolar`` table (rule 9 of
+  shift), whose int8 saturation keeps the sign, and the ``Bipolar`` table (rule unary_table of
   :mod:`hlsnn.engines.network.gate`) maps each code ``q >= 0`` to ``+scale``, the others to
   ``-scale``, both exact at its radix; the readers take those values as int8 codes.
 * **approximated** otherwise (a non-power-of-two scale, a zero point, per-channel weight scales,
@@ -329,7 +329,7 @@ def strip(model, path=None):
 
 
 #: hlsnn's own op for an activation's ``BipolarQuant`` in the float model (:func:`strip`): ``scale``
-#: for ``x >= 0``, ``-scale`` below (the host op ``Bipolar``, a table of rule 9 on an integer tensor)
+#: for ``x >= 0``, ``-scale`` below (the host op ``Bipolar``, a table of rule unary_table on an integer tensor)
 BIPOLAR, HLSNN_DOMAIN = "Bipolar", "hlsnn"
 
 
@@ -339,7 +339,7 @@ def clamp_bounds(tq):
     point 0, rounding half to even): ``b <= 8`` bits, signed, unsigned or narrow (issue 82). Such a
     ``Quant`` is an int8 activation at radix ``F`` whose requantization clamps to ``[lo, hi]``; the
     float model keeps it as ``Clip(x, lo 2**-F, hi 2**-F)`` (the engines' fused output clamp,
-    rule 2 of :mod:`hlsnn.deploy.lower.program`). None otherwise (int8 itself: the engines' saturation)."""
+    rule conv_output of :mod:`hlsnn.deploy.lower.program`). None otherwise (int8 itself: the engines' saturation)."""
     if tq.pow2_frac is None or tq.rounding != "ROUND":
         return None
     lo, hi = tq.int_range

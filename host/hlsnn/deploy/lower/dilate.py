@@ -5,7 +5,7 @@ is the dilated convolution's by definition (each output sums the same products, 
 by zero), so the integer network kernels run it unchanged: the sparse engine's kernel skips the
 zero weights; the dense ``shift_mac`` pays their multiply-adds. ``bfp_systolic`` does not use
 it: a BFP patch's shared exponent is over the taps alone, so its network mode reads the taps
-``dh``, ``dw`` apart (:mod:`hlsnn.engines.bfp_systolic.network.lower`, rule 3).
+``dh``, ``dw`` apart (:mod:`hlsnn.engines.bfp_systolic.network.lower`, rule bfp_conv).
 """
 from __future__ import annotations
 

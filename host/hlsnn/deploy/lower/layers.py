@@ -228,18 +228,18 @@ def program_of(dep, net, cfg, assignment, accs, *, x_cal, x_check=None, host_fal
             attrs = {k: v for k, v in la.attrs.items() if k != "params"}
             program["layers"].append({"name": la.name, "kind": "host", "op": la.op, "inputs": list(la.inputs),
                                       "output": la.output, "attrs": _jsonable(attrs)})
-            if la.name in getattr(dep, "bfp_radix", {}):     # a table of BFP values: its code radix (netbfp 9b)
+            if la.name in getattr(dep, "bfp_radix", {}):     # a table of BFP values: its code radix (netbfp bfp_table)
                 program["layers"][-1]["bfp_table"] = {"f_in": int(dep.bfp_radix[la.name]),
                                                       "bits": int(dep.bfp_luts()[la.name])}
-            if la.name in getattr(dep, "code_radix", {}):    # attention's codes: their output radix (rules 17, 18, 15c)
+            if la.name in getattr(dep, "code_radix", {}):    # attention's codes: their output radix (rules add_const, act_matmul, layer_norm_codes)
                 program["layers"][-1]["codes"] = {"f_out": int(dep.code_radix[la.name])}
-            if la.name in getattr(dep, "table_radix", {}):   # a table of fixed-point codes: its output radix (rule 9)
+            if la.name in getattr(dep, "table_radix", {}):   # a table of fixed-point codes: its output radix (rule unary_table)
                 program["layers"][-1]["table"] = {"f_out": int(dep.table_radix[la.name])}
-            if la.name in getattr(dep, "lnorm_radix", {}):   # a LayerNorm of a residual sum: its codes' radix (15s)
+            if la.name in getattr(dep, "lnorm_radix", {}):   # a LayerNorm of a residual sum: its codes' radix (layer_norm_sum)
                 program["layers"][-1]["lnorm_in"] = {"f_in": int(dep.lnorm_radix[la.name])}
-            if la.name in getattr(dep, "table_in", {}):      # a table of a computed tensor: its code radix (rule 9e)
+            if la.name in getattr(dep, "table_in", {}):      # a table of a computed tensor: its code radix (rule table_in)
                 program["layers"][-1]["table_in"] = {"f_in": int(dep.table_in[la.name])}
-            if la.name in getattr(dep, "gate_in", {}):       # a gate of a gate's product: its codes' radix (rule 10c)
+            if la.name in getattr(dep, "gate_in", {}):       # a gate of a gate's product: its codes' radix (rule gate_in)
                 program["layers"][-1]["gate_in"] = {"f_in": [None if f is None else int(f)
                                                              for f in dep.gate_in[la.name]]}
             if la.op == "BatchNormalization":

@@ -1,4 +1,4 @@
-"""The host layers after the logits in the network mode (rule 5 of :mod:`hlsnn.deploy.lower.program`),
+"""The host layers after the logits in the network mode (rule net_output of :mod:`hlsnn.deploy.lower.program`),
 as the functions :func:`hlsnn.deploy.lower.program.finish` applies to the dequantized output.
 
 A ``Reshape``, ``Flatten``, ``Squeeze``, ``Unsqueeze``, ``Identity`` or ``Dropout`` there

@@ -48,7 +48,7 @@ def check_ops(net):
             codes = f.get("codes")
             if codes is not None and tuple(np.shape(codes)) != (f["z"], f["c"] // g, f["kh"], f["kw"]):
                 raise bad(op, f"weights of shape {np.shape(codes)}, not {(f['z'], f['c'] // g, f['kh'], f['kw'])}")
-            from ...engines.network.lintwo import check_op as two       # rule 12t's fields
+            from ...engines.network.lintwo import check_op as two       # rule two_term_input's fields
             two(op, ints, bad)
             if "bias" in f and np.shape(f["bias"]) != (f["z"],):
                 raise bad(op, f"{np.size(f['bias'])} biases for {f['z']} outputs")
@@ -72,7 +72,7 @@ def check_ops(net):
         elif op.kind in ("lut", "gate"):
             from ...engines.network.gate import check_op
             check_op(op, ints, bad)
-        elif op.kind in ("gather", "addc", "actmm", "softmax"):     # attention's rules 16-19
+        elif op.kind in ("gather", "addc", "actmm", "softmax"):     # attention's rules attn_gather, add_const, act_matmul and int_softmax
             from ...engines.network.tokens.attention import check_op
             check_op(op, ints, bad)
         elif op.kind == "lnorm":
@@ -85,10 +85,10 @@ def check_ops(net):
                     ints(op, f, (k,), 0, 31)
             if "shift" in f:
                 ints(op, f, ("shift",), -62, 62)
-        if "split" in op.f:                              # rule 8m: a pool or gate of a mixed map (.catmix)
+        if "split" in op.f:                              # rule mixed_concat: a pool or gate of a mixed map (.catmix)
             from ...engines.network.joins.catmix import check_op as check_split
             check_split(op, ints, bad)
-        if "div" in op.f:                                # rule 13's division (engines.network.pools.mean)
+        if "div" in op.f:                                # rule mean_divide's division (engines.network.pools.mean)
             ints(op, f["div"], ("pre",), 0, 31)
             ints(op, f["div"], ("dl",), 1, 95)
             ints(op, f["div"], ("dm", "doff"), 0, (1 << 31) - 1)

@@ -3,7 +3,7 @@ ops act on the float input before any engine layer reads it (an input ``BatchNor
 or ``LayerNormalization``, a ``Transpose`` of an (N, T, F) input to channels) runs them on the
 host, in float64, with the code the layer path runs them with (:func:`hlsnn.deploy.run.hostops.run`
 on the :func:`hlsnn.deploy.lower.layers._host_layer` of each), and then quantizes their output for
-the kernel (rule 1 of :mod:`hlsnn.deploy.lower.program`, or the ``bfp_systolic`` network mode's).
+the kernel (rule input_quantize of :mod:`hlsnn.deploy.lower.program`, or the ``bfp_systolic`` network mode's).
 The layer path computes the same float64 tensor and its first engine layer converts it with
 the same rule, so both give the same bits, in one kernel start.
 
@@ -19,12 +19,12 @@ reader); the network's ops may read only the kernel's input among them (:func:`a
 another by name). An op of two computed tensors (attention's ``MatMulAct``) is not a prefix op.
 
 A ``bfp_systolic`` kernel reads float32 words and forms its first layer's patches from them
-(its rule 1): the prefix's float64 output goes in as it is when it is exact in float32 (a
+(its rule bfp_input): the prefix's float64 output goes in as it is when it is exact in float32 (a
 ``Transpose`` of a float32 input); otherwise, where each element of the kernel's input lies in
 one patch of the first layer (a dense layer: one patch per image; a 1x1 conv of stride 1, no
-padding: one patch per pixel), the host forms those patches itself with rule 3 on the float64
+padding: one patch per pixel), the host forms those patches itself with rule bfp_conv on the float64
 values (:func:`bfp_patches`) and writes their ``(m, e)`` values, which are exact in float32; the
-kernel's rule 3 on them gives the same patches again (a rounded patch's largest mantissa
+kernel's rule bfp_conv on them gives the same patches again (a rounded patch's largest mantissa
 keeps its leading bit at ``M - 2``, so its exponent is unchanged). Else the batch is
 :class:`~hlsnn.engines.bfp_systolic.network.lower.NotExact` (``network=None`` on emu runs it
 layer by layer).
@@ -144,12 +144,12 @@ def _patches(net):
 
 def bfp_patches(net, x):
     """The float kernel input ``x`` (B, ...) of a ``bfp_systolic`` network as its first layer's
-    patches quantized by rule 3 (:mod:`hlsnn.engines.bfp_systolic.network.lower`) on the float64
+    patches quantized by rule bfp_conv (:mod:`hlsnn.engines.bfp_systolic.network.lower`) on the float64
     values: the values ``xm * 2**xe``, exact in float32; ``x`` itself where it is exact in float32
-    already, or the patches are not a partition of the input (then the kernel's rule 1 refuses it
+    already, or the patches are not a partition of the input (then the kernel's rule bfp_input refuses it
     as not exact).
 
-    Rule 3 on float64 values directly, the same bits as on their exact ``(m, e)`` decoding
+    Rule bfp_conv on float64 values directly, the same bits as on their exact ``(m, e)`` decoding
     (``|m| < 2**53``, :func:`~hlsnn.engines.bfp_systolic.network.lower._round_patches`; tested
     against it): a nonzero value's leading one is at ``frexp``'s exponent less one, and ``v *
     2**-xe`` is the same dyadic value as ``m * 2**(e - xe)``, which ``ldexp`` gives exactly (or

@@ -1,4 +1,4 @@
-"""A host ``MaxPool`` (or a global max pool) as the network mode's maxpool op's fields (rule 3 of
+"""A host ``MaxPool`` (or a global max pool) as the network mode's maxpool op's fields (rule max_pool of
 :mod:`hlsnn.deploy.lower.program`), shared by the lowering's walk, the input pool
 (:mod:`hlsnn.engines.network.pools.inputpool`) and the pool of a gate's product
 (:mod:`hlsnn.engines.network.pools.gatepool`)."""
@@ -9,7 +9,7 @@ from ...engines.network.program import _chw, _why, pool_attrs_2d
 
 def maxpool_fields(j, shape):
     """A host ``MaxPool`` layer ``j`` on a ``(C, H, W)`` tensor as a maxpool op's fields (rule
-    3), or :class:`InputError` for what no network kernel runs (dilation). A ``ceil_mode``
+    max_pool), or :class:`InputError` for what no network kernel runs (dilation). A ``ceil_mode``
     pool is the pool with more bottom/right padding (the windows' overhang, which never wins
     a max), its output size as :func:`hlsnn.deploy.run.pooling._pool` computes it."""
     a = pool_attrs_2d(j["attrs"])
@@ -28,7 +28,7 @@ def maxpool_fields(j, shape):
 
 
 def global_max_fields(shape):
-    """A ``GlobalMaxPool`` of a ``(C, H, W)`` tensor as a maxpool op's fields (rule 3: one
+    """A ``GlobalMaxPool`` of a ``(C, H, W)`` tensor as a maxpool op's fields (rule max_pool: one
     ``H x W`` window)."""
     c, h, w = _chw(shape)
     return dict(c=c, h=h, w=w, oh=1, ow=1, kh=h, kw=w, sh=1, sw=1, pads=(0, 0, 0, 0))

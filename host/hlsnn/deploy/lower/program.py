@@ -7,7 +7,7 @@ engine's steps plugged in, and :func:`quantize_input`, :func:`run_ints`, :func:`
 :func:`finish` dispatch to its rules.
 
 The rules below are the engines' common ones; an engine's weight values and output rule come
-from its layer rules (:func:`engine_rules`: :class:`ShiftRules` for ``shift_mac``, as rule 2
+from its layer rules (:func:`engine_rules`: :class:`ShiftRules` for ``shift_mac``, as rule conv_output
 states them, and :class:`hlsnn.engines.sparse_cluster.network.lower.SparseRules` for ``sparse_cluster``: int8
 taps, ``t = acc + bias`` exact, ReLU, ``shift_round_sat`` to 8 bits; that module's docstring).
 
@@ -17,12 +17,12 @@ quantizes the float input once, and dequantizes the logits (plus a final host la
 ``Softmax``). Everything between runs on the fabric. The rules, every one an integer rule
 (``q`` a tensor's integers, ``F`` its radix point: value ``q * 2**-F``):
 
-1. **Input.** ``q = to_fixed(x, F_x, B, signed, rounding)`` of :mod:`hlsnn.deploy.run.runner`
+Rule input_quantize: **Input.** ``q = to_fixed(x, F_x, B, signed, rounding)`` of :mod:`hlsnn.deploy.run.runner`
    (the deployment's ``rounding``), at the first engine layer's calibrated ``F_x``, on the host;
    a second layer reading the input at that ``F_x`` reads the same integers (at another: refused).
-   1v: a first conv reading the input through a view (``x.unsqueeze(1)`` of a flat input) makes
+   input_view: a first conv reading the input through a view (``x.unsqueeze(1)`` of a flat input) makes
    that view the kernel's input shape (:mod:`hlsnn.engines.network.inview`).
-2. **conv** (dense is a conv whose kernel covers its input map: a ``C x H x W`` map flattened
+Rule conv_output: **conv** (dense is a conv whose kernel covers its input map: a ``C x H x W`` map flattened
    in NCHW order, or ``K x 1 x 1``; the weight ``(Z, C*H*W)`` is ``(Z, C, H, W)``). With the weight
    codes' integer values ``c`` (:meth:`hlsnn.formats.shift.ShiftTensor.code_values`: shift-add
    multipliers ``+-(2**ea +- 2**eb)``), the input zero-padded by ``pads`` (top, left, bottom,
@@ -48,16 +48,16 @@ quantizes the float input once, and dequantizes the logits (plus a final host la
    float ``np.clip`` gives the same values exactly when the bounds are values of the output's
    format or lie beyond its range (:func:`hlsnn.deploy.run.hostops.out_format`, the condition under
    which the deployment keeps the format); :func:`lower` refuses other bounds.
-3. **maxpool**: the largest ``q`` of each window (padding never wins); ``ceil_mode`` is more
+Rule max_pool: **maxpool**: the largest ``q`` of each window (padding never wins); ``ceil_mode`` is more
    padding at the bottom and right (the last windows' overhang). Radix and format unchanged.
-   3i: a max pool of the float input that another layer reads too is this rule on the input's
+   input_max_pool: a max pool of the float input that another layer reads too is this rule on the input's
    integers (:mod:`hlsnn.engines.network.pools.inputpool`).
    ``Flatten``, ``Reshape`` and ``Identity`` change no integer (a conv reads its own input's
    view, an ``Unsqueeze``'s ``C x 1 x W``; a dense layer the flattened map). Host ops on the float input
-   before any engine layer reads it run on the host before rule 1 (:mod:`hlsnn.deploy.lower.netprefix`);
-   a ``ReduceMean`` over a whole length or token axis is rule 4's global pool
+   before any engine layer reads it run on the host before rule input_quantize (:mod:`hlsnn.deploy.lower.netprefix`);
+   a ``ReduceMean`` over a whole length or token axis is rule residual_add's global pool
    (:mod:`hlsnn.engines.network.pools.reduce`).
-4. **add** (a residual ``Add``, with the ``Relu`` and ``GlobalAveragePool`` that follow it
+Rule residual_add: **add** (a residual ``Add``, with the ``Relu`` and ``GlobalAveragePool`` that follow it
    fused, and the requantization to the consuming engine layer's format): both inputs are
    integer tensors at radixes ``Fa``, ``Fb``; with ``Fm = max(Fa, Fb)``,
    ``s = (qa << (Fm - Fa)) + (qb << (Fm - Fb))``; ReLU: ``s = max(s, 0)``; the global pool
@@ -65,39 +65,40 @@ quantizes the float input once, and dequantizes the logits (plus a final host la
    ``q = shift_round_sat(s, Fm [+ p] - F_x, B, rounding)`` with the deployment's rounding
    (signed activations). ``F_x`` is the consumer's calibrated input radix. A
    ``GlobalAveragePool`` of one tensor (a conv's output, as in DS-CNN and MobileNet) is this
-   rule with no ``qb`` (``s = qa``, ``Fm = Fa``, no ReLU). 4b: an operand that is itself an
+   rule with no ``qb`` (``s = qa``, ``Fm = Fa``, no ReLU). chained_add: an operand that is itself an
    Add's sum (a ResNet's chained blocks) is that sum exactly, not requantized
    (:mod:`hlsnn.engines.network.joins.chain`).
-5. **Output.** The last engine layer's integers ``q`` are the logits; the host returns
+Rule net_output: **Output.** The last engine layer's integers ``q`` are the logits; the host returns
    ``q * 2**-F_out`` and runs the host layers after it (a final ``Softmax``) in float64.
 
-Rule 4 is today's host glue, which works in float64 (:mod:`hlsnn.deploy.run.hostops`), written
+Rule residual_add is today's host glue, which works in float64 (:mod:`hlsnn.deploy.run.hostops`), written
 as an integer rule. It gives the same bits because every float value there is exact: the sum
 of two 8-bit values at radixes a few bits apart, a mean over a power-of-two pixel count, and
 ``to_fixed`` first writes the value exactly at radix ``F_x + 24`` (:func:`lower` checks
-``Fm + p <= max(F_x + 24, 0)`` and refuses otherwise). Rules 6-8 (data moves) are
-:mod:`hlsnn.engines.network.move`'s (14p, a pick of one step, :mod:`hlsnn.engines.network.tokens.pick`'s; 6a
-and 12a, a move or resize of a pending Add, :mod:`hlsnn.engines.network.joins.addmove`'s; 10k, a gate's
-product read by a skip concat, :mod:`hlsnn.engines.network.joins.gatecat`'s; 8a, an Add's, ``.addcat``'s;
-8k, a concat of more than two parts as concats of two, :mod:`hlsnn.engines.network.joins.catsplit`'s; 8m, a
+``Fm + p <= max(F_x + 24, 0)`` and refuses otherwise). Each rule by name, with its op, function, kernel loops
+and tests: :mod:`hlsnn.engines.network.rules` (``docs/network-rules.md``). Rules nearest_upsample, zero_stuff and channel_concat (data moves) are
+:mod:`hlsnn.engines.network.move`'s (step_pick, a pick of one step, :mod:`hlsnn.engines.network.tokens.pick`'s; add_upsample
+and add_resize_pairs, a move or resize of a pending Add, :mod:`hlsnn.engines.network.joins.addmove`'s; gate_concat, a gate's
+product read by a skip concat, :mod:`hlsnn.engines.network.joins.gatecat`'s; add_concat, an Add's, ``.addcat``'s;
+concat_chain, a concat of more than two parts as concats of two, :mod:`hlsnn.engines.network.joins.catsplit`'s; mixed_concat, a
 global pool or gate of a pending concat at two radix points, :mod:`hlsnn.engines.network.joins.catmix`'s),
-rules 9 (a ``HardSwish``, ``HardSigmoid`` or ``Sigmoid`` of a fixed-point tensor as a table of
-its codes, which the layer path runs too) and 10 (a
-squeeze-excite block's channel gate, requantized as rule 4 requantizes; 10c/10d, a gate's product
-as codes at a calibrated radix, :mod:`hlsnn.engines.network.gatein`; 10m, a max pool or move of a gate's product, :mod:`hlsnn.engines.network.pools.gatepool`) are
-:mod:`hlsnn.engines.network.gate`'s, rules 11 (an ``AveragePool`` of ``2**p`` taps: the
-window's exact sum, requantized as rule 4 requantizes) and 12 (a bilinear ``Resize`` by 2 with
-``half_pixel``: an edge upsample, then rule 11 with the weights ``[1, 2, 1] / 4`` per axis)
-:mod:`hlsnn.engines.network.pools.linpool`'s (12b: bilinear by 4 or 8, a nearest upsample, an edge pad and
+rules unary_table (a ``HardSwish``, ``HardSigmoid`` or ``Sigmoid`` of a fixed-point tensor as a table of
+its codes, which the layer path runs too) and channel_gate (a
+squeeze-excite block's channel gate, requantized as rule residual_add requantizes; gate_in/gate_in_sum, a gate's product
+as codes at a calibrated radix, :mod:`hlsnn.engines.network.gatein`; gate_pool, a max pool or move of a gate's product, :mod:`hlsnn.engines.network.pools.gatepool`) are
+:mod:`hlsnn.engines.network.gate`'s, rules avg_pool (an ``AveragePool`` of ``2**p`` taps: the
+window's exact sum, requantized as rule residual_add requantizes) and bilinear_x2 (a bilinear ``Resize`` by 2 with
+``half_pixel``: an edge upsample, then rule avg_pool with the weights ``[1, 2, 1] / 4`` per axis)
+:mod:`hlsnn.engines.network.pools.linpool`'s (bilinear_pow2: bilinear by 4 or 8, a nearest upsample, an edge pad and
 a ``[1, 2, ..., 2, 1] / 2f`` window). A mean over a pixel count that is not a
 power of two (say, a 7x7 global pool) has no exact float value, but the layer path rounds it
-as the exact quotient: on the integer engines it is rule 13 (:mod:`hlsnn.engines.network.pools.mean`:
-the exact sum divided by a constant reciprocal, then rule 4's requantization with ``K``
+as the exact quotient: on the integer engines it is rule mean_divide (:mod:`hlsnn.engines.network.pools.mean`:
+the exact sum divided by a constant reciprocal, then rule residual_add's requantization with ``K``
 fraction bits; :func:`lower` refuses a mean whose float path it cannot prove equal, and BFP
 pairs refuse it by name). :func:`lower` refuses any host op other than those above between engine
 layers, a format other than ``twohot``/``pot`` on ``shift_mac`` or ``fixed``/``sparse`` on
-``sparse_cluster``, dilated pools, unsigned activations, and a ``Clip`` that
-is not a conv's output clamp (above). Those networks run layer by layer as before.
+``sparse_cluster``, dilated pools, unsigned activations, and a ``Clip`` that is not a conv's output clamp
+(above). Those networks run layer by layer as before.
 """
 from __future__ import annotations
 
@@ -125,7 +126,7 @@ def lower(program, arrays):
     :func:`hlsnn.network.artifact.read` returns them), or :class:`InputError` naming the
     layer the network kernel cannot run and why (module docstring). One walk of the layers for
     every engine (:func:`walk`), with the engine's steps plugged in: :class:`IntegerSteps` (radix
-    points, rules 1-5) unless its layer rules bring their own (``bfp_systolic``'s pairs)."""
+    points, rules input_quantize, conv_output, max_pool, residual_add and net_output) unless its layer rules bring their own (``bfp_systolic``'s pairs)."""
     accels = program["accels"]
     if len(accels) != 1:
         raise InputError(f"network kernel: {program['name']} uses {len(accels)} accelerators; the network kernel "
@@ -137,12 +138,12 @@ def lower(program, arrays):
             raise InputError(f"network kernel: layer {j['name']} has {j['terms']} shift codes per weight "
                              f"(weight_terms: {j['terms']}), which the {acc['engine']} network kernel does not sum; "
                              f"it runs layer by layer (weight_terms: 1 runs in the network mode)")
-        if j.get("in_terms", 1) != 1 and acc["engine"] != "sparse_cluster":  # hlsnn.deploy.quantize.twoin (sparse: 12t)
+        if j.get("in_terms", 1) != 1 and acc["engine"] != "sparse_cluster":  # hlsnn.deploy.quantize.twoin (sparse: two_term_input)
             raise InputError(f"network kernel: layer {j['name']} takes its input in {j['in_terms']} int8 terms "
                              f"(input_terms: {j['in_terms']}), which the network kernel does not sum; it runs "
                              f"layer by layer (input_terms: 1 runs in the network mode)")
     steps = getattr(rules, "steps", IntegerSteps)(program, arrays, rules, acc_name)
-    from ...engines.network.joins.catsplit import split           # a concat of k > 2 parts: k - 1 of two (8k)
+    from ...engines.network.joins.catsplit import split           # a concat of k > 2 parts: k - 1 of two (concat_chain)
     return check_ops(split(walk(program, arrays, steps)))
 
 
@@ -164,7 +165,7 @@ def walk(program, arrays, steps):
     after = set(program["output"].get("host_after", []))       # a chain of them too (Reshape, Unsqueeze)
     for j in program["layers"]:
         if j["kind"] == "host":
-            if "gate_in" in j and j["op"] != "Mul":               # rule 10d: a sum or pool of a gate's codes
+            if "gate_in" in j and j["op"] != "Mul":               # rule gate_in_sum: a sum or pool of a gate's codes
                 from ...engines.network.gatein import lower_pending
                 j = lower_pending(j, w, steps, _why, Op)
             src = j["inputs"][0]
@@ -176,12 +177,12 @@ def walk(program, arrays, steps):
                 raise _why(j, f"input {src} is not computed on the fabric")
             if j["output"] == program["output"]["name"] or src == out_name:
                 continue                                          # host layers after the logits
-            from ...engines.network.pools import inputpool         # a max pool of the float input read twice: 3i
+            from ...engines.network.pools import inputpool         # a max pool of the float input read twice: input_max_pool
             if inputpool.lower_host(j, program, w, steps, _why, Op, maxpool_fields):
                 continue
             if prefix.take(j, w, arrays, _why):                   # on the float input, before the kernel
                 continue
-            if attention.lower_host(j, program, w, steps, _why, Op):   # attention's rules 16-19, 15c
+            if attention.lower_host(j, program, w, steps, _why, Op):   # attention's rules attn_gather, add_const, act_matmul, int_softmax, layer_norm_codes
                 continue
             if steps.host(j, st, w):                              # the engine's own
                 continue
@@ -190,7 +191,7 @@ def walk(program, arrays, steps):
                 if st[0] != "add":
                     aliases[j["output"]] = aliases.get(src, src)
                 continue
-            from ...engines.network.pools.gatepool import lower as gate_pool     # a max pool of a gate (SiLU): 10m
+            from ...engines.network.pools.gatepool import lower as gate_pool     # a max pool of a gate (SiLU): gate_pool
             if gate_pool(j, program, w, steps, _why, Op, lambda jj, sh: maxpool_fields(jj, sh)
                          if jj["op"] == "MaxPool" else global_max_fields(sh)):
                 continue
@@ -232,28 +233,28 @@ def walk(program, arrays, steps):
             from ...engines.network.joins import addcat, addmove, catinput, catmix, gatecat, maxlate
             from ...engines.network.pools import linpool, reduce
             from ...engines.network.tokens import layernorm, pick, transpose
-            if layernorm.lower_host(j, program, w, steps, _why) or addclip.lower_host(j, st, w, steps, _why):  # 15, 4q
+            if layernorm.lower_host(j, program, w, steps, _why) or addclip.lower_host(j, st, w, steps, _why):  # 15, add_clip
                 continue
-            op = linpool.global_op(j, st, shapes[src])                    # a window over the map of an Add: 11g
+            op = linpool.global_op(j, st, shapes[src])                    # a window over the map of an Add: avg_pool_global
             if op == "GlobalAveragePool" and (st[0] == "q" or st[0] == "add" and st[1]["p"] is None):
                 c, h, w_ = _chw(shapes[src])
                 n = h * w_
                 a = st[1] if st[0] == "add" else dict(ins=[steps.pool_source(src, w)], fa=st[1], fb=st[1],
                                                       relu=False, name=j["name"])
                 from ...engines.network.pools.mean import count_fields
-                state[j["output"]] = ("add", dict(a, **count_fields(n)))   # p, or rule 13's division
+                state[j["output"]] = ("add", dict(a, **count_fields(n)))   # p, or rule mean_divide's division
                 shapes[j["output"]] = (c, 1, 1)
                 continue
-            if catmix.lower_host(j, op, w, steps, _why, Op):                # a pool or gate of a pending concat: 8m
+            if catmix.lower_host(j, op, w, steps, _why, Op):                # a pool or gate of a pending concat: mixed_concat
                 continue
             if reduce.lower_host(j, program, w, steps, _why):               # ReduceMean as a global pool
                 continue
-            if addmove.lower_host(j, w, steps, _why, Op):              # a move or resize of a pending Add: 6a, 12a
+            if addmove.lower_host(j, w, steps, _why, Op):              # a move or resize of a pending Add: add_upsample, add_resize_pairs
                 continue
             if gatecat.lower_host(j, program, w, steps, _why, Op) or \
-                    addcat.lower_host(j, program, w, steps, _why, Op):     # a Concat of a pending gate, Add: 10k, 8a
+                    addcat.lower_host(j, program, w, steps, _why, Op):     # a Concat of a pending gate, Add: gate_concat, add_concat
                 continue
-            if pick.lower_host(j, program, w, steps, _why, Op):        # x[:, :, k]: a one-step reflect crop (14p)
+            if pick.lower_host(j, program, w, steps, _why, Op):        # x[:, :, k]: a one-step reflect crop (step_pick)
                 continue
             if netmove.lower_host(j, state, shapes, ops, _why, Op, catinput.part_state(j, w, steps, _why)):  # 6-8i
                 continue
@@ -262,7 +263,7 @@ def walk(program, arrays, steps):
                 continue
             if tablein.lower_host(j, w, steps, _why, Op):                 # a table of a pending Add, gate, pool
                 continue
-            if op == "Mul" and "gate_in" in j:                         # a gate of a gate's product (rule 10c)
+            if op == "Mul" and "gate_in" in j:                         # a gate of a gate's product (rule gate_in)
                 from ...engines.network.gatein import lower_operands
                 j = lower_operands(j, w, steps, _why, Op)
             if netgate.lower_host(j, state, shapes, ops, steps.bits, steps.rounding, _why, Op):   # tables, gate Mul
@@ -279,16 +280,16 @@ def walk(program, arrays, steps):
         st = state.get(src)
         if st is None:
             raise _why(j, f"input {src} is not computed on the fabric")
-        lintwo.check_input(j, st, steps, _why)        # input_terms: 2 of a resized wide sum (rule 12t)
+        lintwo.check_input(j, st, steps, _why)        # input_terms: 2 of a resized wide sum (rule two_term_input)
         if st[0] == "input":
             st = steps.read_input(j, src, st, w)
         elif st[0] in ("cat", "gate", "avgp", "add", "addmv", "lnorm"):
             # a pending op (a Concat of parts at different radix points, a channel gate, a pool,
             # an Add) materialized once for its consumers (an integer one requantized to their F_x)
-            if st[0] == "add":                      # input_terms: 2, rule 12t (engines.network.lintwo)
+            if st[0] == "add":                      # input_terms: 2, rule two_term_input (engines.network.lintwo)
                 base = lintwo.materialize_add(j, st[1], w, steps, _why, Op) if lintwo.takes(j) else \
                     steps.materialize_add(j, st[1], w)
-            elif st[0] == "addmv":                  # an Upsample of a pending Add (rule 6a)
+            elif st[0] == "addmv":                  # an Upsample of a pending Add (rule add_upsample)
                 from ...engines.network.joins import addmove
                 base = addmove.materialize(j, st, w, steps, _why, Op)
             else:
@@ -305,8 +306,8 @@ def walk(program, arrays, steps):
             st = state[base]
         own = shapes.get(j["inputs"][0], ())     # a conv reads its own view (an Unsqueeze's C x 1 x W), a dense
         c, h, w_ = _chw(own if j["kind"] == "conv" and len(own) == 3 else shapes[aliases.get(src, src)]) # layer the map
-        from ...engines.network import inview          # rule 1v: the input as its first conv's view
-        if lintwo.takes(j):                           # the hi channels, bias and shift 7 bits finer (12t)
+        from ...engines.network import inview          # rule input_view: the input as its first conv's view
+        if lintwo.takes(j):                           # the hi channels, bias and shift 7 bits finer (two_term_input)
             (c, h, w_), st = lintwo.conv_input(src, st, w)
         elif j["kind"] == "conv" and len(own) == 3 and _chw(shapes[aliases.get(src, src)])[0] != c \
                 and not inview.take(j, src, own, w, program):
@@ -332,7 +333,7 @@ def walk(program, arrays, steps):
 
 class IntegerSteps:
     """The steps of :func:`walk` for the engines whose activations are integers at a radix point
-    (``shift_mac``, ``sparse_cluster``: rules 1-5 above), their weights and output rule from the
+    (``shift_mac``, ``sparse_cluster``: rules input_quantize, conv_output, max_pool, residual_add and net_output above), their weights and output rule from the
     engine's layer ``rules``."""
 
     def __init__(self, program, arrays, rules, acc_name):
@@ -355,7 +356,7 @@ class IntegerSteps:
         return src
 
     def host(self, j, st, w):
-        """A ``Clip`` in the output stage of the conv whose only reader it is (rule 2)."""
+        """A ``Clip`` in the output stage of the conv whose only reader it is (rule conv_output)."""
         if j["op"] != "Clip" or st[0] != "q":
             return False
         src = j["inputs"][0]
@@ -373,7 +374,7 @@ class IntegerSteps:
         return True
 
     def read_input(self, j, src, st, w):
-        """Rule 1: the input quantized at the first engine layer's ``F_x`` (a second reader at that ``F_x``, too)."""
+        """Rule input_quantize: the input quantized at the first engine layer's ``F_x`` (a second reader at that ``F_x``, too)."""
         if self.quant is not None and j["f_x"] != self.quant:
             raise _why(j, f"a second layer reads the float input at radix {j['f_x']}, the first at {self.quant}")
         self.quant = j["f_x"]
@@ -381,7 +382,7 @@ class IntegerSteps:
         return w.state[src]
 
     def materialize_add(self, j, a, w):
-        """Rule 4's add op for the consumer ``j`` (requantized to its ``F_x``; once per Add): its
+        """Rule residual_add's add op for the consumer ``j`` (requantized to its ``F_x``; once per Add): its
         tensor ``NAME_q``."""
         base = a["name"] + "_q"
         if materialized(j, a["name"], w.state, w.shapes, _why):
@@ -389,7 +390,7 @@ class IntegerSteps:
         f_x = j["f_x"]
         fm = max(a["fa"], a["fb"]) + (a["p"] or 0)
         n, div = a.get("n") or 1, None
-        if n & (n - 1) and f_x is not None:             # rule 13: a mean over a count not a power of two
+        if n & (n - 1) and f_x is not None:             # rule mean_divide: a mean over a count not a power of two
             from ...engines.network.pools import mean
             amax = n << (self.bits - 1)
             div = mean.plan(n, fm, f_x, sum(amax << (fm - f) for f in (a["fa"], a["fb"])[:2 if a.get("split") else
@@ -413,7 +414,7 @@ class IntegerSteps:
         return base
 
     def conv(self, j, src, st, chw, geom, w):
-        """Rule 2: the conv op of engine layer ``j`` and its output's state."""
+        """Rule conv_output: the conv op of engine layer ``j`` and its output's state."""
         rules, arrays, bits = self.rules, self.arrays, self.bits
         f_in = st[1]
         c, h, w_ = chw
@@ -440,7 +441,7 @@ class IntegerSteps:
             ("q", j["f_out"])
 
     def finish(self, program, host_after, w):
-        """The program: rule 1's input (checked against the compiled quantization), rule 5's output."""
+        """The program: rule input_quantize's input (checked against the compiled quantization), rule net_output's output."""
         out_name, state = w.out_name, w.state
         if out_name not in state or state[out_name][0] != "q":
             raise InputError(f"network kernel: the output {out_name} is not an engine layer's integers")
@@ -459,7 +460,7 @@ class IntegerSteps:
 
 def _clamp(j, f, bits, prev, why):
     """The integer clamp ``(lo, hi)`` of a ``Clip`` host layer ``j`` on signed ``bits``-bit
-    integers at radix ``f`` (rule 2's output clamp), within ``prev`` (an earlier clamp of the
+    integers at radix ``f`` (rule conv_output's output clamp), within ``prev`` (an earlier clamp of the
     same output); ``why`` the error when a bound is not a value of that format (the Clip
     would then change the format: :func:`hlsnn.deploy.run.hostops.out_format`)."""
     from types import SimpleNamespace
@@ -491,7 +492,7 @@ def engine_rules(engine, acc_name=None):
 
 
 def quantize_input(net, x):
-    """Rule 1: the float batch ``x`` as the input's integers (int64): exactly
+    """Rule input_quantize: the float batch ``x`` as the input's integers (int64): exactly
     :func:`hlsnn.deploy.quantize.quant.to_fixed` (the value written at radix ``g = max(F + 24, 0)``
     with ``rint``, then rounded to radix ``F`` and saturated), else by ``to_fixed`` itself.
 
@@ -503,7 +504,7 @@ def quantize_input(net, x):
     ``trunc(y + copysign(0.5, y))``, half to even is ``rint(y)``; then the clip to ``[lo,
     hi]``. Every step is exact, so the bits are ``to_fixed``'s (tested).
 
-    A ``bfp_systolic`` network: :func:`hlsnn.engines.bfp_systolic.network.lower.quantize_input` (its rule 1)."""
+    A ``bfp_systolic`` network: :func:`hlsnn.engines.bfp_systolic.network.lower.quantize_input` (its rule bfp_input)."""
     from . import netprefix as prefix
     x = prefix.run(net, x)                     # host ops on the float input before the kernel
     if net.engine == "bfp_systolic":
@@ -537,7 +538,7 @@ def _pad(x, pads, value):
 
 
 def conv_acc(x, f):
-    """Rule 2's exact accumulators of a batch ``x`` (B, C, H, W) of integers: (B, OH, OW, Z)
+    """Rule conv_output's exact accumulators of a batch ``x`` (B, C, H, W) of integers: (B, OH, OW, Z)
     int64."""
     xp = _pad(np.asarray(x, np.int64), f["pads"], 0)
     z, g = f["z"], f["group"]
@@ -557,7 +558,7 @@ def conv_acc(x, f):
 
 
 def conv_ints(x, f, p):
-    """Rule 2 on a batch ``x`` (B, C, H, W) of integers: (B, Z, OH, OW) int64 (rule 12t: ``lintwo``)."""
+    """Rule conv_output on a batch ``x`` (B, C, H, W) of integers: (B, Z, OH, OW) int64 (rule two_term_input: ``lintwo``)."""
     a2 = (conv_acc(x, f) if f.get("terms", 1) == 1 else lintwo.conv_acc(x, f, conv_acc)).reshape(-1, f["z"])
     y = engine_rules(f.get("engine", "shift_mac")).output(p, a2, f["bias"], f["shift"], f["relu"])
     if f.get("clip") is not None:
@@ -566,7 +567,7 @@ def conv_ints(x, f, p):
 
 
 def maxpool_ints(x, f):
-    """Rule 3 on (B, C, H, W) integers."""
+    """Rule max_pool on (B, C, H, W) integers."""
     lo = np.iinfo(np.int64).min
     xp = _pad(np.asarray(x, np.int64), f["pads"], lo)
     win = np.lib.stride_tricks.sliding_window_view(xp, (f["kh"], f["kw"]), axis=(2, 3))
@@ -574,9 +575,9 @@ def maxpool_ints(x, f):
 
 
 def add_ints(a, b, f, bits):
-    """Rule 4 on (B, C, HW) integers: (B, C, HW), or (B, C, 1) with the global pool; ``b``
+    """Rule residual_add on (B, C, HW) integers: (B, C, HW), or (B, C, 1) with the global pool; ``b``
     None for the global pool of one tensor."""
-    if "split" in f:                     # rule 8m: a pre-shift per channel range (engines.network.joins.catmix)
+    if "split" in f:                     # rule mixed_concat: a pre-shift per channel range (engines.network.joins.catmix)
         from ...engines.network.joins.catmix import shifts_by_channel
         s = np.asarray(a, np.int64) << shifts_by_channel(f, np.shape(a)[1])[None, :, None]
     else:
@@ -587,17 +588,17 @@ def add_ints(a, b, f, bits):
         s = np.maximum(s, 0)
     if f["gap"]:
         s = s.sum(axis=2, keepdims=True)
-    if "div" in f:                       # rule 13
+    if "div" in f:                       # rule mean_divide
         from ...engines.network.pools.mean import divide
         s = divide(s, f["div"])
-    if f.get("terms", 1) == 2:          # rule 12t: hi and lo of the exact sum (engines.network.lintwo)
+    if f.get("terms", 1) == 2:          # rule two_term_input: hi and lo of the exact sum (engines.network.lintwo)
         return lintwo.terms_map(f, s, bits)
     y, _ = shift_round_sat(s, f["shift"], bits, f["rounding"])
-    return y if f.get("clip") is None else np.clip(y, *f["clip"])    # rule 4q (engines.network.joins.addclip)
+    return y if f.get("clip") is None else np.clip(y, *f["clip"])    # rule add_clip (engines.network.joins.addclip)
 
 
-#: the op kinds :func:`run_move` runs: data moves (rules 6-8, 14), a transpose, an average pool
-#: (rules 11, 12), a linear resize of a wide sum (rule 12w), attention's rules 16-19
+#: the op kinds :func:`run_move` runs: data moves (rules nearest_upsample, zero_stuff, channel_concat, edge_pad), a transpose, an average pool
+#: (rules avg_pool, bilinear_x2), a linear resize of a wide sum (rule linear_wide), attention's rules attn_gather, add_const, act_matmul and int_softmax
 MOVE_KINDS = ("upsample", "zerostuff", "pad", "concat", "transpose", "avgpool", "linwide") + attention.KINDS
 
 
@@ -609,12 +610,12 @@ def run_move(net, op, get, b):
     if op.kind == "transpose":
         from ...engines.network.tokens.transpose import run
         return run(op, get, b)
-    if op.kind in attention.KINDS:                 # attention's rules 16-19
+    if op.kind in attention.KINDS:                 # attention's rules attn_gather, add_const, act_matmul and int_softmax
         return attention.run(op, get, b, net.input["bits"])
     if op.kind == "avgpool":
         from ...engines.network.pools import linpool
         return linpool.run(op, get, b, net.input["bits"])
-    if op.kind == "linwide":                     # rule 12w: a linear resize of an Add's exact sum
+    if op.kind == "linwide":                     # rule linear_wide: a linear resize of an Add's exact sum
         from ...engines.network.joins import linwide
         return linwide.run(op, get, b, net.input["bits"])
     from ...engines.network.move import run
@@ -638,7 +639,7 @@ def run_ints(net, xq, *, keep=False):
         f = op.f
         x = get(op.ins[0])
         if op.kind == "conv":
-            y = conv_ints(x.reshape(b, f["c"] + f.get("lo", 0), f["h"], f["w"]), f, net.params)  # lo: 12t
+            y = conv_ints(x.reshape(b, f["c"] + f.get("lo", 0), f["h"], f["w"]), f, net.params)  # lo: two_term_input
             env[op.out] = y.reshape(b, -1) if f["dense"] else y
         elif op.kind == "maxpool":
             env[op.out] = maxpool_ints(x.reshape(b, f["c"], f["h"], f["w"]), f)
@@ -647,7 +648,7 @@ def run_ints(net, xq, *, keep=False):
         elif op.kind in ("lut", "gate"):
             from ...engines.network import gate as netgate
             env[op.out] = netgate.run(op, get, b, net.input["bits"])
-        elif op.kind == "lnorm":                  # rule 15 (hlsnn.engines.network.tokens.layernorm)
+        elif op.kind == "lnorm":                  # rule layer_norm (hlsnn.engines.network.tokens.layernorm)
             from ...engines.network.tokens import layernorm
             env[op.out] = layernorm.run(op, get, b, net.input["bits"]).reshape((b,) + net.shapes[op.out])
         else:
@@ -669,7 +670,7 @@ def dequantize(net, q):
 
 
 def finish(net, q, values=None, x=None):
-    """Rule 5: the network's float output from the output integers ``q``. ``values``: their
+    """Rule net_output: the network's float output from the output integers ``q``. ``values``: their
     dequantized values when the caller has them already (the C host path dequantizes in C,
     :mod:`hlsnn.network.nethost`, the same bits as :func:`dequantize`); then ``q`` is not read.
     ``x``: the float input, for a host op after the logits that reads it (``x + net(x)``,

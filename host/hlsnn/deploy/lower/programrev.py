@@ -13,23 +13,23 @@ from __future__ import annotations
 REVISION = 7
 #: revision -> the optional fields it added: ``{field: what it holds}``
 ADDED = {
-    2: {"gate_in": "rule 10c's code radix of a gate's operand that is itself a gate's product"},
-    3: {"gate_in of an Add or GlobalAveragePool": "rule 10d's code radix of a residual Add's or a global pool's "
+    2: {"gate_in": "rule gate_in's code radix of a gate's operand that is itself a gate's product"},
+    3: {"gate_in of an Add or GlobalAveragePool": "rule gate_in_sum's code radix of a residual Add's or a global pool's "
                                                   "operand that is a gate's product"},
-    4: {"gate_in of an AveragePool": "rule 10d's code radix of an average pool's operand that is a gate's product",
-        "table of a PRelu per channel": "rule 9ch's calibrated output radix of a PRelu with one slope per channel"},
-    5: {"LayerNormalization in integers": "rule 15 (hlsnn.engines.network.tokens.layernorm): a LayerNormalization of a "
+    4: {"gate_in of an AveragePool": "rule gate_in_sum's code radix of an average pool's operand that is a gate's product",
+        "table of a PRelu per channel": "rule channel_table's calibrated output radix of a PRelu with one slope per channel"},
+    5: {"LayerNormalization in integers": "rule layer_norm (hlsnn.engines.network.tokens.layernorm): a LayerNormalization of a "
                                           "fixed-point tensor before an engine layer runs in integers, its "
                                           "self-check pairs made so (before: float64 on the host)"},
-    6: {"lnorm_in": "rule 15s's calibrated radix of the residual sum a LayerNormalization reads (the layer path "
-                    "converts the sum to codes there, then runs rule 15; before: float64 on the host)"},
-    7: {"codes": "attention's rules 17-19 and 15c (hlsnn.engines.network.tokens.attention): a position embedding, a MatMul "
+    6: {"lnorm_in": "rule layer_norm_sum's calibrated radix of the residual sum a LayerNormalization reads (the layer path "
+                    "converts the sum to codes there, then runs rule layer_norm; before: float64 on the host)"},
+    7: {"codes": "attention's rules add_const, act_matmul, int_softmax and layer_norm_codes (hlsnn.engines.network.tokens.attention): a position embedding, a MatMul "
                  "of two activations, a Softmax and a LayerNormalization in a fixed8 attention network run in "
                  "integers, the calibrated output radix of their codes (before: float64 on the host)"},
 }
-#: the first revision whose layer path runs rule 15 (an older program keeps float64 there)
+#: the first revision whose layer path runs rule layer_norm (an older program keeps float64 there)
 LAYERNORM = 5
-#: the first revision whose layer path runs rule 15s (a LayerNormalization of a residual sum)
+#: the first revision whose layer path runs rule layer_norm_sum (a LayerNormalization of a residual sum)
 LAYERNORM_SUM = 6
 #: the first revision whose layer path runs attention's rules (hlsnn.engines.network.tokens.attention.REVISION)
 ATTENTION = 7

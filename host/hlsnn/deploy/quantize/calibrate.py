@@ -33,14 +33,14 @@ give the layer path's bits):
    the saturations still count every stride-1 output; with ``clip_stats="clipped"`` and a
    ``Clip`` the conv's only reader, the histogram is that of those results clipped at the
    Clip's bounds (:meth:`~hlsnn.deploy.run.executors._Exec.clip_stats`). A ``Clip``
-   after the conv clamps the outputs at the radix chosen (netmode rule 2).
-3. **maxpool**: netmode rule 3.
+   after the conv clamps the outputs at the radix chosen (netmode rule conv_output).
+3. **maxpool**: netmode rule max_pool.
 4. **add** (residual ``Add``, ``Relu``, ``GlobalAveragePool``): the exact sum ``s`` at radix
    ``R``; the consumer's ``F_x`` is :func:`~hlsnn.deploy.quantize.quant.host_radix` of ``s * 2**-R``,
    computed from ``s``'s MSB counts (that function writes the values as ``s << d``, ``d =
    51 - msb(max |s|)``, and counts their MSBs: the counts of ``s`` moved up ``d`` bins, plus
    the ``-1`` values, which have an MSB only once shifted, at bin ``d - 1``); the
-   requantization is netmode rule 4's ``shift_round_sat(s, R - F_x)``.
+   requantization is netmode rule residual_add's ``shift_round_sat(s, R - F_x)``.
 
 Every layer's ``f_x`` (where its input was converted), ``f_out``, ``stats.histogram``,
 ``f_in``, ``sat_count`` and ``input_density`` are set as the layer path sets them (tested
@@ -370,7 +370,7 @@ def _add(dep, so, op, a, fa, other, bits):
     fb = other[1] if other is not None else fa
     fm = max(fa, fb)
     if f["gap"] and f["hw"] & (f["hw"] - 1) or "clip" in f:
-        raise _Bail                      # a mean over a count not a power of two, rule 4q's clamp: the layer path
+        raise _Bail                      # a mean over a count not a power of two, rule add_clip's clamp: the layer path
     p = int(math.log2(f["hw"])) if f["gap"] else 0
     r = fm + p
     hw_out = 1 if f["gap"] else f["hw"]
@@ -396,7 +396,7 @@ def _add(dep, so, op, a, fa, other, bits):
     if any(radix_lse.wanted(ex) for ex in dep.execs.values()):     # radix: lse of the exact sums (their values
         f_x = radix_lse.refine(s, r, f_x, bits, True, dep.rounding)   # s * 2**-r, which the layer path converts)
     if r > max(f_x + 24, 0):
-        raise _Bail                                        # netmode's rule 4 is not exact there
+        raise _Bail                                        # netmode's rule residual_add is not exact there
     q = s                                                  # in place
     shift = np.full(f["c"], r - f_x, np.int64)
     lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1

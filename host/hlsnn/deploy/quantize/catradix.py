@@ -2,7 +2,7 @@
 :mod:`hlsnn.deploy.quantize.radix_lse`): the conv that reads ``Concat([..., x, ...])`` of the graph input
 ``x`` converts the float concat at the first engine layer's input radix ``F_in`` when ``F_in`` is
 one of the radix points its own least-squared-error rule weighs (DETERMINE's ``F`` of the concat
-to ``DEPTH`` bits finer), instead of its own choice. Rule 8i of the network kernels
+to ``DEPTH`` bits finer), instead of its own choice. Rule input_concat of the network kernels
 (:mod:`hlsnn.engines.network.joins.catinput`) moves the input's integers ``to_fixed(x, F_in)`` into the
 concat, exact only when the reader converts at ``F_in``; each use choosing its own radix had put
 the two uses one bit apart and sent such nets layer by layer. Outside that window (the other

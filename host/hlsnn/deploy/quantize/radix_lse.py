@@ -26,7 +26,7 @@ ends); a tie keeps the coarser. The same rule chooses
   but for a conv that reads a Concat one of whose parts is the graph input: it converts at the
   first engine layer's input radix ``F_in`` when ``F_in`` is one of the radix points it weighs
   (DETERMINE's of the concat to :data:`DEPTH` bits finer), so the graph input has one radix for
-  both uses and the network kernels move its integers into the concat exactly (rule 8i,
+  both uses and the network kernels move its integers into the concat exactly (rule input_concat,
   :mod:`hlsnn.deploy.quantize.catradix`; the compiled calibration leaves a Concat to the layer path).
 
 Only calibration changes: the radix points are static numbers of the program, the kernels and

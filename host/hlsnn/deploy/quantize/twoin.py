@@ -25,7 +25,7 @@ exact integers, so the emulator, csim and the board give the same bits. It costs
 of the layer. It applies to a convolution whose output is the network's output (directly or
 through reshapes or a Tanh / Sigmoid head: :func:`hlsnn.deploy.quantize.outputs.output_layers`) and whose bias fits the kernel's
 field at the finer ``F_in``. The sparse network kernel sums the two passes where the layer reads
-a residual Add's exact sum, as it is or through a linear ``Resize`` (rule 12t, :mod:`hlsnn.engines.network.lintwo`:
+a residual Add's exact sum, as it is or through a linear ``Resize`` (rule two_term_input, :mod:`hlsnn.engines.network.lintwo`:
 both terms made from that sum on chip); with another input the layer runs layer by layer
 (:func:`hlsnn.deploy.lower.program.lower` says so by name).
 """

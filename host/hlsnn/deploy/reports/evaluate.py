@@ -132,7 +132,7 @@ def host_layers(net, host_bits=None) -> list:
         elif host_bits is None and _is_table(layer):
             how = ("integers on a fixed-point input: a table of its 2**b codes, output b bits at the radix "
                    + ("where the table fits" if layer.op in ("HardSwish", "HardSigmoid", "Sigmoid") else
-                      "calibrated for its values") + " (hlsnn.engines.network.gate rule 9); float64 on a float input")
+                      "calibrated for its values") + " (hlsnn.engines.network.gate rule unary_table); float64 on a float input")
         elif layer.op == "Mul" and host_bits is None:
             how = ("exact on fixed-point values (a product of two codes); the next accelerator layer "
                    "requantizes it")

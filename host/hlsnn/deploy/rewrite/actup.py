@@ -2,8 +2,8 @@
 
 A decoder written as ``nn.Upsample(scale_factor=2)`` then ``nn.ReLU6()`` / ``nn.Hardtanh()`` / ``nn.ELU()``
 / ``nn.SiLU()`` ... (the activation after the upsample rather than after the conv) ran layer by layer on
-the network path: a ``Clip`` is a conv's output clamp only when it reads the conv (rule 2 of
-:mod:`hlsnn.deploy.lower.program`; two-hot, fixed8), and a BFP table (netbfp rule 9b) reads a BFP layer's
+the network path: a ``Clip`` is a conv's output clamp only when it reads the conv (rule conv_output of
+:mod:`hlsnn.deploy.lower.program`; two-hot, fixed8), and a BFP table (netbfp rule bfp_table) reads a BFP layer's
 output (bfp8).
 
 A nearest upsample (host ``Upsample``: ``np.repeat`` of each pixel by integer factors on H and W)
@@ -13,12 +13,12 @@ same calls on the same values). :func:`rewrite` (after the importer built the la
 two when the upsample's output is read by the activation alone and is not the network's output:
 the activation reads the upsample's input, the upsample reads the activation's output and writes
 the tensor the activation wrote, so every reader sees the same values. The activations: the
-unary ops of rule 9's tables with their conditions (:func:`hlsnn.engines.network.tables.key`),
+unary ops of rule unary_table's tables with their conditions (:func:`hlsnn.engines.network.tables.key`),
 ``Clip``, and ``PRelu`` / ``Scale`` / ``AddConst`` whose constant does not vary along an
 upsampled axis (one value per channel at most). Then each is where the network mode has a rule
 for it (after the conv), in every path: the layer path computes the same values (the function of
 the same elements, then their copies), so its outputs are unchanged except where a calibrated
-radix reads the activation's values (rule 9's table radix, netbfp 9b's code radix): every value
+radix reads the activation's values (rule unary_table's table radix, netbfp bfp_table's code radix): every value
 is repeated ``fh * fw`` times before and once after, the same proportions, so DETERMINE's choice
 (a fraction of the values) is the same.
 """

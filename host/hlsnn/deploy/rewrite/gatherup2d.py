@@ -11,7 +11,7 @@ with integer factors ``fh = Ho / H`` and ``fw = Wo / W`` (what ``nearest-exact``
 scale: ``floor((i + 0.5) / f)`` is ``i // f``), that is ONNX's nearest ``Resize`` by scales
 (1, 1, fh, fw) with ``coordinate_transformation_mode`` asymmetric and ``nearest_mode`` floor
 (``y[.., i, j] = x[.., i // fh, j // fw]``), exactly: the three nodes become that ``Resize`` (an
-engine-side ``Upsample``, rule 6 of the network mode) when the inner tensors are read by no other
+engine-side ``Upsample``, rule nearest_upsample of the network mode) when the inner tensors are read by no other
 node. Any other index map (a non-integer scale) is left as it is: the importer names the
 ``GatherND``. The 1-D form (a gather along L) is :mod:`hlsnn.deploy.rewrite.torchdecomp`'s.
 """

@@ -8,7 +8,7 @@ unchanged). ``x.repeat_interleave(f, dim=a)`` (a U-Net's upsampling written with
 ``a``: each element of axis ``a`` repeated ``f`` times in place, which is ONNX's nearest ``Resize``
 by scale ``f`` on that axis with ``coordinate_transformation_mode`` asymmetric and ``nearest_mode``
 floor (``y[i] = x[floor(i / f)]``), exactly. The three nodes become that ``Resize`` (an engine-side
-``Upsample``: rule 6 of the network mode), when the inner tensors are read only by the next node
+``Upsample``: rule nearest_upsample of the network mode), when the inner tensors are read only by the next node
 and the shapes (from onnx's shape inference) are static and say so. Anything else is left as it is
 (the importer names the ``Tile`` / ``Expand``).
 """

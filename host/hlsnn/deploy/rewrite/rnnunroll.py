@@ -11,8 +11,8 @@ with the ops hlsnn already runs on an engine or in the network mode:
   weights, not a data move); the biases ``Wb_k + Rb_k`` in it;
 * the recurrent products ``H_{t-1} R_k^T`` as dense layers of the state (``Gemm``), added to the
   input products (``Add`` of two tensors);
-* ``Sigmoid`` and ``Tanh`` (tables in the network mode, rule 9), the gates' elementwise products
-  (``Mul`` of two tensors: rule 10's product of two maps) and sums (``Add``), ``1 - z`` as a
+* ``Sigmoid`` and ``Tanh`` (tables in the network mode, rule unary_table), the gates' elementwise products
+  (``Mul`` of two tensors: rule channel_gate's product of two maps) and sums (``Add``), ``1 - z`` as a
   dense layer of weights ``-I`` and bias 1 (an affine op every engine runs);
 * the state carried to the next step by name; a state that is a sum and that a product of the
   next step reads (a GRU's ``H_t``, an LSTM's ``C_t``) through a dense layer of identity weights

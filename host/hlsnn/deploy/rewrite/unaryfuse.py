@@ -10,7 +10,7 @@ last node is the function's value.
 In float64 it computes exactly what the layers it replaces computed (:func:`run`: the same ops
 on the same operands in the same order), so nothing changes where it runs on the host; where
 its input is a fixed-point tensor (or a BFP layer's output) and an engine layer follows, it is
-one table of rule 9 (:mod:`hlsnn.engines.network.tables`): one rounding instead of one per
+one table of rule unary_table (:mod:`hlsnn.engines.network.tables`): one rounding instead of one per
 op, and no product of two tensors in the network mode.
 
 A region is fused where a ``Mul`` or ``Add`` of two tensors has one source tensor ``x`` through

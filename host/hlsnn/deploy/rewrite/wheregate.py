@@ -1,7 +1,7 @@
 """``torch.where(h > 0, h, a * h)``, a leaky ReLU written by hand, as one ``LeakyRelu`` (``alpha =
 a``): the import gives a ``Compare`` (``Greater`` than 0), a ``Scale`` by ``a`` and a selecting
 ``Where`` (:mod:`hlsnn.deploy.run.maskfill`), which the network mode has no rule for (a ``Compare``
-there), so such a model ran layer by layer. The ``LeakyRelu`` has a table there (rule 9) and an
+there), so such a model ran layer by layer. The ``LeakyRelu`` has a table there (rule unary_table) and an
 epilogue on the engines that fuse one.
 
 Exact: where ``h > 0`` both give ``h``; elsewhere the ``Where`` gives ``a * h`` (float64, as

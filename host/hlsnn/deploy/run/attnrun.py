@@ -1,5 +1,5 @@
 """Attention's integer rules in the layer path (issue 79): where :func:`applies`, the host ops of
-a fixed8 attention network run :mod:`hlsnn.engines.network.tokens.attention`'s rules 16k, 17-19 and 15c
+a fixed8 attention network run :mod:`hlsnn.engines.network.tokens.attention`'s rules class_token, add_const, act_matmul, int_softmax and layer_norm_codes
 (a class token's concat, a position embedding, a ``MatMul`` of two activations, a ``Softmax`` over the keys, a
 ``LayerNormalization`` ending in codes) on fixed-point codes, each output codes at its calibrated
 radix (DETERMINE on the op's values when calibrating: :attr:`Deployment.code_radix`, the compiled
@@ -38,19 +38,19 @@ def _radix(dep, layer, values, bits, calibrate):
     if calibrate:
         radix[layer.name] = int(host_radix(values, bits, True, dep.overflow_ratio))
     if layer.name not in radix:
-        raise InputError(f"layer {layer.name}: no calibrated output radix for its codes (rule 17/18/15c); "
+        raise InputError(f"layer {layer.name}: no calibrated output radix for its codes (rule add_const/act_matmul/layer_norm_codes); "
                          f"recompile the model")
     return radix[layer.name]
 
 
 def layer_run(dep, layer, ins, calibrate, env):
-    """The :class:`~hlsnn.deploy.quantize.quant.Act` of host ``layer`` on ``ins`` by rules 17-19 and 15c
+    """The :class:`~hlsnn.deploy.quantize.quant.Act` of host ``layer`` on ``ins`` by rules add_const, act_matmul, int_softmax and layer_norm_codes
     in ``dep``'s layer path, or None where they do not apply (the caller's other rules run;
     ``env`` the run's tensors by name)."""
     from ..quantize.quant import Act
     if not applies(dep):
         return None
-    if layer.op == "LayerNormalization" and ins[0].fmt is None:       # 15s: the residual sum's codes first
+    if layer.op == "LayerNormalization" and ins[0].fmt is None:       # layer_norm_sum: the residual sum's codes first
         from . import lnsum
         from ..quantize.quant import host_radix, to_fixed
         bits = lnsum.sum_bits(dep.net, layer, env)
@@ -87,7 +87,7 @@ def layer_run(dep, layer, ins, calibrate, env):
         y = shift_round_sat(np.rint(np.ldexp(exact, fs)).astype(np.int64), fs - fo, bits, dep.rounding)[0]
         return Act(np.ldexp(y.astype(np.float64), -fo), (fo, bits, True))
     if op == "Add" and len(ins) == 2 and ins[1].fmt[1] == bits and \
-            np.shape(ins[0].values) == np.shape(ins[1].values):              # rule 4r: a residual sum as codes
+            np.shape(ins[0].values) == np.shape(ins[1].values):              # rule residual_codes: a residual sum as codes
         from ..quantize.quant import to_fixed
         s = ins[0].values + ins[1].values                                     # exact: two codes' values
         fo = _radix(dep, layer, s, bits, calibrate)
@@ -95,7 +95,7 @@ def layer_run(dep, layer, ins, calibrate, env):
             return None
         return Act(np.ldexp(to_fixed(s, fo, bits, True, dep.rounding).astype(np.float64), -fo), (fo, bits, True))
     if op == "SwCompute" and a.get("fn") == "Concat" and len(ins) == 1 and \
-            all(k == "c" or int(v) == 0 for k, v in a["operands"]):             # rule 16k: a class token
+            all(k == "c" or int(v) == 0 for k, v in a["operands"]):             # rule class_token: a class token
         from types import SimpleNamespace
         from . import samplewise
         ops = [[k, np.ldexp(at.const_codes(v, f, bits, dep.rounding).astype(np.float64), -f)] if k == "c" else [k, v]
@@ -106,7 +106,7 @@ def layer_run(dep, layer, ins, calibrate, env):
     if op == "SwCompute" and a.get("fn") == "Softmax" and at.last_axis(a):
         y = at.softmax(ins[0].ints(), at.exp_table(f, bits), bits)
         return Act(np.ldexp(y.astype(np.float64), -(bits - 1)), (bits - 1, bits, True))
-    if op == "LayerNormalization" and layernorm.applies(layer, ins[0]):       # rule 15c: codes for every reader
+    if op == "LayerNormalization" and layernorm.applies(layer, ins[0]):       # rule layer_norm_codes: codes for every reader
         p = layernorm.plan(np.shape(ins[0].values)[-1], f, bits, a["epsilon"], a.get("scale"), a.get("bias"))
         y = layernorm.normalized(ins[0].ints(), p, dep.rounding)
         fo = _radix(dep, layer, np.ldexp(y.astype(np.float64), -p["k"]), bits, calibrate)

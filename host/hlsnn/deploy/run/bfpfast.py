@@ -441,7 +441,7 @@ def build(deploy, bfp_exec):
     from .gatecodes import any_layer
     if deploy.dynamic or deploy.host or getattr(deploy, "actmm", None) or not deploy.execs or deploy.bfp_luts() \
             or any_layer(deploy.net):
-        return None                     # (tables of BFP values, netbfp rule 9b; rule 10c: the layer path's loop)
+        return None                     # (tables of BFP values, netbfp rule bfp_table; rule gate_in: the layer path's loop)
     layers = {}
     for name, ex in deploy.execs.items():
         p = ex.p

@@ -1,5 +1,5 @@
-"""Codes at a calibrated radix: the layer path's step of rules 9e (:mod:`hlsnn.deploy.run.tablecodes`)
-and 10c (:mod:`hlsnn.deploy.run.gatecodes`), where a float host value that the network modes
+"""Codes at a calibrated radix: the layer path's step of rules table_in (:mod:`hlsnn.deploy.run.tablecodes`)
+and gate_in (:mod:`hlsnn.deploy.run.gatecodes`), where a float host value that the network modes
 materialize as ``b``-bit codes is written as those codes and read back as values, so that both
 paths give the same bits."""
 from __future__ import annotations
@@ -18,7 +18,7 @@ def codes_at_radix(dep, values, f, bits, calibrate, refuse, codes=None):
     ``dynamic`` or ``f`` is None: then DETERMINE, ``host_radix(values, bits, signed,
     dep.overflow_ratio)``; with ``f`` None outside a calibration (and not ``dynamic``),
     :class:`InputError` with ``refuse()``'s message. The codes are ``to_fixed(values, F, bits,
-    signed, dep.rounding)``, or ``codes(values, F)`` when given (BFP pairs: rule 9b)."""
+    signed, dep.rounding)``, or ``codes(values, F)`` when given (BFP pairs: rule bfp_table)."""
     if calibrate or dep.dynamic or f is None:
         if not calibrate and not dep.dynamic:
             raise InputError(refuse())

@@ -1,8 +1,8 @@
 """The integer network mode at the speed of an evaluation loop: :func:`hlsnn.deploy.lower.program.run_ints`
-(rules 2-4 of that module, the specification) run by the compiled helper ``native/netint.c``
+(rules conv_output, max_pool and residual_add of that module, the specification) run by the compiled helper ``native/netint.c``
 on int32 maps in NHWC order, bit for bit.
 
-* **conv** (rule 2): a direct convolution in int32 with the engine's output rule fused
+* **conv** (rule conv_output): a direct convolution in int32 with the engine's output rule fused
   (``hlsnn_net_conv``; depthwise convs with the channels in vector lanes, ``hlsnn_net_dwconv``).
   int32 sums are exact when ``2**(B-1) * max_z sum |c[z, ...]| < 2**31`` (``B`` the activation
   bits: every input integer is a ``B``-bit signed value, and the bound holds for every partial
@@ -10,16 +10,16 @@ on int32 maps in NHWC order, bit for bit.
   runs an op that fails it with :func:`~hlsnn.deploy.lower.program.conv_ints` (int64) instead.
   A dense layer is the conv netmode makes of it, its weight columns permuted from the NCHW
   flattening to the map's NHWC order.
-* **maxpool**, **add** (rules 3, 4): ``hlsnn_net_maxpool``, ``hlsnn_net_add``; **lut**, **gate**
-  (:mod:`hlsnn.engines.network.gate`'s rules 9, 10) in numpy on the NHWC maps (a table lookup,
+* **maxpool**, **add** (rules max_pool, residual_add): ``hlsnn_net_maxpool``, ``hlsnn_net_add``; **lut**, **gate**
+  (:mod:`hlsnn.engines.network.gate`'s rules unary_table, channel_gate) in numpy on the NHWC maps (a table lookup,
   a product requantized by :func:`~hlsnn.primitives.shift_round_sat`).
 * **Data moves and average pools** (:data:`~hlsnn.deploy.lower.program.MOVE_KINDS`: upsample,
-  zerostuff, pad, concat, avgpool; rules 6-8, 11-14) between the compiled convs, so a U-Net runs
+  zerostuff, pad, concat, avgpool; rules nearest_upsample, zero_stuff, channel_concat, avg_pool, bilinear_x2, mean_divide and edge_pad) between the compiled convs, so a U-Net runs
   here (before, such a program ran in numpy whole, and a U-Net's fixed8 ``radix: search`` with
   it: docs/history/deploy.md): their rules written on the NHWC maps (:meth:`FastNet._move`: index
   arithmetic on H and W, a concat along C, a window's exact sum as rows of column sums, the
   requantizations by ``hlsnn_net_add`` of one operand). A **transpose**, a move whose input is
-  a view of another shape (a dense output read as a map) and an **add that divides** (rule 13, a
+  a view of another shape (a dense output read as a map) and an **add that divides** (rule mean_divide, a
   global mean over a count that is not a power of two) run the very numpy functions
   :func:`~hlsnn.deploy.lower.program.run_ints` calls (:func:`~hlsnn.deploy.lower.program.run_move`,
   :func:`~hlsnn.deploy.lower.program.add_ints`) on the NCHW order of the maps (:meth:`FastNet._numpy`).
@@ -33,7 +33,7 @@ on int32 maps in NHWC order, bit for bit.
   (chosen at run time; integer sums, so the bits do not depend on it).
 * The batch runs in slices of :attr:`FastNet.chunk` images, the slices split between
   threads (:mod:`hlsnn.native.parallel`; ctypes releases the GIL during a call). Given the
-  float images (``floats=True``), each slice's thread also quantizes its images (rule 1,
+  float images (``floats=True``), each slice's thread also quantizes its images (rule input_quantize,
   :func:`quantize_nhwc`: ``hlsnn_net_quantize``, the numpy fast path's float64 operations, into
   the NHWC map), which numpy did for the whole batch on one thread before (1.16-1.23x faster
   MobileNet runs).
@@ -195,7 +195,7 @@ class _Conv:
 
 
 def quantize_nhwc(net, so, x, out):
-    """Rule 1 (:func:`~hlsnn.deploy.lower.program.quantize_input`, its bits) of float64 images ``x``
+    """Rule input_quantize (:func:`~hlsnn.deploy.lower.program.quantize_input`, its bits) of float64 images ``x``
     (B, C, H, W) or (B, K), C-contiguous, into ``out``, their (B, H, W, C) int32 maps:
     ``netint.c``'s ``hlsnn_net_quantize`` (the numpy fast path's float64 operations) where that
     path applies to every value, else ``quantize_input`` (which then takes ``to_fixed``). Each
@@ -246,7 +246,7 @@ class FastNet:
             if op.kind in netmode.MOVE_KINDS:     # its numpy rule reshapes its inputs (and checks their size)
                 continue
             f = op.f
-            want = hwc if f.get("same") else (hwc[0], hwc[1], 1) if f.get("pix") else (1, 1, f["c"])  # pix: rule 10p
+            want = hwc if f.get("same") else (hwc[0], hwc[1], 1) if f.get("pix") else (1, 1, f["c"])  # pix: rule spatial_gate
             if op.kind == "gate" and self.maps[self._src(op.ins[1])] != want:
                 raise ValueError(f"op {op.name} gates by a map of shape {self.maps[self._src(op.ins[1])]}")
             if op.kind in ("add", "lut", "gate", "lnorm"):
@@ -268,7 +268,7 @@ class FastNet:
         """``(out, sat, nz)``: the output integers as :func:`~hlsnn.deploy.lower.program.run_ints`
         gives them (int64), each conv op's saturation count and its input's non-zero counts per
         pixel (H*W int64, over images and channels). With ``floats``, ``xq`` is the float batch
-        and each slice is quantized in its thread (:func:`quantize_nhwc`, rule 1's bits)."""
+        and each slice is quantized in its thread (:func:`quantize_nhwc`, rule input_quantize's bits)."""
         xq = np.ascontiguousarray(xq, np.float64) if floats else np.asarray(xq)
         b = xq.shape[0]
         ranges = [(a, min(a + self.chunk, b)) for a in range(0, b, self.chunk)]
@@ -317,17 +317,17 @@ class FastNet:
                 cv = self.convs[op.name]
                 y, s = self._conv(cv, src, nz[op.name], ws)
                 sat[op.name] += s
-            elif op.kind in netmode.MOVE_KINDS or "div" in f or "split" in f or op.kind == "add" and "clip" in f:  # 8m, 4q
+            elif op.kind in netmode.MOVE_KINDS or "div" in f or "split" in f or op.kind == "add" and "clip" in f:  # mixed_concat, add_clip
                 y = self._move(op, env, b)
-            elif op.kind == "lnorm":             # rule 15 in numpy on the NHWC maps: channels last already
+            elif op.kind == "lnorm":             # rule layer_norm in numpy on the NHWC maps: channels last already
                 from ...engines.network.tokens.layernorm import run_last
                 a = np.ascontiguousarray(run_last(src[0], f, net.input["bits"]).astype(np.int32))
                 y = (a, _ptr(a))
-            elif op.kind in ("lut", "gate"):     # rules 9, 10 in numpy on the NHWC maps (the same integers)
+            elif op.kind in ("lut", "gate"):     # rules unary_table, channel_gate in numpy on the NHWC maps (the same integers)
                 from ...engines.network import gate as netgate
                 if op.kind == "lut":
                     t = np.asarray(op.f["table"], np.int32)
-                    a = t[np.arange(t.shape[0]), src[0] - f["lo"]] if t.ndim == 2 else t[src[0] - f["lo"]]   # 9ch: C last
+                    a = t[np.arange(t.shape[0]), src[0] - f["lo"]] if t.ndim == 2 else t[src[0] - f["lo"]]   # channel_table: C last
                 else:
                     g = env[self._src(op.ins[1])][0]
                     g = g if f.get("same") else g.reshape(src[0].shape[:3] + (1,)) if f.get("pix") else \
@@ -351,7 +351,7 @@ class FastNet:
 
     def _requant(self, v, shift, rounding):
         """``shift_round_sat(v, shift, B, rounding)`` of an int32 array (``hlsnn_net_add`` of one
-        operand: rule 4's requantization, element by element), a new int32 array."""
+        operand: rule residual_add's requantization, element by element), a new int32 array."""
         v = np.ascontiguousarray(v, np.int32)
         out = np.empty_like(v)
         n = v.shape[0]
@@ -360,11 +360,11 @@ class FastNet:
         return out
 
     def _move(self, op, env, b):
-        """A data move or an average pool (rules 6-8, 11, 12, 14 of :mod:`hlsnn.engines.network.move`
+        """A data move or an average pool (rules nearest_upsample, zero_stuff, channel_concat, avg_pool, bilinear_x2, edge_pad of :mod:`hlsnn.engines.network.move`
         and :mod:`~hlsnn.engines.network.pools.linpool`) written on the NHWC maps: the same index
         arithmetic on the H and W axes, a concat along C, the window's exact sum (integer sums:
         their order does not matter, so row by row of column sums) and the requantizations by
-        :meth:`_requant` (an average pool whose sums are scaled or divided, rules 11u and 13,
+        :meth:`_requant` (an average pool whose sums are scaled or divided, rules avg_pool_uncounted and mean_divide,
         or might not fit int32: in int64, then :func:`~hlsnn.primitives.shift_round_sat`), where
         every input's map is the op's ``(H, W, C)``; a transpose, an input that is a view of
         another shape (a dense layer's ``(1, 1, K)`` output viewed as a ``C x H x W`` map: its
@@ -416,10 +416,10 @@ class FastNet:
                 from ...engines.network.pools.mean import divide
                 from ...primitives import shift_round_sat
                 s = s.astype(np.int64)
-                if f.get("uncounted"):             # rule 11u (.uncounted): the sum over L values
+                if f.get("uncounted"):             # rule avg_pool_uncounted (.uncounted): the sum over L values
                     from ...engines.network.pools.uncounted import scale
                     s = s * scale(f)[None, :, :, None]
-                if "div" in f:                     # rule 13 (.mean)
+                if "div" in f:                     # rule mean_divide (.mean)
                     s = divide(s, f["div"])
                 a = shift_round_sat(s, f["shift"], bits, f["rounding"])[0]
         else:
@@ -429,7 +429,7 @@ class FastNet:
 
     def _numpy(self, op, env, b):
         """A data move, transpose or average pool (:data:`~hlsnn.deploy.lower.program.MOVE_KINDS`), or
-        an add that divides (rule 13), by its numpy rule (:func:`~hlsnn.deploy.lower.program.run_move`,
+        an add that divides (rule mean_divide), by its numpy rule (:func:`~hlsnn.deploy.lower.program.run_move`,
         :func:`~hlsnn.deploy.lower.program.add_ints`, what :func:`~hlsnn.deploy.lower.program.run_ints` runs)
         on the NCHW order of the NHWC maps: the same integers, each a ``B``-bit value (a move's
         is an input's, the others' are requantized to ``B`` bits), so int32 holds them.
@@ -437,7 +437,7 @@ class FastNet:
         def get(name):                      # (b, C, H, W): each image's values in the tensor's CHW order
             return env[self._src(name)][0].transpose(0, 3, 1, 2)
         f = op.f
-        if op.kind == "gate":               # a gate of a mixed map (rule 8m, netcatmix): its numpy rule
+        if op.kind == "gate":               # a gate of a mixed map (rule mixed_concat, netcatmix): its numpy rule
             from ...engines.network import gate as netgate
             y = netgate.run(op, get, b, self.net.input["bits"])
         elif op.kind == "add":

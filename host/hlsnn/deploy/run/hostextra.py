@@ -185,7 +185,7 @@ def run(layer, inputs):
     op, a, x = layer.op, layer.attrs, inputs[0]
     if op == "ResizeLinear":
         from ...engines.network.pools.cornerresize import exact_run
-        y = exact_run(a["mats"], x)                 # W / d weights: the exact sum, one division (rule 14)
+        y = exact_run(a["mats"], x)                 # W / d weights: the exact sum, one division (rule box_resize)
         if y is not None:
             return y
         for ax, m in enumerate(a["mats"]):

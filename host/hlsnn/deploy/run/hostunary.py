@@ -3,7 +3,7 @@
 ``nn.CELU``, ``nn.Softsign``, ``nn.Mish`` and ``nn.Threshold``-like modules export to), each as
 ONNX defines it, on the host in float64; where the input is a fixed-point tensor (or a BFP
 layer's output) and an engine layer follows, a table of its codes instead
-(:mod:`hlsnn.engines.network.tables`, rule 9):
+(:mod:`hlsnn.engines.network.tables`, rule unary_table):
 
 * ``Softplus``: ``ln(1 + e^x)``;
 * ``Selu`` (``alpha``, ``gamma``): ``gamma x`` for ``x > 0``, else ``gamma alpha (e^x - 1)``;

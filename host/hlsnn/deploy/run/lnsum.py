@@ -1,6 +1,6 @@
-"""Rule 15s in the layer path (:mod:`hlsnn.engines.network.tokens.layernorm`): a ``LayerNormalization``
+"""Rule layer_norm_sum in the layer path (:mod:`hlsnn.engines.network.tokens.layernorm`): a ``LayerNormalization``
 of a residual sum (a post-norm block) runs on the sum's codes at a calibrated radix, so that the
-network mode, which converts the pending Add with its add op and then runs rule 15, gives the
+network mode, which converts the pending Add with its add op and then runs rule layer_norm, gives the
 same bits."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def _producer(net, t):
 
 
 def sum_bits(net, layer, env):
-    """Rule 15s: the code bits of the residual sum that host ``layer`` (a ``LayerNormalization``)
+    """Rule layer_norm_sum: the code bits of the residual sum that host ``layer`` (a ``LayerNormalization``)
     reads in the layer path, or None: its input is made by a host ``Add`` (a ``Relu`` and a
     ``Transpose`` to channels-last after it allowed) of two signed fixed-point tensors of one width (``env``: the run's
     :class:`~hlsnn.deploy.quantize.quant.Act` by tensor), which the network mode holds as a pending Add."""
@@ -36,10 +36,10 @@ def sum_bits(net, layer, env):
 
 
 def sum_run(dep, layer, act, bits, calibrate):
-    """Rule 15s in the layer path: the residual sum ``act`` (float64, exact) converted to
+    """Rule layer_norm_sum in the layer path: the residual sum ``act`` (float64, exact) converted to
     ``bits``-bit codes at the calibrated radix ``F`` (:func:`~hlsnn.deploy.quantize.quant.to_fixed`, as
-    an engine layer reading the sum converts it: the network mode's add op, netmode rule 4),
-    then rule 15 (:func:`hlsnn.engines.network.tokens.layernorm.host_run`); None where rule 15 does not apply to those codes (float64
+    an engine layer reading the sum converts it: the network mode's add op, netmode rule residual_add),
+    then rule layer_norm (:func:`hlsnn.engines.network.tokens.layernorm.host_run`); None where rule layer_norm does not apply to those codes (float64
     LayerNorm then). ``F`` is DETERMINE's on the sum's values (``host_radix``, the radix the
     next engine layer would pick for them), chosen when calibrating and kept in the deployment's
     ``lnorm_radix`` (the program's host-layer field ``lnorm_in``)."""
@@ -48,7 +48,7 @@ def sum_run(dep, layer, act, bits, calibrate):
         radix[layer.name] = int(host_radix(act.values, bits, True, dep.overflow_ratio))
     if layer.name not in radix:
         raise InputError(f"layer {layer.name}: no calibrated radix for the residual sum its LayerNormalization "
-                         f"reads (rule 15s)")
+                         f"reads (rule layer_norm_sum)")
     f = radix[layer.name]
     q = Act(np.ldexp(to_fixed(act.values, f, bits, True, dep.rounding).astype(np.float64), -f), (f, bits, True))
     return layernorm.host_run(layer, q, dep.rounding) if layernorm.applies(layer, q) else None

@@ -8,7 +8,7 @@ The rules (the specification every target follows; the host code is the same on 
   (the output of a ``twohot``/``pot``/``fixed``/``sparse`` layer, or a host op that only
   moves values: MaxPool, Flatten, Reshape, Relu; or a unary elementwise op of one, such as
   HardSwish, Sigmoid, Tanh, Gelu or a scalar Scale, which runs as a table of its codes,
-  :mod:`hlsnn.engines.network.gate` rule 9, :mod:`hlsnn.engines.network.tables`), else
+  :mod:`hlsnn.engines.network.gate` rule unary_table, :mod:`hlsnn.engines.network.tables`), else
   ``None`` (a BFP layer's output, an average, a sum, a product, the input image).
 * **Into a fixed-point layer** (``shift_mac``: the accel config's ``act_bits``/``act_signed``;
   ``sparse_cluster``: int8): a tensor already in that format passes as its integers;
@@ -249,7 +249,7 @@ class Deployment:
         """:meth:`run` through :meth:`fast_network`; the layers' ``sat_count`` and
         ``input_density`` as the layer path counts them (``calls``: none made)."""
         from ..lower import program as netmode
-        q, sat, nz = fn.run(x.reshape((len(x),) + tuple(fn.net.input["shape"])), floats=True)    # rule 1 in C
+        q, sat, nz = fn.run(x.reshape((len(x),) + tuple(fn.net.input["shape"])), floats=True)    # rule input_quantize in C
         n = x.shape[0]
         for ln, ex in self.execs.items():
             f = fn.convs[ln].f
@@ -277,26 +277,26 @@ class Deployment:
             ins = [env[i] for i in layer.inputs]
             if layer.kind == "host" and k < last and \
                     (y := attnrun.layer_run(self, layer, ins, calibrate, env)) is not None:
-                env[layer.output] = y                 # attention's rules 16k-19, 4r, 15c (deploy.run.attnrun)
+                env[layer.output] = y                 # attention's rules class_token, add_const, act_matmul, int_softmax, residual_codes, layer_norm_codes (deploy.run.attnrun)
             elif layer.name in getattr(self, "actmm", ()):
                 env[layer.output] = Act(self.actmm[layer.name].run([a.values for a in ins]), None)
             elif layer.name in self.host:
                 env[layer.output] = self.host[layer.name].run(ins, calibrate)
-            elif layer.name in luts:                   # a table of a BFP layer's output (netbfp rule 9b)
+            elif layer.name in luts:                   # a table of a BFP layer's output (netbfp rule bfp_table)
                 env[layer.output] = Act(*self._bfp_lut(layer, ins[0], luts[layer.name], calibrate))
-            elif layer.kind == "host" and k < last and (bits := tablein.code_bits(self.net, layer, env)):   # 9e
+            elif layer.kind == "host" and k < last and (bits := tablein.code_bits(self.net, layer, env)):   # table_in
                 env[layer.output] = Act(*tablein.run(self, layer, ins[0], bits, calibrate))
             elif layer.kind == "host" and k < last and (bits := gatecodes.operand_bits(self, layer, env, BfpExec)):
-                env[layer.output] = Act(*gatecodes.run(self, layer, ins, bits, calibrate, BfpExec))   # rule 10c
+                env[layer.output] = Act(*gatecodes.run(self, layer, ins, bits, calibrate, BfpExec))   # rule gate_in
             elif layer.kind == "host" and k < last and (bits := lnsum.sum_bits(self.net, layer, env)) \
                     and (getattr(self, "origin", None) or {}).get("revision", LAYERNORM_SUM) >= LAYERNORM_SUM \
-                    and (y := lnsum.sum_run(self, layer, ins[0], bits, calibrate)) is not None:   # 15s: a residual sum
+                    and (y := lnsum.sum_run(self, layer, ins[0], bits, calibrate)) is not None:   # layer_norm_sum: a residual sum
                 env[layer.output] = Act(y, None)
             elif layer.kind == "host" and k < last and layernorm.applies(layer, ins[0]) \
-                    and (getattr(self, "origin", None) or {}).get("revision", LAYERNORM) >= LAYERNORM:   # rule 15
+                    and (getattr(self, "origin", None) or {}).get("revision", LAYERNORM) >= LAYERNORM:   # rule layer_norm
                 env[layer.output] = Act(layernorm.host_run(layer, ins[0], self.rounding), None)
             elif layer.kind == "host" and k < last and netgate.applies(layer.op, ins[0].fmt, layer.attrs,
-                                                                             np.ndim(ins[0].values)):   # a table on integers (9, 9ch)
+                                                                             np.ndim(ins[0].values)):   # a table on integers (9, channel_table)
                 env[layer.output] = Act(*netgate.host_run(layer, ins[0], self.rounding,
                                                           self._table_radix(layer, ins[0], calibrate)))
             elif layer.kind == "host":
@@ -314,7 +314,7 @@ class Deployment:
         return (y, {k: a.values for k, a in env.items()}) if keep else y
 
     def _table_radix(self, layer, act, calibrate):
-        """Rule 9's output radix ``F_o`` of table ``layer`` on ``act``: DETERMINE (signed ``b``
+        """Rule unary_table's output radix ``F_o`` of table ``layer`` on ``act``: DETERMINE (signed ``b``
         bits) on the op's float64 values, the radix the next engine layer chose for them before
         tables ran there; chosen when calibrating (every batch when ``dynamic``), kept in
         :attr:`table_radix`. None (the largest radix where every entry fits) for the ops of
@@ -329,7 +329,7 @@ class Deployment:
             from ..lower.programrev import older
             why = older(getattr(self, "origin", None), "table of a PRelu per channel") \
                 if not netgate.is_table(layer.op, layer.attrs) else None
-            raise InputError(f"layer {layer.name}: no calibrated output radix for its table (rule 9)"
+            raise InputError(f"layer {layer.name}: no calibrated output radix for its table (rule unary_table)"
                              + (f": {why}" if why else ""))
         lse = self._lse_table(layer)
         if layer.op in netgate.MAX_FIT and not lse:      # the tables of before: the radix where every entry fits
@@ -360,24 +360,24 @@ class Deployment:
         return fmt is not None and fmt.type == "twohot" and getattr(fmt, "radix", "msb") in ("lse", "search")
 
     def bfp_luts(self):
-        """``{host layer: code bits}`` run by rule 9b (:mod:`hlsnn.engines.bfp_systolic.network.gate`):
+        """``{host layer: code bits}`` run by rule bfp_table (:mod:`hlsnn.engines.bfp_systolic.network.gate`):
         tables of BFP layers' outputs with an engine layer after them."""
         from ...engines.bfp_systolic.network.gate import host_layers
         out = host_layers(self.net.layers, self.execs, BfpExec)
-        out.update((k, b) for k, b in getattr(self, "bfp_bits", {}).items() if k in out)   # a loaded program's (9g)
+        out.update((k, b) for k, b in getattr(self, "bfp_bits", {}).items() if k in out)   # a loaded program's (bfp_wide_codes)
         return out
 
     def _bfp_lut(self, layer, act, bits, calibrate):
-        """Rule 9b of host ``layer`` on ``act``: its code radix chosen by DETERMINE when
+        """Rule bfp_table of host ``layer`` on ``act``: its code radix chosen by DETERMINE when
         calibrating (every batch when ``dynamic``), kept in :attr:`bfp_radix`."""
         from ...engines.bfp_systolic.network.gate import EXACT, host_run, tabled
         from ..quantize.quant import host_radix
-        if layer.op in EXACT and not tabled(layer, self.net.layers):    # rule 9c: exact on the pairs, no radix
+        if layer.op in EXACT and not tabled(layer, self.net.layers):    # rule bfp_hardswish: exact on the pairs, no radix
             return host_run(layer, act.values, None, bits, self.rounding)
         radix = self.__dict__.setdefault("bfp_radix", {})
         if calibrate or self.dynamic or layer.name not in radix:
             if not calibrate and not self.dynamic:
-                raise InputError(f"layer {layer.name}: no calibrated code radix for its table (rule 9b)")
+                raise InputError(f"layer {layer.name}: no calibrated code radix for its table (rule bfp_table)")
             radix[layer.name] = host_radix(act.values, bits, True, self.overflow_ratio)
         return host_run(layer, act.values, radix[layer.name], bits, self.rounding)
 

@@ -1,7 +1,7 @@
-"""Rule 9e of :mod:`hlsnn.engines.network.tablein` in the layer path (issue 52): a table
+"""Rule table_in of :mod:`hlsnn.engines.network.tablein` in the layer path (issue 52): a table
 activation of the float output of an ``Add``, a gate ``Mul`` or an ``AveragePool`` (through a
 ``Relu``, a global pool, a max pool or an alias) of ``b``-bit codes converts that output to
-``b``-bit codes at a calibrated radix, then runs rule 9's table, so that the integer network
+``b``-bit codes at a calibrated radix, then runs rule unary_table's table, so that the integer network
 modes (which materialize the pending op at that radix) give the same bits."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ...engines.network.tablein import SOURCES, THROUGH
 
 
 def code_bits(net, layer, env):
-    """The code width ``b`` of rule 9e for table ``layer`` of the layer path (its input the
+    """The code width ``b`` of rule table_in for table ``layer`` of the layer path (its input the
     float output of a :data:`SOURCES` op, through :data:`THROUGH` ops, whose inputs are
     fixed-point codes of ``b`` bits), or None."""
     from ...engines.network.gate import applies
@@ -36,15 +36,15 @@ def code_bits(net, layer, env):
 
 
 def run(dep, layer, act, b, calibrate):
-    """Rule 9e in the layer path: ``(values, fmt)`` of table ``layer`` on the float ``act``:
+    """Rule table_in in the layer path: ``(values, fmt)`` of table ``layer`` on the float ``act``:
     ``F_t`` by DETERMINE when calibrating (every batch when ``dynamic``), kept in the
-    deployment's ``table_in``; the codes ``to_fixed(v, F_t, b)``; then rule 9's table."""
+    deployment's ``table_in``; the codes ``to_fixed(v, F_t, b)``; then rule unary_table's table."""
     from ...engines.network import gate
     from .calcodes import codes_at_radix
     from ..quantize.quant import Act
     radix = dep.__dict__.setdefault("table_in", {})
     v, radix[layer.name] = codes_at_radix(
         dep, act.values, radix.get(layer.name), b, calibrate,
-        lambda: f"layer {layer.name}: no calibrated input radix for its table (rule 9e)")
+        lambda: f"layer {layer.name}: no calibrated input radix for its table (rule table_in)")
     codes = Act(v, (radix[layer.name], b, True))
     return gate.host_run(layer, codes, dep.rounding, dep._table_radix(layer, codes, calibrate))

@@ -7,7 +7,7 @@ of a map by a per-channel vector, as ops of :func:`hlsnn.deploy.lower.program.lo
 fixed-point tensor, so both give the same bits. The rules (``q`` a tensor's ``b``-bit
 integers at radix ``F``, value ``q * 2**-F``):
 
-9. **lut** (a unary activation ``f`` on a ``b``-bit code, ``b <= 12``): a table of the
+Rule unary_table: **lut** (a unary activation ``f`` on a ``b``-bit code, ``b <= 12``): a table of the
    ``2**b`` codes, made once from the input's format ``(F, b, signed)`` and the deployment's
    rounding: ``T[q] = round(f(q * 2**-F) * 2**F_o)``, rounded exactly (on the rational value)
    with the rounding (``nearest_away``: half away from zero, ``nearest_even``, ``truncate``:
@@ -30,20 +30,20 @@ integers at radix ``F``, value ``q * 2**-F``):
    exact and transcendental values rounded only where a certified interval decides. The table
    is the rule: a kernel holds it as a ROM of ``2**b`` entries.
 
-   Rule 9ch, **a table per channel** (``PRelu`` whose slope, broadcast as ONNX broadcasts it, varies along
+   Rule channel_table, **a table per channel** (``PRelu`` whose slope, broadcast as ONNX broadcasts it, varies along
    the channel axis only: ``nn.PReLU(C)`` after a conv, slope ``(C, 1, 1)``, or after a
-   ``Linear``, ``(C,)``; :func:`channel_consts`): ``C`` tables of rule 9, row ``c`` with
+   ``Linear``, ``(C,)``; :func:`channel_consts`): ``C`` tables of rule unary_table, row ``c`` with
    channel ``c``'s slope taken exactly, all at one calibrated ``F_o`` (DETERMINE on the op's
-   float64 values, as rule 9), ``y[c, ...] = T[c, q[c, ...] - lo]``; the layer path runs the same
+   float64 values, as rule unary_table), ``y[c, ...] = T[c, q[c, ...] - lo]``; the layer path runs the same
    (:func:`host_run`). The kernels (``shift_mac``, ``sparse_cluster``) keep one ROM copy per
    bank, bank ``j`` holding channel ``k pc + j``'s table for block ``k`` one after the other
    (:func:`lut_rom` with ``pc``); their Lut loop adds ``step_chan = 2**b`` words to its read
    offset at each block's end (rendered only for a program with such a table). BFP pairs
    (``bfp_systolic``) have no such rule: refused by name, layer by layer.
-10. **gate** (``Mul`` of a ``C x H x W`` map ``qa`` at ``Fa`` by a ``C``-vector ``qg`` at ``Fg``,
+Rule channel_gate: **gate** (``Mul`` of a ``C x H x W`` map ``qa`` at ``Fa`` by a ``C``-vector ``qg`` at ``Fg``,
     the vector broadcast over the pixels): ``p = qa[c, y, x] * qg[c]`` exact (int64, radix
     ``Fa + Fg``), then requantized to the consuming engine layer's calibrated input radix
-    ``F_x`` by rule 4's requantization of one tensor: ``shift_round_sat(p, Fa + Fg - F_x, B,
+    ``F_x`` by rule residual_add's requantization of one tensor: ``shift_round_sat(p, Fa + Fg - F_x, B,
     rounding)``, exact while ``Fa + Fg <= max(F_x + 24, 0)`` (checked). The layer path
     multiplies the two exact float64 values (a product of two ``b``-bit codes is exact) and the
     engine layer converts it at ``F_x`` with :func:`hlsnn.deploy.quantize.quant.to_fixed`: the same bits.
@@ -56,7 +56,7 @@ integers at radix ``F``, value ``q * 2**-F``):
     address stepping every pixel (``hw`` 1 in its descriptor): both operands at the map's
     address, the one a conv or a table wrote (the earlier one when both were) waiting in the
     shortcut buffer (:func:`hlsnn.engines.network.kernel.allocate`). **A spatial gate**
-    (rule 10p, field ``pix``: ``Mul`` of a ``C x H x W`` map by a ``1 x H x W`` map broadcast
+    (rule spatial_gate, field ``pix``: ``Mul`` of a ``C x H x W`` map by a ``1 x H x W`` map broadcast
     over the channels, CBAM's spatial attention or scSE's sSE) is the same rule with
     ``p = qa[c, y, x] * qg[0, y, x]``: the same exact product and requantization, so the layer
     path's broadcast float64 ``Mul`` gives the same bits. The kernel (``shift_mac``,
@@ -64,11 +64,11 @@ integers at radix ``F``, value ``q * 2**-F``):
     and every bank taking bank 0's word (the 1 x H x W map's one channel); ``bfp_systolic``
     the same on pairs (:mod:`hlsnn.engines.bfp_systolic.network.reduce`). **A gate of a gate's
     product** (``x * s * t``) first writes the inner product as codes at a calibrated radix:
-    rule 10c (:mod:`hlsnn.engines.network.gatein`).
+    rule gate_in (:mod:`hlsnn.engines.network.gatein`).
 
 A table's input must be one fixed-point tensor (an engine layer's output, or a move of one);
 a ``Sigmoid`` of a float (a BFP layer's output, a sum) runs on the host in float64 as before,
-and so does one after the last engine layer (the network's output stays float64: rule 5).
+and so does one after the last engine layer (the network's output stays float64: rule net_output).
 """
 from __future__ import annotations
 
@@ -79,11 +79,11 @@ from functools import lru_cache
 import numpy as np
 
 
-#: the unary elementwise ops with a table rule (rule 9; :func:`is_table`: Scale, AddConst and
+#: the unary elementwise ops with a table rule (rule unary_table; :func:`is_table`: Scale, AddConst and
 #: PRelu only by one scalar, Gelu exact or tanh)
 UNARY = ("HardSwish", "HardSigmoid", "Sigmoid", "Tanh", "Erf", "Gelu", "LeakyRelu", "Elu", "PRelu", "Scale",
          "AddConst", "Softplus", "Selu", "Celu", "Softsign", "Mish", "ThresholdedRelu", "UnaryChain", "Bipolar")
-#: the ops whose table keeps the radix where every entry fits (rule 9's rule before the calibrated
+#: the ops whose table keeps the radix where every entry fits (rule unary_table's rule before the calibrated
 #: one; bounded activations, for which a calibrated radix would saturate a gate's values near 1)
 MAX_FIT = ("HardSwish", "HardSigmoid", "Sigmoid", "Bipolar")
 #: the widest input code a table takes (2**12 entries)
@@ -92,7 +92,7 @@ MAX_TABLE_BITS = 12
 KINDS = ("lut", "gate")
 #: the ops each engine's network kernel has a loop for (``network.cpp.j2``)
 KERNEL_KINDS = {"shift_mac": ("lut", "gate"), "sparse_cluster": ("lut", "gate"),
-                "bfp_systolic": ("lut", "gate")}          # bfp: rules 9b, 10b (hlsnn.engines.bfp_systolic.network.gate)
+                "bfp_systolic": ("lut", "gate")}          # bfp: rules bfp_table, bfp_gate (hlsnn.engines.bfp_systolic.network.gate)
 
 
 @lru_cache(maxsize=256)
@@ -126,11 +126,11 @@ def _table(k, f_in, bits, signed, rounding, out_bits, f_out=None):
 
 
 def table(op, attrs, fmt, rounding, out_bits=None, f_out=None):
-    """Rule 9: ``(F_o, T)`` of unary ``op`` (its ``attrs``) on codes of the fixed-point format
+    """Rule unary_table: ``(F_o, T)`` of unary ``op`` (its ``attrs``) on codes of the fixed-point format
     ``fmt = (F, b, signed)``: ``T`` the ``2**b`` output codes, indexed by ``q - lo`` (``lo`` the
     format's smallest code), signed ``b`` bits at radix ``F_o`` (``out_bits`` bits where given:
-    the bfp network mode's wider table outputs, its rule 9b; ``F_o <= F + out_bits``); with
-    ``f_out`` (the calibrated radix, rule 9's ``F_o`` by DETERMINE) ``T`` at ``F_o = f_out``,
+    the bfp network mode's wider table outputs, its rule bfp_table; ``F_o <= F + out_bits``); with
+    ``f_out`` (the calibrated radix, rule unary_table's ``F_o`` by DETERMINE) ``T`` at ``F_o = f_out``,
     each entry saturated to the ``b`` bits."""
     from . import tables
     f_in, bits, signed = (int(fmt[0]), int(fmt[1]), bool(fmt[2]))
@@ -140,15 +140,15 @@ def table(op, attrs, fmt, rounding, out_bits=None, f_out=None):
     return _table(k, f_in, bits, signed, rounding, int(out_bits or bits), None if f_out is None else int(f_out))
 
 
-#: the ops with a table per channel (rule 9ch) and the attribute holding their constant
+#: the ops with a table per channel (rule channel_table) and the attribute holding their constant
 CHANNEL = {"PRelu": "slope"}
 
 
 def channel_consts(op, attrs, ndim):
-    """Rule 9ch: the per-channel constants (a float64 vector of ``C``) of host ``op`` with
+    """Rule channel_table: the per-channel constants (a float64 vector of ``C``) of host ``op`` with
     ``attrs`` on an input of rank ``ndim`` (the batch first) when its constant, broadcast as
     ONNX broadcasts it (aligned to the last axis), varies along the channel axis (axis 1) only
-    and is not one scalar (which is rule 9's one table); else None."""
+    and is not one scalar (which is rule unary_table's one table); else None."""
     if op not in CHANNEL or ndim is None or ndim < 2:
         return None
     v = np.asarray((attrs or {}).get(CHANNEL[op]), np.float64)
@@ -161,7 +161,7 @@ def channel_consts(op, attrs, ndim):
 
 
 def channel_table(op, attrs, consts, fmt, rounding, f_out):
-    """Rule 9ch: ``(F_o, T)`` with ``T`` of shape ``(C, 2**b)``: row ``c`` is rule 9's table of
+    """Rule channel_table: ``(F_o, T)`` with ``T`` of shape ``(C, 2**b)``: row ``c`` is rule unary_table's table of
     ``op`` with its scalar constant ``consts[c]`` (each an exact function of one value, as
     :func:`table`), all at the one calibrated radix ``f_out``, each entry saturated to the
     ``b`` bits. Channel ``c``'s code ``q`` maps to ``T[c, q - lo]``."""
@@ -178,7 +178,7 @@ def is_table(op, attrs):
 
 
 def applies(op, fmt, attrs=None, ndim=None):
-    """The layer path runs rule 9 (or 9ch, a table per channel, given the input's rank
+    """The layer path runs rule unary_table (or channel_table, a table per channel, given the input's rank
     ``ndim``) for host ``op`` (its ``attrs``) on an input of format ``fmt`` (when an engine
     layer follows it: :meth:`hlsnn.deploy.run.runner.Deployment.run`)."""
     return (is_table(op, attrs) or channel_consts(op, attrs, ndim) is not None) and fmt is not None \
@@ -186,7 +186,7 @@ def applies(op, fmt, attrs=None, ndim=None):
 
 
 def host_run(layer, act, rounding, f_out=None):
-    """Rule 9 in the layer path: host ``layer``'s output on the :class:`~hlsnn.deploy.quantize.quant.Act`
+    """Rule unary_table in the layer path: host ``layer``'s output on the :class:`~hlsnn.deploy.quantize.quant.Act`
     ``act`` (a fixed-point tensor) as ``(values, fmt)``: the table's codes times ``2**-F_o``
     (exact), format ``(F_o, b, True)`` (``F_o`` = ``f_out``, calibrated, where given:
     ``Deployment._table_radix`` of :mod:`hlsnn.deploy.run.runner`)."""
@@ -194,7 +194,7 @@ def host_run(layer, act, rounding, f_out=None):
     lo = -(1 << (bits - 1)) if signed else 0
     q = act.ints()
     consts = None if is_table(layer.op, layer.attrs) else channel_consts(layer.op, layer.attrs, q.ndim)
-    if consts is not None:                       # rule 9ch: channel c's row
+    if consts is not None:                       # rule channel_table: channel c's row
         f_o, t = channel_table(layer.op, layer.attrs, consts, act.fmt, rounding, f_out)
         c = np.arange(q.shape[1]).reshape((1, -1) + (1,) * (q.ndim - 2))
         return np.ldexp(t[c, q - lo].astype(np.float64), -f_o), (f_o, bits, True)
@@ -203,7 +203,7 @@ def host_run(layer, act, rounding, f_out=None):
 
 
 def lut_ints(x, f):
-    """Rule 9 on integers ``x`` (any shape): ``T[x - lo]``; rule 9ch (``T`` of ``C`` rows, ``x``
+    """Rule unary_table on integers ``x`` (any shape): ``T[x - lo]``; rule channel_table (``T`` of ``C`` rows, ``x``
     a batch of ``C x HW`` maps): ``T[c, x - lo]``."""
     t = np.asarray(f["table"], np.int64)
     x = np.asarray(x, np.int64)
@@ -214,19 +214,19 @@ def lut_ints(x, f):
 
 
 def gate_ints(a, g, f, bits):
-    """Rule 10 on a batch: ``a`` (B, C, HW) and ``g`` (B, C, 1) integers, or ``g`` (B, C,
+    """Rule channel_gate on a batch: ``a`` (B, C, HW) and ``g`` (B, C, 1) integers, or ``g`` (B, C,
     HW) for the product of two maps (``f["same"]``), or ``g`` (B, 1, HW) for a spatial gate
-    (``f["pix"]``, rule 10p; numpy broadcasts it over C): (B, C, HW)."""
+    (``f["pix"]``, rule spatial_gate; numpy broadcasts it over C): (B, C, HW)."""
     from ...primitives import shift_round_sat
     p = np.asarray(a, np.int64) * np.asarray(g, np.int64)
-    if "split" in f:                    # rule 8m: a shift per channel range of (B, C, HW) (.catmix)
+    if "split" in f:                    # rule mixed_concat: a shift per channel range of (B, C, HW) (.catmix)
         from .joins.catmix import shifts_by_channel
         return shift_round_sat(p, shifts_by_channel(f, p.shape[1])[None, :, None], bits, f["rounding"])[0]
     return shift_round_sat(p, f["shift"], bits, f["rounding"])[0]
 
 
 def lower_host(j, state, shapes, ops, bits, rounding, why, op_cls):
-    """Lower host layer ``j`` if it is a table op (rule 9) or a gate ``Mul`` (rule 10, pending
+    """Lower host layer ``j`` if it is a table op (rule unary_table) or a gate ``Mul`` (rule channel_gate, pending
     until its engine consumer: state ``("gate", {...})``); True if it was."""
     op = j["op"]
     consts = None
@@ -234,20 +234,20 @@ def lower_host(j, state, shapes, ops, bits, rounding, why, op_cls):
         consts = channel_consts(op, j.get("attrs", {}), 1 + len(shapes.get(j["inputs"][0], ())))
         if consts is None:
             from .tables import why_not
-            raise why(j, why_not(op, j.get("attrs", {})) + "; a table per channel (rule 9ch) takes a PRelu "
+            raise why(j, why_not(op, j.get("attrs", {})) + "; a table per channel (rule channel_table) takes a PRelu "
                          "whose slope varies along the channels only")
     if op in UNARY:
         st = state.get(j["inputs"][0])
         if st is None or st[0] != "q":
             raise why(j, "a table activation of an integer tensor computed on the fabric (not of a pending Add, "
                          "pool or gate)")
-        if not 2 <= bits <= MAX_TABLE_BITS:      # the layer path's rule 9 (applies) stops there too
+        if not 2 <= bits <= MAX_TABLE_BITS:      # the layer path's rule unary_table (applies) stops there too
             raise why(j, f"a table activation of {bits}-bit codes: a table takes codes of 2..{MAX_TABLE_BITS} bits "
                          f"(the layer path computes it in float64)")
         src = j["inputs"][0]
         from .program import _chw
         c, h, w = _chw(shapes[src])
-        if consts is not None:                  # rule 9ch: a table per channel
+        if consts is not None:                  # rule channel_table: a table per channel
             if len(consts) != c:
                 raise why(j, f"{len(consts)} slopes for {c} channels")
             f_out = (j.get("table") or {}).get("f_out")
@@ -267,14 +267,14 @@ def lower_host(j, state, shapes, ops, bits, rounding, why, op_cls):
     sts = [state.get(i) for i in ins]
     if any(s is None or s[0] != "q" for s in sts):
         raise why(j, "a gate Mul of two integer tensors computed on the fabric" + (
-            " (a gate of a pending gate's product: rule 10c of hlsnn.engines.network.gatein, with its calibrated "
+            " (a gate of a pending gate's product: rule gate_in of hlsnn.engines.network.gatein, with its calibrated "
             "code radix gate_in; recompile the model)" if any(s is not None and s[0] == "gate" for s in sts) else ""))
     from .program import _chw
     ca, cb = (_chw(shapes[i]) for i in ins)
     if (ca[1:] == (1, 1) and cb[1:] != (1, 1)) or (ca[0] == 1 < cb[0] and ca[1:] == cb[1:]):
         ins, sts, ca, cb = ins[::-1], sts[::-1], cb, ca
     same = ca == cb                                 # the product of two maps of one shape
-    pix = not same and cb == (1,) + ca[1:]           # rule 10p: a 1 x H x W gate over the channels
+    pix = not same and cb == (1,) + ca[1:]           # rule spatial_gate: a 1 x H x W gate over the channels
     if cb != (ca[0], 1, 1) and not same and not pix:
         raise why(j, f"a Mul of a C x H x W map by a C-vector (a channel gate), by a 1 x H x W map (a spatial "
                      f"gate) or by a map of its shape is supported, not of {tuple(shapes[ins[0]])} and "
@@ -287,8 +287,8 @@ def lower_host(j, state, shapes, ops, bits, rounding, why, op_cls):
 
 def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls, out=None):
     """An engine layer ``j`` reads the pending gate ``st``: the gate op with its requantization
-    to ``j``'s ``F_x`` (rule 10), as the tensor ``NAME_q`` (:func:`hlsnn.deploy.lower.program.walk`
-    calls it once per gate); ``out``: another tensor (and op) name, for a second radix (rule 10c,
+    to ``j``'s ``F_x`` (rule channel_gate), as the tensor ``NAME_q`` (:func:`hlsnn.deploy.lower.program.walk`
+    calls it once per gate); ``out``: another tensor (and op) name, for a second radix (rule gate_in,
     :mod:`hlsnn.engines.network.gatein`)."""
     g = st[1]
     f_x = j["f_x"]
@@ -297,7 +297,7 @@ def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls, 
         raise why(j, f"the requantization from radix {fp} to {f_x} is not exact in today's host rule")
     t = out or g["name"] + "_q"
     split = {}
-    if g.get("split"):                  # rule 8m: a gate of a concat's mixed map, a shift per channel range
+    if g.get("split"):                  # rule mixed_concat: a gate of a concat's mixed map, a shift per channel range
         from .joins.catmix import gate_shifts
         fp = max(fp, g["fa2"] + g["fb"])
         if fp > max(f_x + 24, 0):
@@ -314,17 +314,17 @@ def check_op(op, ints, bad):
     f = op.f
     if op.kind == "lut":
         ints(op, f, ("c", "hw"), 1, 1 << 26)
-        if f.get("exact") and op.f.get("fn") == "HardSwish":     # bfp rule 9c: no table
+        if f.get("exact") and op.f.get("fn") == "HardSwish":     # bfp rule bfp_hardswish: no table
             return
-        if f.get("exact") and op.f.get("fn") == "PRelu":         # bfp rule 9p: slopes per channel
+        if f.get("exact") and op.f.get("fn") == "PRelu":         # bfp rule bfp_prelu: slopes per channel
             sm, se = np.asarray(f.get("sm", ())), np.asarray(f.get("se", ()))
             if sm.shape != (f["c"],) or se.shape != (f["c"],) or np.abs(sm).max(initial=0) >= 1 << 24 \
                     or np.abs(se).max(initial=0) > 300 or not (int(f.get("t", 0)) == 0 if f.get("wide") else
-                                                               1 <= int(f.get("t", 0)) <= 11):    # 9w: t = 0
+                                                               1 <= int(f.get("t", 0)) <= 11):    # bfp_prelu_exact: t = 0
                 raise bad(op, f"PRelu slopes {sm.shape} / {se.shape} for {f['c']} channels, t = {f.get('t')}: "
-                              f"rule 9p takes one 24-bit mantissa and exponent a channel, t in 1..11 (9w: 0)")
+                              f"rule bfp_prelu takes one 24-bit mantissa and exponent a channel, t in 1..11 (bfp_prelu_exact: 0)")
             return
-        if f.get("exact") and op.f.get("fn") == "Clip":          # bfp rule 9d: Clip(0 or None, h 2**k)
+        if f.get("exact") and op.f.get("fn") == "Clip":          # bfp rule bfp_clip: Clip(0 or None, h 2**k)
             hk = f.get("clip")
             if not (isinstance(hk, (list, tuple)) and len(hk) == 2 and 0 < int(hk[0]) < 1 << 25
                     and -512 <= int(hk[1]) <= 511):
@@ -332,7 +332,7 @@ def check_op(op, ints, bad):
             return
         t = np.asarray(f.get("table", ()))
         if t.ndim == 2 and t.shape[0] != f["c"]:
-            raise bad(op, f"{t.shape[0]} tables for {f['c']} channels (rule 9ch: one a channel)")
+            raise bad(op, f"{t.shape[0]} tables for {f['c']} channels (rule channel_table: one a channel)")
         n = t.shape[-1] if t.ndim in (1, 2) else 0
         if t.ndim not in (1, 2) or n < 4 or n > 1 << MAX_TABLE_BITS or n & (n - 1) or f.get("lo") != -(n // 2):
             raise bad(op, f"a table of {n} entries from code {f.get('lo')}: 2**b entries (b 2..12) from "
@@ -345,11 +345,11 @@ def check_op(op, ints, bad):
     if f.get("same", False) not in (True, False):
         raise bad(op, f"same = {f.get('same')!r}: true (a map times a map) or false (times a C-vector)")
     if f.get("pix", False) not in (True, False) or (f.get("pix") and f.get("same")):
-        raise bad(op, f"pix = {f.get('pix')!r}: true (times a 1 x H x W map, rule 10p; not with same) or false")
+        raise bad(op, f"pix = {f.get('pix')!r}: true (times a 1 x H x W map, rule spatial_gate; not with same) or false")
 
 
 def run(op, get, b, bits):
-    """Rules 9-10 on a batch of ``b`` images."""
+    """Rules unary_table and channel_gate on a batch of ``b`` images."""
     f = op.f
     if op.kind == "lut":
         return lut_ints(get(op.ins[0]), f)
@@ -363,7 +363,7 @@ def lut_rom(net, bits=8, pc=None):
     """The network kernels' table ROM ``kLut``: every lut op's ``2**bits`` codes one after the
     other (int64; one zero table when there is none), each op's first word in its field ``rom``.
     With ``pc`` (the channel banks): ``(pc, words)``, bank ``j``'s copy, where a table per
-    channel (rule 9ch) holds, for each block ``k`` of ``pc`` channels, channel ``k pc + j``'s
+    channel (rule channel_table) holds, for each block ``k`` of ``pc`` channels, channel ``k pc + j``'s
     table (zeros past the last channel), and the op's field ``rstep`` is ``2**bits`` (0 for one
     table): the Lut loop reads bank ``j`` at ``rom + k rstep + q - lo``. Equal tables are stored
     once (an unrolled recurrent cell's gates, step after step): an op whose table equals an
@@ -384,7 +384,7 @@ def lut_rom(net, bits=8, pc=None):
             op.f["rstep"] = 0
             if t.ndim == 2:
                 if pc is None:
-                    raise InputError(f"network kernel: {op.name}: a table per channel (rule 9ch) in a kernel "
+                    raise InputError(f"network kernel: {op.name}: a table per channel (rule channel_table) in a kernel "
                                      f"without its per-bank tables")
                 nb = -(-t.shape[0] // pc)
                 tp = np.zeros((nb * pc, t.shape[1]), np.int64)
@@ -411,7 +411,7 @@ def lut_roms(net, bits, pc):
 
 
 def channel_luts(net):
-    """The program has a table per channel (rule 9ch: the kernels render the Lut loop's block
+    """The program has a table per channel (rule channel_table: the kernels render the Lut loop's block
     counter and a ROM copy per bank)."""
     return any(op.kind == "lut" and np.ndim(op.f.get("table", ())) == 2 for op in net.ops)
 
@@ -438,6 +438,6 @@ def gate_descriptor(op, f, d, place, name, pc, bits=8):
     d.update(src=place[main][0], hw=1 if f.get("same") else f["hw"], shift=f["shift"], single=int(main == a),
              pix=int(bool(f.get("pix"))),
              n_iter=n_iter)
-    if "split" in f:                    # a mixed map's gate (rule 8m, .catmix): shift sb from channel cg
+    if "split" in f:                    # a mixed map's gate (rule mixed_concat, .catmix): shift sb from channel cg
         d.update(cg=f["split"], sb=f["shift2"])
     return 2 * bits + 2

@@ -1,39 +1,39 @@
-"""A gate of a gate's product (issue 52, rule 10c): a gate ``Mul`` (rule 10, or 10b on BFP pairs;
+"""A gate of a gate's product (issue 52, rule gate_in): a gate ``Mul`` (rule channel_gate, or bfp_gate on BFP pairs;
 :mod:`hlsnn.engines.network.gate`) one of whose operands is itself the float output of a gate
 ``Mul`` (through moves: ``Reshape``, ``Flatten``, ``Squeeze``, ``Unsqueeze``, ``Identity``).
 The squeeze-excite block followed by a spatial gate, ``h = x * s; h * sigmoid(conv(h))``, is a
 product of three codes ``x * s * t``: wider than the integer kernels' gate product of two
-``b``-bit codes, and than bfp's 26-bit element (a 9c map by two 16-bit table entries).
+``b``-bit codes, and than bfp's 26-bit element (a bfp_hardswish map by two 16-bit table entries).
 
-**Rule 10c.** Such an operand's exact float64 values ``v`` (a product of codes, or of pairs) are
+**Rule gate_in.** Such an operand's exact float64 values ``v`` (a product of codes, or of pairs) are
 converted to ``b``-bit signed codes at the radix ``F_g`` that DETERMINE picks from them on the
 calibration images (:func:`hlsnn.deploy.quantize.quant.host_radix`, the deployment's ``overflow_ratio``),
 fixed after calibration (``dynamic``: every batch), as an engine layer reading them would:
 
 * integer formats (``b`` the codes' width of the product's operands): ``q = to_fixed(v, F_g, b)``,
-  exact while the product's radix ``Fa + Fb <= max(F_g + 24, 0)`` (rule 10's requantization
+  exact while the product's radix ``Fa + Fb <= max(F_g + 24, 0)`` (rule channel_gate's requantization
   ``shift_round_sat(p, Fa + Fb - F_g, b, rounding)`` gives the same bits; refused by name
   otherwise);
-* BFP (``b = M``, the mantissa bits): rule 9b's codes of the exact pairs, ``q =
+* BFP (``b = M``, the mantissa bits): rule bfp_table's codes of the exact pairs, ``q =
   shift_round_sat(m, -(e + F_g), b, rounding)``, the element ``(q, -F_g)``.
 
-The gate then multiplies those codes by the other operand under rule 10 (10b): a product of two
+The gate then multiplies those codes by the other operand under rule channel_gate (bfp_gate): a product of two
 codes, as any gate. ``F_g`` is kept in the compiled program's host-layer field ``gate_in``
 (``{"f_in": [F or None, F or None]}``, one entry per operand). The layer path
 (:mod:`hlsnn.deploy.run.gatecodes`) does exactly that. The integer network modes materialize the
-pending inner gate at ``F_g`` (rule 10's requantization: a second ``gate`` op where an engine
+pending inner gate at ``F_g`` (rule channel_gate's requantization: a second ``gate`` op where an engine
 layer already read it at another radix) and hold the outer gate pending for its consumer, as
-always; the bfp network mode writes the inner gate's pairs as codes by a rule-9b table of the
+always; the bfp network mode writes the inner gate's pairs as codes by a rule bfp_table table of the
 identity (``T[q - lo] = q``, ``F_o = F_g``: the ``Lut`` loop, no new loop) before the outer
 gate. So both paths give the same bits, and every kernel runs it with the loops it has.
 
-**Rule 10d** (integer engines): a residual ``Add`` one of whose operands is a gate's product (a
+**Rule gate_in_sum** (integer engines): a residual ``Add`` one of whose operands is a gate's product (a
 GLU block's ``x + a * sigmoid(b)``), or a ``GlobalAveragePool`` of one, takes that operand as
-rule 10c's codes at its calibrated ``F_g`` too (field ``gate_in``, ``[F_g, None]`` for the pool; an
+rule gate_in's codes at its calibrated ``F_g`` too (field ``gate_in``, ``[F_g, None]`` for the pool; an
 ``AveragePool`` of one too, h_dw_mult2's ``avg_pool(x * s)``, h_dw_prelu's ``AdaptiveAvgPool2d(2)`` of
-``x * se(x)``: then :mod:`.linpool`'s rule 11, 11u or 13 on the codes):
+``x * se(x)``: then :mod:`.linpool`'s rule avg_pool, avg_pool_uncounted or mean_divide on the codes):
 the layer path adds (pools) the codes' exact values, and the network modes materialize the gate
-at ``F_g`` (rule 10's requantization, the gate loop) and run rule 4's Add (or global pool) on
+at ``F_g`` (rule channel_gate's requantization, the gate loop) and run rule residual_add's Add (or global pool) on
 integers, as for any two fabric tensors. The kernels need no new loop.
 
 Without ``gate_in`` (a program compiled before this rule) the gate of a pending gate stays
@@ -43,18 +43,18 @@ from __future__ import annotations
 
 import numpy as np
 
-#: host ops between the inner gate and the outer one that keep rule 10c (they move values only)
+#: host ops between the inner gate and the outer one that keep rule gate_in (they move values only)
 MOVES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")
 
 
 def radices(j):
-    """Rule 10c's ``[F or None, F or None]`` of host layer ``j`` (its field ``gate_in``), or None."""
+    """Rule gate_in's ``[F or None, F or None]`` of host layer ``j`` (its field ``gate_in``), or None."""
     g = j.get("gate_in")
     return None if g is None else list(g["f_in"])
 
 
 def lower_operands(j, w, steps, why, op_cls):
-    """The integer network modes: ``j`` with each operand of rule 10c replaced by the inner pending
+    """The integer network modes: ``j`` with each operand of rule gate_in replaced by the inner pending
     gate materialized at its ``F_g`` (a ``gate`` op; the one an engine layer made already where it
     has that radix). ``j`` itself where it has no ``gate_in``."""
     fs = radices(j)
@@ -67,7 +67,7 @@ def lower_operands(j, w, steps, why, op_cls):
             continue
         st = w.state.get(ins[k])
         if st is None or st[0] != "gate":
-            raise why(j, f"operand {ins[k]} has a code radix (gate_in, rule 10c) but is not a pending gate's "
+            raise why(j, f"operand {ins[k]} has a code radix (gate_in, rule gate_in) but is not a pending gate's "
                          f"product here")
         g = st[1]
         base = g["name"] + "_q"
@@ -79,7 +79,7 @@ def lower_operands(j, w, steps, why, op_cls):
             consumer = dict(name=j["name"], op=j["op"], kind="host", f_x=int(f_g))
             fp = g["fa"] + g["fb"]
             if fp > max(int(f_g) + 24, 0):
-                raise why(j, f"rule 10c: the product at radix {fp} to codes at {f_g} is not exact in the layer "
+                raise why(j, f"rule gate_in: the product at radix {fp} to codes at {f_g} is not exact in the layer "
                              f"path's conversion")
             gate.materialize(consumer, ins[k], st, w.state, w.shapes, w.ops, w.aliases, steps.rounding, why,
                              op_cls, out=base)
@@ -88,17 +88,17 @@ def lower_operands(j, w, steps, why, op_cls):
 
 
 def lower_pending(j, w, steps, why, op_cls):
-    """Rule 10d: host layer ``j`` (an ``Add`` or ``GlobalAveragePool`` with ``gate_in``) with its
+    """Rule gate_in_sum: host layer ``j`` (an ``Add`` or ``GlobalAveragePool`` with ``gate_in``) with its
     gate operands as codes (:func:`lower_operands`), its field ``gate_in`` taken; ``j`` itself
-    otherwise (a ``Mul``'s rule 10c and a channel reduce's rule 4c take theirs where they run)."""
+    otherwise (a ``Mul``'s rule gate_in and a channel reduce's rule channel_reduce take theirs where they run)."""
     if "gate_in" not in j or j["op"] not in ("Add", "GlobalAveragePool", "AveragePool") or steps.bits is None:
         return j
     return {k: v for k, v in lower_operands(j, w, steps, why, op_cls).items() if k != "gate_in"}
 
 
 def bfp_operands(j, w, steps, why, op_cls):
-    """The bfp network mode: ``j`` with each operand of rule 10c replaced by its codes, a lut op of
-    rule 9b's identity table at ``F_g`` on the inner gate's pairs. ``j`` itself without ``gate_in``."""
+    """The bfp network mode: ``j`` with each operand of rule gate_in replaced by its codes, a lut op of
+    rule bfp_table's identity table at ``F_g`` on the inner gate's pairs. ``j`` itself without ``gate_in``."""
     fs = radices(j)
     if fs is None:
         return j
@@ -111,7 +111,7 @@ def bfp_operands(j, w, steps, why, op_cls):
         src = w.aliases.get(ins[k], ins[k])
         made = next((o for o in reversed(w.ops) if o.out == src), None)
         if made is None or made.kind != "gate":
-            raise why(j, f"operand {ins[k]} has a code radix (gate_in, rule 10c) but is not a gate's product here")
+            raise why(j, f"operand {ins[k]} has a code radix (gate_in, rule gate_in) but is not a gate's product here")
         out = made.name + "_codes"
         if out not in w.shapes:
             c, h, w_ = _chw(w.shapes[src])
@@ -125,5 +125,5 @@ def bfp_operands(j, w, steps, why, op_cls):
 
 
 def identity(bits):
-    """Rule 9's table of the identity on ``bits``-bit codes: ``T[q - lo] = q`` (radix kept)."""
+    """Rule unary_table's table of the identity on ``bits``-bit codes: ``T[q - lo] = q`` (radix kept)."""
     return np.arange(-(1 << (bits - 1)), 1 << (bits - 1), dtype=np.int64)

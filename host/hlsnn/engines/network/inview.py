@@ -1,4 +1,4 @@
-"""The kernel's input read by its first conv as another map (rule 1v; issue 52's sixth family:
+"""The kernel's input read by its first conv as another map (rule input_view; issue 52's sixth family:
 flat features into ``x.unsqueeze(1)`` and a ``Conv1d``, a ``(64,)`` input read as ``1 x 64``).
 
 A conv reads its own view of its input (an ``Unsqueeze``'s, a ``Reshape``'s: the same values in
@@ -9,7 +9,7 @@ the input's per-image shape decides where the image load writes each value: a ``
 past (its C-simulation read beyond the buffer before the network mode refused it by name).
 
 The image's words are the input's values in NCHW order whatever its shape (the host reshapes the
-batch to ``(B,) + shape``; rule 1 quantizes each value alone), and a view changes no value and no
+batch to ``(B,) + shape``; rule input_quantize quantizes each value alone), and a view changes no value and no
 order. So where the first op that reads the kernel's input is a conv reading it through such a
 view, the kernel's input takes that view's shape (``net.input["shape"]`` and its tensor's
 ``net.shapes`` entry): the image load writes one channel of 64 pixels, which the conv reads as it

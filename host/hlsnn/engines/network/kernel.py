@@ -58,7 +58,7 @@ FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", 
           "pt_w", "sh_w", "step_row", "step_chan", "cg", "steps", "zb", "zlast", "ohw", "hw", "woff", "boff",
           "n_iter", "sa", "sb", "gap", "shift", "clo", "chi", "single", "wide", "sc_base",
           "dpre", "dm", "doff", "dl",           # a mean's division (hlsnn.engines.network.pools.mean; dm 1: none)
-          "pix")                                # a gate by a 1 x H x W map (hlsnn.engines.network.gate rule 10p)
+          "pix")                                # a gate by a 1 x H x W map (hlsnn.engines.network.gate rule spatial_gate)
 OPS = {"conv": 0, "maxpool": 1, "avgpool": 1, "add": 2, "upsample": 3, "zerostuff": 3, "pad": 3, "concat": 4,     # 3: hlsnn.engines.network.move
        "transpose": 5,                                                                  # 5: ... .transpose
        "lut": 6, "gate": 7,                                                             # 6, 7: ... .gate
@@ -114,7 +114,7 @@ def allocate(net, pc=1):
             op.f["main"], op.f["short"] = a, b
             main_uses[a].append(i)
             sc_uses[b].append(i)
-        elif op.kind == "linwide":                      # rule 12w reads the exact sum from sc (.linwide)
+        elif op.kind == "linwide":                      # rule linear_wide reads the exact sum from sc (.linwide)
             op.f["main"], op.f["short"] = None, ins[0]
             sc_uses[ins[0]].append(i)
         else:
@@ -205,7 +205,7 @@ def descriptor_head(op, unfold, place, name, pz, pc, sc_transpose=False):
     no network kernel runs (a pool into the shortcut buffer alone; an output read from the
     shortcut buffer that the op's loop does not write there, :data:`SC_WRITERS`). ``sc_transpose``:
     the kernel's ``Transpose`` loop writes the shortcut buffer too (the integer kernels: reduce
-    rule 4c's transpose back to the 1 x H x W map may be a concat's earlier part)."""
+    rule channel_reduce's transpose back to the 1 x H x W map may be a concat's earlier part)."""
     f = op.f
     if unfold and op.name == unfold["op"]:       # the stem reads its kw taps from kw x C banks
         f = dict(f, c=unfold["c"] * unfold["kw"], kw=1, pads=(f["pads"][0], 0, f["pads"][2], 0))
@@ -335,7 +335,7 @@ def unfold_of(net, place, pc):
 
 
 def pool_scale(net):
-    """``{"pool_scale", "pool_scale_bits"}``: rule 11u's ROM (:mod:`.uncounted`; an empty list
+    """``{"pool_scale", "pool_scale_bits"}``: rule avg_pool_uncounted's ROM (:mod:`.uncounted`; an empty list
     without such a pool)."""
     from .pools.uncounted import rom
     r = rom(net)

@@ -1,36 +1,36 @@
-"""An output conv's input in two int8 terms on the network path (issue 52, rule 12t of the
-network mode): ``input_terms: 2`` (:mod:`hlsnn.deploy.quantize.twoin`) of a conv reading rule 12w's
+"""An output conv's input in two int8 terms on the network path (issue 52, rule two_term_input of the
+network mode): ``input_terms: 2`` (:mod:`hlsnn.deploy.quantize.twoin`) of a conv reading rule linear_wide's
 resized wide sum (:mod:`.linwide`), k_ae_lin's last conv in ``fixed8`` on ``sparse_cluster``.
 
 Layer by layer the conv takes its host-quantized input ``x`` in two terms (twoin step 1):
 ``hi = to_fixed(x, F_x)``, ``lo = to_fixed(x - hi * 2**-F_x, F_x + 7)`` (8 bits each, the
 deployment's rounding), convolves each (raw sums) and adds ``acc = acc_hi * 2**7 + acc_lo``
 exactly before the output rule at ``F_in = F_x + 7 + F_w`` (twoin steps 2, 3). Here ``x`` is rule
-12w's float64 resize of the exact sum ``s``, ``t * 2**-(Fm + 2)`` exactly (``t`` rule 12w's
+linear_wide's float64 resize of the exact sum ``s``, ``t * 2**-(Fm + 2)`` exactly (``t`` rule linear_wide's
 integers, ``s`` at radix ``Fm``), so with ``sh = Fm + 2 - F_x >= 0``:
 
-12t. **Both terms from the wide sum, one conv summing both.**
+Rule two_term_input: **Both terms from the wide sum, one conv summing both.**
 
      * The ``linwide`` op with ``terms`` 2 (its field ``lo`` = ``Cp``, ``C`` rounded up to a
        multiple of the kernel's channel banks) writes one map of ``Cp + C`` channels: channel
-       ``c < C`` is ``hi = shift_round_sat(t, sh, 8, rounding)`` (rule 12w's output), channels
+       ``c < C`` is ``hi = shift_round_sat(t, sh, 8, rounding)`` (rule linear_wide's output), channels
        ``C .. Cp - 1`` are 0, channel ``Cp + c`` is ``lo = shift_round_sat(t - (hi << sh), sh - 7,
        8, rounding)`` (a negative shift is a left shift, saturated). This is twoin's ``lo``
        exactly: ``x - hi * 2**-F_x = (t - hi * 2**sh) * 2**-(Fm + 2)`` is an integer below
        ``2**53`` times a power of two (exact in float64), and ``to_fixed`` of it at ``F_x + 7`` is
-       that shift of the integer (the rounding and the saturation of rule 12w's ``hi``; where
+       that shift of the integer (the rounding and the saturation of rule linear_wide's ``hi``; where
        ``hi`` saturates the residual is large and ``lo`` saturates as the layer path's does).
      * The conv with ``terms`` 2 (its ``c`` = ``C``, ``lo`` = ``Cp``, one group, the layer's
        taps ``w``): ``acc = (conv(hi, w) << 7) + conv(lo, w)`` over channels ``0 .. C - 1`` and
        ``Cp .. Cp + C - 1`` of its input, exact; ``bias = rint(b * 2**(F_x + 7 + F_w))``,
-       ``shift = F_x + 7 + F_w - F_out``; then rule 2's output rule (:func:`conv_ints`).
+       ``shift = F_x + 7 + F_w - F_out``; then rule conv_output's output rule (:func:`conv_ints`).
 
      * **A plain pending Add** (``Relu(Add)`` of two tensors, no pool, no division: s_unet_res's
        last block) read by such a conv: layer by layer ``x`` is the exact float64 sum ``s * 2**-Fm``
-       (``s = (qa << sa) + (qb << sb)``, ``max(s, 0)`` with the ``Relu``: rule 4), so with ``sh =
-       Fm - F_x >= 0`` the same identity holds: rule 4's ``add`` op with ``terms`` 2 (``lo`` =
+       (``s = (qa << sa) + (qb << sb)``, ``max(s, 0)`` with the ``Relu``: rule residual_add), so with ``sh =
+       Fm - F_x >= 0`` the same identity holds: rule residual_add's ``add`` op with ``terms`` 2 (``lo`` =
        ``Cp``, :func:`materialize_add`) writes ``hi = shift_round_sat(s, sh, 8, rounding)`` (rule
-       4's one-term output, bit for bit) at channel ``c`` and ``lo = shift_round_sat(s - (hi <<
+       residual_add's one-term output, bit for bit) at channel ``c`` and ``lo = shift_round_sat(s - (hi <<
        sh), sh - 7, 8, rounding)`` at ``Cp + c``, 0 between (:func:`terms_map`); the conv is the
        one above.
 
@@ -59,7 +59,7 @@ import numpy as np
 #: bits between the two terms' radix points (:data:`hlsnn.deploy.quantize.twoin.SHIFT`, the same: tested)
 SHIFT = 7
 
-#: rule 12t's op field on ``linwide`` and ``conv``
+#: rule two_term_input's op field on ``linwide`` and ``conv``
 TERMS = "terms"
 
 
@@ -69,7 +69,7 @@ def takes(j):
 
 
 def check_input(j, st, steps, why):
-    """Rule 12t's refusals for engine layer ``j`` taking two terms, its input's state ``st``
+    """Rule two_term_input's refusals for engine layer ``j`` taking two terms, its input's state ``st``
     (nothing for a layer of one term)."""
     if not takes(j):
         return
@@ -79,14 +79,14 @@ def check_input(j, st, steps, why):
     if not (st is not None and st[0] == "addmv" and "lin" in st[1] or plain_add(st)):
         raise why(j, f"it takes its input in {j['in_terms']} int8 terms (input_terms: {j['in_terms']}); the network "
                      "kernel sums two terms only of a residual Add's exact sum, as it is or linearly resized (rule "
-                     "12t); it runs layer by layer (input_terms: 1 runs in the network mode)")
+                     "two_term_input); it runs layer by layer (input_terms: 1 runs in the network mode)")
     if j["kind"] != "conv" or j["geom"]["group"] != 1:
-        raise why(j, "two input terms (rule 12t) of a grouped conv or a dense layer: only a conv of one group")
+        raise why(j, "two input terms (rule two_term_input) of a grouped conv or a dense layer: only a conv of one group")
 
 
 def plain_add(st):
     """Whether state ``st`` is a plain pending Add of two tensors (no pool, division or mixed
-    map): the second source of rule 12t."""
+    map): the second source of rule two_term_input."""
     return st is not None and st[0] == "add" and st[1]["p"] is None and len(st[1]["ins"]) == 2 \
         and not st[1].get("split") and (st[1].get("n") or 1) == 1
 
@@ -97,8 +97,8 @@ def banks(steps):
 
 
 def materialize(j, a, w, steps, why, op_cls):
-    """Engine layer ``j`` reads rule 12w's resize ``a`` in two terms: the chained sum, then the
-    ``linwide`` op with ``terms`` 2 (module rule 12t) as ``NAME_q2`` (state ``("q", F_x)``,
+    """Engine layer ``j`` reads rule linear_wide's resize ``a`` in two terms: the chained sum, then the
+    ``linwide`` op with ``terms`` 2 (module rule two_term_input) as ``NAME_q2`` (state ``("q", F_x)``,
     shape ``(Cp + C, ...)``); its name returned."""
     from .joins.chain import materialize_sum
     lin = a["lin"]
@@ -115,7 +115,7 @@ def materialize(j, a, w, steps, why, op_cls):
                      "host rule")
     sh = fm + 2 - f_x
     if sh < 0:
-        raise why(j, f"two input terms (rule 12t) of a resized sum at radix {fm + 2}, finer than the conv's {f_x}: "
+        raise why(j, f"two input terms (rule two_term_input) of a resized sum at radix {fm + 2}, finer than the conv's {f_x}: "
                      "the residual needs the sum's radix at least as fine")
     s = materialize_sum(steps, j, add, w, w.shapes[add["ins"][0]])
     bits = [op.f["out_bits"] for op in w.ops if op.out == s][0]
@@ -130,7 +130,7 @@ def materialize(j, a, w, steps, why, op_cls):
 
 
 def materialize_add(j, a, w, steps, why, op_cls):
-    """Engine layer ``j`` reads the plain pending Add ``a`` in two terms: rule 4's ``add`` op
+    """Engine layer ``j`` reads the plain pending Add ``a`` in two terms: rule residual_add's ``add`` op
     with ``terms`` 2 as ``NAME_q2`` (state ``("q", F_x)``, shape ``(Cp + C, ...)``); its name."""
     base = a["name"] + "_q2"
     f_x = j["f_x"]
@@ -143,7 +143,7 @@ def materialize_add(j, a, w, steps, why, op_cls):
         raise why(j, f"the requantization from radix {fm} to {f_x} is not exact in today's host rule")
     sh = fm - f_x
     if sh < 0:
-        raise why(j, f"two input terms (rule 12t) of a sum at radix {fm}, finer than the conv's {f_x}: the "
+        raise why(j, f"two input terms (rule two_term_input) of a sum at radix {fm}, finer than the conv's {f_x}: the "
                      "residual needs the sum's radix at least as fine")
     shape = w.shapes[a["ins"][0]]
     c, pc = shape[0], banks(steps)
@@ -175,7 +175,7 @@ def mark(conv, j, src, w):
 
 
 def two_terms(t, sh, bits, rounding):
-    """``(hi, lo)`` of rule 12t from ``t`` (int64), the shift ``sh >= 0``."""
+    """``(hi, lo)`` of rule two_term_input from ``t`` (int64), the shift ``sh >= 0``."""
     from ...primitives import shift_round_sat
     hi = shift_round_sat(t, sh, bits, rounding)[0]
     lo = shift_round_sat(t - (hi << sh), sh - SHIFT, bits, rounding)[0]
@@ -183,7 +183,7 @@ def two_terms(t, sh, bits, rounding):
 
 
 def terms_map(f, t, bits):
-    """Rule 12t's map of both terms: (B, Cp + C, N) int64 from the exact integers ``t`` (B, C, N)
+    """Rule two_term_input's map of both terms: (B, Cp + C, N) int64 from the exact integers ``t`` (B, C, N)
     of op fields ``f`` (``hi`` at channel c, ``lo`` at ``Cp + c``, 0 between)."""
     hi, lo = two_terms(t, f["shift"], bits, f["rounding"])
     out = np.zeros((t.shape[0], f["lo"] + f["c"], t.shape[-1]), np.int64)
@@ -193,19 +193,19 @@ def terms_map(f, t, bits):
 
 
 def run_lin(op, t, b, bits):
-    """Rule 12t's ``linwide`` output: (B, Cp + C, 2L) int64 from rule 12w's ``t`` (B, C, 2L)."""
+    """Rule two_term_input's ``linwide`` output: (B, Cp + C, 2L) int64 from rule linear_wide's ``t`` (B, C, 2L)."""
     return terms_map(op.f, t, bits)
 
 
 def conv_acc(x, f, acc_fn):
-    """Rule 12t's accumulators of a batch ``x`` (B, Cp + C, H, W): ``(acc(hi) << 7) + acc(lo)``,
-    ``acc_fn`` rule 2's (:func:`hlsnn.deploy.lower.program.conv_acc`)."""
+    """Rule two_term_input's accumulators of a batch ``x`` (B, Cp + C, H, W): ``(acc(hi) << 7) + acc(lo)``,
+    ``acc_fn`` rule conv_output's (:func:`hlsnn.deploy.lower.program.conv_acc`)."""
     c, lo = f["c"], f["lo"]
     return (acc_fn(x[:, :c], f) << SHIFT) + acc_fn(x[:, lo:lo + c], f)
 
 
 def check_op(op, ints, bad):
-    """The program checks of rule 12t's fields on a ``conv`` or ``linwide`` op."""
+    """The program checks of rule two_term_input's fields on a ``conv`` or ``linwide`` op."""
     f = op.f
     if f.get(TERMS, 1) == 1:
         return
@@ -221,22 +221,22 @@ def check_op(op, ints, bad):
 
 
 def used(net):
-    """Whether ``net`` has a rule 12t op (the kernel renders its lines only then)."""
+    """Whether ``net`` has a rule two_term_input op (the kernel renders its lines only then)."""
     return any(op.f.get(TERMS, 1) == 2 for op in getattr(net, "ops", ()))
 
 
 def add_used(net):
-    """Whether ``net`` has rule 12t's ``add`` op (the kernel renders its ``Add`` lines only then)."""
+    """Whether ``net`` has rule two_term_input's ``add`` op (the kernel renders its ``Add`` lines only then)."""
     return any(op.kind == "add" and op.f.get(TERMS, 1) == 2 for op in getattr(net, "ops", ()))
 
 
 def add_descriptor(op, f, d, pc, bits, net):
-    """Rule 12t's ``add`` op descriptor (after rule 4's, its sum of ``bits``): ``wide`` 2, the
+    """Rule two_term_input's ``add`` op descriptor (after rule residual_add's, its sum of ``bits``): ``wide`` 2, the
     loop twice; the bits of ``s - (hi << shift)`` returned. Refused in a program whose Adds
-    divide (rule 13's ``Add`` lines have no ``lo`` pass)."""
+    divide (rule mean_divide's ``Add`` lines have no ``lo`` pass)."""
     from ...errors import InputError
     if any("div" in o.f and o.kind != "avgpool" for o in net.ops):
-        raise InputError(f"network kernel: {op.name}: two terms of an Add in a program whose Adds divide (rule 13)")
+        raise InputError(f"network kernel: {op.name}: two terms of an Add in a program whose Adds divide (rule mean_divide)")
     if f["lo"] % pc:
         raise InputError(f"network kernel: {op.name}: two terms at channel {f['lo']}, not a multiple of the "
                          f"kernel's {pc} channel banks")
@@ -261,7 +261,7 @@ def split_codes(codes, f):
 
 
 def logic(net, tables):
-    """``{"lintwo": (LUT, FF)}`` when the program has rule 12t ops, else ``{}``: per lane the
+    """``{"lintwo": (LUT, FF)}`` when the program has rule two_term_input ops, else ``{}``: per lane the
     accumulator's shift mux (``sb``); per bank the residual's subtract, its shift of ``hi``
     and the second rounding shifter with its clamp (``wb + wb + shifter_luts(wb, 31) + wb +
     16``), once for each op kind making two terms (``linwide``, ``add``); the ``kShl`` ROM (64

@@ -4,19 +4,19 @@ channel ``Concat`` (a U-Net's skip), as ops of :func:`hlsnn.deploy.lower.program
 ``shift_mac`` and ``sparse_cluster`` network modes. The rules (``q`` a tensor's integers at
 radix ``F``, a ``C x H x W`` map per image):
 
-6. **upsample** by ``(fh, fw)``: ``y[c, y, x] = q[c, y // fh, x // fw]``; radix unchanged
+Rule nearest_upsample: **upsample** by ``(fh, fw)``: ``y[c, y, x] = q[c, y // fh, x // fw]``; radix unchanged
    (:func:`hlsnn.deploy.run.hostops.run`'s ``np.repeat`` of each pixel, exact). With ``edge``
    ``(ey, ex)`` (a bilinear upsample's first step, :mod:`hlsnn.engines.network.pools.linpool` rule
-   12): ``y[c, y, x] = q[c, clamp((y - ey) // fh), clamp((x - ex) // fw)]``, an ``(H*fh +
+   bilinear_x2): ``y[c, y, x] = q[c, clamp((y - ey) // fh), clamp((x - ex) // fw)]``, an ``(H*fh +
    2ey) x (W*fw + 2ex)`` map (the border pixels once more on each side).
-7. **zerostuff** by strides ``(sh, sw)``: ``y[c, y*sh, x*sw] = q[c, y, x]``, every other
+Rule zero_stuff: **zerostuff** by strides ``(sh, sw)``: ``y[c, y*sh, x*sw] = q[c, y, x]``, every other
    pixel 0, an ``((H-1)*sh + 1) x ((W-1)*sw + 1)`` map; radix unchanged (0 is a value of every
    fixed-point format, so the integers are the host op's values exactly).
-8. **concat** along the channels of parts of one ``H x W``: the parts' integers one after the
+Rule channel_concat: **concat** along the channels of parts of one ``H x W``: the parts' integers one after the
    other. When the parts share a radix the result has it (the layer path's ``Concat`` keeps a
    shared format: :func:`hlsnn.deploy.run.hostops.out_format`). Otherwise the layer path
    concatenates float values and the consuming engine layer quantizes them to its calibrated
-   ``F_x``: here each part is requantized to ``F_x`` as it is moved, by rule 4's
+   ``F_x``: here each part is requantized to ``F_x`` as it is moved, by rule residual_add's
    requantization of one tensor (``shifts``: ``shift_round_sat(q, F_i - F_x, B, rounding)``,
    the identity at shift 0), exact while ``F_i <= max(F_x + 24, 0)`` (checked as for an Add).
    A part that is a pending average pool or bilinear upsample (:mod:`.linpool`, its exact
@@ -24,15 +24,15 @@ radix ``F``, a ``C x H x W`` map per image):
    path's float concat rounds each value alone, so rounding each part alone is the same.
    Parts of rank 2 (``C x L``, a 1-D model's) are ``C x L x 1`` maps, the output of rank 2.
 
-   *8i.* **concat with the graph input** (a skip from the input, :mod:`.catinput`): a part that is
-   the kernel's input (the tensor rule 1 quantizes; through aliases) is its integers as the
+   *Rule input_concat:* **concat with the graph input** (a skip from the input, :mod:`.catinput`): a part that is
+   the kernel's input (the tensor rule input_quantize quantizes; through aliases) is its integers as the
    image load wrote them. The layer path concatenates the *float* input, which its consumer
-   quantizes with ``to_fixed`` at its ``F_x``; rule 1 wrote ``to_fixed`` at the first layer's
+   quantizes with ``to_fixed`` at its ``F_x``; rule input_quantize wrote ``to_fixed`` at the first layer's
    ``F_in`` with the same bits, sign and rounding, so the part is exact at shift 0 when ``F_x
    == F_in`` and refused by name otherwise (rounding the input twice is not rounding it once).
-   On BFP pairs the part is the input's exact float32 pairs (netbfp rule 1), moved as they are.
+   On BFP pairs the part is the input's exact float32 pairs (netbfp rule bfp_input), moved as they are.
 
-14. **pad** in ``reflect`` or ``edge`` mode (a conv's ``padding_mode='reflect'`` /
+Rule edge_pad: **pad** in ``reflect`` or ``edge`` mode (a conv's ``padding_mode='reflect'`` /
     ``'replicate'``, which :mod:`hlsnn.deploy.rewrite.torchdecomp` keeps as a host ``Pad``) by ``(top,
     left, bottom, right)`` on the height and width (a rank-2 ``C x L`` map's length is its
     height): ``y[c, y, x] = q[c, m(y - top, H), m(x - left, W)]``, an ``(H + top + bottom) x (W +
@@ -45,7 +45,7 @@ radix ``F``, a ``C x H x W`` map per image):
     batch, a ``constant`` pad (its value need not be a code) and a pad of a pending op (an Add,
     a concat at two radix points, a pool, a gate) are refused by name.
 
-    *14p.* **A pick of one step** (``x[:, :, k]``, a ``Gather`` of a scalar index along a length,
+    *Rule step_pick:* **A pick of one step** (``x[:, :, k]``, a ``Gather`` of a scalar index along a length,
     height or width: :mod:`.pick`) is this reflect pad with ``k`` before and ``1 - n - k`` after on
     that axis: a crop to the one step ``|0 - k| = k`` (check_op takes those two sides only then).
 
@@ -63,7 +63,7 @@ KINDS = ("upsample", "zerostuff", "concat", "pad")
 #: the moves each engine's network kernel has a loop for (``network.cpp.j2``'s ``Move``)
 KERNEL_KINDS = dict.fromkeys(("shift_mac", "sparse_cluster", "bfp_systolic"), ("upsample", "zerostuff", "concat", "pad"))
 #: the Move loop's mode (descriptor ``single``) of a pad: edge repeats the border (the upsample's
-#: counters, factors 1), reflect mirrors the index at it (rule 14)
+#: counters, factors 1), reflect mirrors the index at it (rule edge_pad)
 PAD_MODES = {"edge": 0, "reflect": 2}
 
 
@@ -76,7 +76,7 @@ def lower_host(j, state, shapes, ops, why, op_cls, graph_in=None):
     """Lower host layer ``j`` if it is one of this module's moves: appends its op to ``ops``,
     sets its output's state and shape, and returns True; False for another host op.
     :class:`InputError` (``why(j, what)``) for a move it cannot take. ``graph_in(t)``: the
-    state a Concat's part ``t`` on the float input takes (rule 8i, :func:`.catinput.part_state`)."""
+    state a Concat's part ``t`` on the float input takes (rule input_concat, :func:`.catinput.part_state`)."""
     op = j["op"]
     if op == "Pad":
         return lower_pad(j, state, shapes, ops, why, op_cls)
@@ -85,7 +85,7 @@ def lower_host(j, state, shapes, ops, why, op_cls, graph_in=None):
     ins = j["inputs"]
     sts = [state.get(i) for i in ins]
     inp = [op == "Concat" and graph_in is not None and s is not None and s[0] == "input" for s in sts]
-    sts = [graph_in(t) if k else s for t, s, k in zip(ins, sts, inp)]     # rule 8i: the kernel's input
+    sts = [graph_in(t) if k else s for t, s, k in zip(ins, sts, inp)]     # rule input_concat: the kernel's input
     if any(s is None or not (s[0] == "q" or op == "Concat" and s[0] == "avgp") for s in sts):
         raise why(j, "a data move of integer tensors computed on the fabric (not of a pending Add or pool)")
     c, h, w = _chw(shapes[ins[0]])
@@ -111,7 +111,7 @@ def lower_host(j, state, shapes, ops, why, op_cls, graph_in=None):
     fs = [s[1] if s[0] == "q" else None for s in sts]
     pools = [s[0] == "avgp" for s in sts]                 # a pending pool (linpool): its exact value
     shapes[j["output"]] = (sum(cs), h, w) if rank == {3} else (sum(cs), h)
-    if any(fs[i] is not None for i, k in enumerate(inp) if k):     # rule 8i: at the consumer's F_x, checked then
+    if any(fs[i] is not None for i, k in enumerate(inp) if k):     # rule input_concat: at the consumer's F_x, checked then
         state[j["output"]] = ("cat", dict(ins=list(ins), fs=fs, cs=cs, h=h, w=w, name=j["name"], pools=pools,
                                           graph_in=[i for i, k in enumerate(inp) if k]))
     elif len(set(fs)) == 1 and not any(pools):            # one format: the layer path keeps it
@@ -124,7 +124,7 @@ def lower_host(j, state, shapes, ops, why, op_cls, graph_in=None):
 
 
 def pad_fields(j, shape, why):
-    """Rule 14's fields of host ``Pad`` layer ``j`` on a tensor of per-image ``shape`` (``(C, H,
+    """Rule edge_pad's fields of host ``Pad`` layer ``j`` on a tensor of per-image ``shape`` (``(C, H,
     W)`` or ``(C, L)``): ``c, h, w, oh, ow, pads`` (top, left, bottom, right), ``mode``; or
     :class:`InputError` (``why``) naming what it cannot move."""
     a = j.get("attrs", {})
@@ -149,7 +149,7 @@ def pad_fields(j, shape, why):
 
 
 def lower_pad(j, state, shapes, ops, why, op_cls):
-    """Rule 14: a reflect or edge ``Pad`` of integers computed on the fabric as a pad op."""
+    """Rule edge_pad: a reflect or edge ``Pad`` of integers computed on the fabric as a pad op."""
     src = j["inputs"][0]
     st = state.get(src)
     if st is None or st[0] != "q":
@@ -163,7 +163,7 @@ def lower_pad(j, state, shapes, ops, why, op_cls):
 
 
 def pad_index(n, before, after, mode):
-    """Rule 14's input index of each of the ``before + n + after`` outputs of one axis."""
+    """Rule edge_pad's input index of each of the ``before + n + after`` outputs of one axis."""
     i = np.arange(-before, n + after)
     if mode == "edge":
         return np.clip(i, 0, n - 1)
@@ -173,14 +173,14 @@ def pad_index(n, before, after, mode):
 
 def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
     """An engine layer ``j`` reads the pending concat ``st`` (parts at different radix points):
-    each part requantized to ``j``'s ``F_x`` (module rule 8), then moved, as the tensor
+    each part requantized to ``j``'s ``F_x`` (module rule channel_concat), then moved, as the tensor
     ``NAME_q`` (state ``("q", F_x)``; :func:`hlsnn.deploy.lower.program.walk` calls it once per
     concat)."""
     c = st[1]
     f_x = j["f_x"]
     base = c["name"] + "_q"
     fs = list(c["fs"])
-    for i, t in enumerate(c["ins"]):        # a pending pool's part: rule 11's op requantized to F_x first
+    for i, t in enumerate(c["ins"]):        # a pending pool's part: rule avg_pool's op requantized to F_x first
         if c.get("pools", [False] * len(fs))[i]:
             from .pools.linpool import materialize as pool_materialize
             pool_materialize(j, t, state[t], state, shapes, ops, aliases, rounding, why, op_cls)
@@ -188,7 +188,7 @@ def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
     if f_x is None or max(fs) > max(f_x + 24, 0):
         raise why(j, f"the requantization from radix {max(fs)} to {f_x} is not exact in today's host rule")
     from .joins.catinput import check_radix
-    check_radix(j, c, fs, f_x, why)                     # rule 8i: the graph input's part at its own radix
+    check_radix(j, c, fs, f_x, why)                     # rule input_concat: the graph input's part at its own radix
     hw = c["h"] * c["w"]
     ops.append(op_cls("concat", c["name"], list(c["ins"]), base,
                       dict(cs=list(c["cs"]), hw=hw, h=c["h"], w=c["w"], shifts=[f - f_x for f in fs],
@@ -213,10 +213,10 @@ def check_op(op, ints, bad):
     ints(op, f, ("c", "h", "w", "oh", "ow"), 1, 1 << 16)
     if op.kind == "pad":
         t, left, b, r = pads = tuple(f.get("pads", ()))
-        from .tokens.pick import axis_ok                      # rule 14p: a pick is a reflect crop to one step
+        from .tokens.pick import axis_ok                      # rule step_pick: a pick is a reflect crop to one step
         if len(pads) != 4 or any(not isinstance(v, (int, np.integer)) for v in pads) or not (
                 axis_ok(t, b, f["h"], f["oh"], f.get("mode")) and axis_ok(left, r, f["w"], f["ow"], f.get("mode"))):
-            raise bad(op, f"pads {pads}: four integers in 0..64, or a pick's k and 1 - n - k (rule 14p)")
+            raise bad(op, f"pads {pads}: four integers in 0..64, or a pick's k and 1 - n - k (rule step_pick)")
         if f.get("mode") not in PAD_MODES or f["mode"] == "reflect" and (max(t, b) >= f["h"] or max(left, r) >= f["w"]):
             raise bad(op, f"a {f.get('mode')} pad by {pads} of a {f['h']} x {f['w']} map (reflect or edge; reflect "
                           f"pads below the axis length)")
@@ -225,7 +225,7 @@ def check_op(op, ints, bad):
         ints(op, f, ("fh", "fw"), 1, 64)
         ey, ex = f.get("edge", (0, 0))
         if ey not in (0, 1) or ex not in (0, 1) or ey and f["fh"] != 2 or ex and f["fw"] != 2:
-            raise bad(op, f"edge {f.get('edge')}: 0 or 1 per axis, 1 with a factor of 2 (netlinpool rule 12)")
+            raise bad(op, f"edge {f.get('edge')}: 0 or 1 per axis, 1 with a factor of 2 (netlinpool rule bilinear_x2)")
         want = (f["h"] * f["fh"] + 2 * ey, f["w"] * f["fw"] + 2 * ex)
     else:
         ints(op, f, ("sh", "sw"), 1, 64)
@@ -235,7 +235,7 @@ def check_op(op, ints, bad):
 
 
 def run(op, get, b, bits=None):
-    """Rules 6-8 and 14 on a batch of ``b`` images: the op's output integers (B, C, OH, OW) int64 (a
+    """Rules nearest_upsample, zero_stuff, channel_concat and edge_pad on a batch of ``b`` images: the op's output integers (B, C, OH, OW) int64 (a
     concat's parts requantized by their ``shifts`` to ``bits`` first; none for BFP pairs)."""
     f = op.f
     if op.kind == "concat":
@@ -246,11 +246,11 @@ def run(op, get, b, bits=None):
                      for a, s in zip(parts, f["shifts"])]
         return np.concatenate(parts, axis=1)
     x = np.asarray(get(op.ins[0]), np.int64).reshape(b, f["c"], f["h"], f["w"])
-    if op.kind == "pad":                              # rule 14: the reflect or edge index of each axis
+    if op.kind == "pad":                              # rule edge_pad: the reflect or edge index of each axis
         t, left, bot, r = f["pads"]
         return x[:, :, pad_index(f["h"], t, bot, f["mode"])][:, :, :, pad_index(f["w"], left, r, f["mode"])]
     if op.kind == "upsample":
-        ey, ex = f.get("edge", (0, 0))                # netlinpool rule 12: the edge pixel once more
+        ey, ex = f.get("edge", (0, 0))                # netlinpool rule bilinear_x2: the edge pixel once more
         iy = np.clip((np.arange(f["oh"]) - ey) // f["fh"], 0, f["h"] - 1)
         ix = np.clip((np.arange(f["ow"]) - ex) // f["fw"], 0, f["w"] - 1)
         return x[:, :, iy][:, :, :, ix]
@@ -276,7 +276,7 @@ def refuse_kernel(net):
 
 
 def run_pairs(op, get, b):
-    """Rules 6-8 and 14 on a batch of ``b`` images of ``(m, e)`` pairs: the output pairs."""
+    """Rules nearest_upsample, zero_stuff, channel_concat and edge_pad on a batch of ``b`` images of ``(m, e)`` pairs: the output pairs."""
     m, e = get(op.ins[0]) if op.kind != "concat" else (None, None)
     if op.kind == "concat":
         pairs = [get(t) for t in op.ins]
@@ -301,7 +301,7 @@ def move_descriptor(op, f, d, place, name, pc, bits=8):
         d.update(src=place[main][0], hw=f["hw"], cg=ca, zlast=cb, kh=ca // pc, kw=ca % pc, pt_w=(ca // pc) * f["hw"],
                  sa=f["shifts"][0], sb=f["shifts"][1], single=int(short == b), n_iter=-(-(ca + cb) // pc) * f["hw"])
         return bits + max(0, -min(f["shifts"])) + 2
-    if op.kind == "pad":                # rule 14: factors 1, the phases from -top, -left (edge), or mirrored
+    if op.kind == "pad":                # rule edge_pad: factors 1, the phases from -top, -left (edge), or mirrored
         t, left = f["pads"][:2]
         d.update(src=place[name(op.ins[0])][0], h=f["h"], w=f["w"], oh=f["oh"], ow=f["ow"], kh=1, kw=1, pt=t,
                  pl=left, pt_w=t * f["w"], hw=f["h"] * f["w"], ohw=f["oh"] * f["ow"], single=PAD_MODES[f["mode"]],

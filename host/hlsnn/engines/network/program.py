@@ -38,7 +38,7 @@ def materialized(j, name, state, shapes, why):
 @dataclass
 class Op:
     """One integer op: ``kind`` (``conv``, ``maxpool``, ``add``), its input and output
-    tensors (names), and its fields (module rules 2-4)."""
+    tensors (names), and its fields (module rules conv_output, max_pool and residual_add)."""
     kind: str
     name: str
     ins: list

@@ -1,14 +1,14 @@
-"""A table activation of a computed tensor (issue 52, rule 9e): a unary table op (rule 9 of
+"""A table activation of a computed tensor (issue 52, rule table_in): a unary table op (rule unary_table of
 :mod:`hlsnn.engines.network.gate`) whose input is not an engine layer's integers but the float
 output of an op the integer network modes hold pending until a consumer: a residual ``Add``
 (and the ``Relu`` or global mean after it), a gate ``Mul`` (a map by a C-vector or by a map of
 its shape) or an ``AveragePool``. (CBAM's ``Sigmoid(mlp(avg) + mlp(max))``, a ``LeakyRelu``
 after a U-Net's ``Add(ConvTranspose, skip)``, a ``HardSwish`` after a squeeze-excite gate.)
 
-**Rule 9e.** The op's exact float64 values ``v`` (a sum, product or mean of ``b``-bit codes)
+**Rule table_in.** The op's exact float64 values ``v`` (a sum, product or mean of ``b``-bit codes)
 are converted to ``b``-bit signed codes at the radix ``F_t`` that DETERMINE picks from them on
 the calibration images (``hlsnn.deploy.quantize.quant.host_radix``, as an engine layer reading
-them picks its ``F_x``): ``q = to_fixed(v, F_t, b)``; the table (rule 9) then reads ``q`` at
+them picks its ``F_x``): ``q = to_fixed(v, F_t, b)``; the table (rule unary_table) then reads ``q`` at
 ``F_t`` as it reads a conv's output. ``F_t`` is kept in the compiled program's host-layer field
 ``table_in`` (``{"f_in": F_t}``). The layer path (``hlsnn.deploy.run.tablecodes.run``) does exactly that; the network
 mode (:func:`lower_host`) materializes the pending op requantized to ``F_t`` (the op's own
@@ -22,16 +22,16 @@ input) the layer path keeps computing the table in float64, and the network refu
 """
 from __future__ import annotations
 
-#: the ops whose float output rule 9e converts for a table (a Relu or a global mean only of one of them)
+#: the ops whose float output rule table_in converts for a table (a Relu or a global mean only of one of them)
 SOURCES = ("Add", "Mul", "AveragePool")
-#: ops between a source and the table that keep rule 9e (the network mode fuses them into the
+#: ops between a source and the table that keep rule table_in (the network mode fuses them into the
 #: pending op; a global mean of codes is a source too); where the network mode cannot, it refuses by name
 THROUGH = ("Relu", "GlobalAveragePool", "MaxPool", "GlobalMaxPool", "Flatten", "Reshape", "Squeeze", "Unsqueeze",
            "Identity")
 
 
 def lower_host(j, w, steps, why, op_cls):
-    """Rule 9e in the network mode: table ``j`` of a pending Add, gate or pool (state ``add``,
+    """Rule table_in in the network mode: table ``j`` of a pending Add, gate or pool (state ``add``,
     ``gate``, ``avgp``): the op materialized at ``j``'s ``table_in`` radix, then the table op
     (:func:`hlsnn.engines.network.gate.lower_host`) on it. True if it was."""
     from . import gate
@@ -41,14 +41,14 @@ def lower_host(j, w, steps, why, op_cls):
     st = w.state.get(src)
     if st is None or st[0] not in ("add", "gate", "avgp"):
         return False
-    if steps.bits is None:                               # BFP pairs: rules 9b/9c (netbfp) decide
+    if steps.bits is None:                               # BFP pairs: rules bfp_table/bfp_hardswish (netbfp) decide
         return False
     if not gate.is_table(j["op"], j.get("attrs", {})):
         return False                                     # gate.lower_host names why
     f_t = (j.get("table_in") or {}).get("f_in")
     if f_t is None:
         raise why(j, "a table activation of a computed tensor without its calibrated code radix (table_in, "
-                     "rule 9e): recompile the model")
+                     "rule table_in): recompile the model")
     consumer = dict(name=j["name"], op=j["op"], kind="host", f_x=int(f_t))
     if st[0] == "add":
         base = steps.materialize_add(consumer, st[1], w)

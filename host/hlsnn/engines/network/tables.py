@@ -1,4 +1,4 @@
-"""The functions of rule 9's tables (:mod:`hlsnn.engines.network.gate`; issue 52): every unary
+"""The functions of rule unary_table's tables (:mod:`hlsnn.engines.network.gate`; issue 52): every unary
 elementwise host op with an exactly defined real function ``f`` of one value, and its values
 ``f(q * 2**-F)`` on a ``b``-bit code ``q``, rounded *exactly* to the table's entries.
 
@@ -124,7 +124,7 @@ def why_not(op, attrs):
     if op in ("Scale", "AddConst", "PRelu"):
         v = (attrs or {}).get("slope" if op == "PRelu" else "c")
         return (f"{op} by a constant of shape {tuple(np.shape(v))} (a value per channel or element): a table "
-                f"(rule 9) is a function of one value and takes one scalar for the whole tensor")
+                f"(rule unary_table) is a function of one value and takes one scalar for the whole tensor")
     return f"{op} with {dict(attrs or {})}: no table rule"
 
 

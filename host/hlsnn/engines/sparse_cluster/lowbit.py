@@ -24,7 +24,7 @@ layer's) weight codes in ``[-7, 7]`` (a program outside them is refused by name:
 int8 kernel, ``net_bits`` 8). The input codes, proved from the program (:func:`ranges`), choose the
 quad's form (:func:`mode`): the kernel's input is the host's quantization of a ``Clip`` to ``[0, 15
 * 2**-F]`` (the input ``Quant``) or any int8, a conv's or Add's output codes lie in its clamp (rule
-2's fused ``Clip``, rule 4q's, :mod:`hlsnn.engines.network.joins.addclip`) and its ReLU, a table's in its
+conv_output's fused ``Clip``, rule add_clip's, :mod:`hlsnn.engines.network.joins.addclip`) and its ReLU, a table's in its
 entries (a ``Bipolar``'s ``+-1``), a max pool's in its input's. Codes in ``[0, 15]`` take the
 unsigned quad above (``"u4"``).
 
@@ -84,7 +84,7 @@ def ranges(net) -> dict:
             lo, hi = f.get("clip") or INT8
             if f.get("relu"):
                 lo = max(lo, 0)
-        elif op.kind == "lut" and f.get("table") is not None:      # rule 9's table (a Bipolar's +-1)
+        elif op.kind == "lut" and f.get("table") is not None:      # rule unary_table's table (a Bipolar's +-1)
             t = np.asarray(f["table"]).astype(np.int64)
             lo, hi = int(t.min()), int(t.max())
         else:

@@ -1,21 +1,21 @@
-"""A mean over a count that is not a power of two on BFP pairs (issue 52): rule 6b of the
-bfp_systolic network mode (:mod:`hlsnn.engines.bfp_systolic.network.lower`), for a ``GlobalAveragePool`` (rule 6), an
-``AveragePool`` (rule 7, :mod:`hlsnn.engines.network.pools.linpool` rule 11) and a ``ReduceMean``
+"""A mean over a count that is not a power of two on BFP pairs (issue 52): rule bfp_mean of the
+bfp_systolic network mode (:mod:`hlsnn.engines.bfp_systolic.network.lower`), for a ``GlobalAveragePool`` (rule bfp_global_pool), an
+``AveragePool`` (rule bfp_pool, :mod:`hlsnn.engines.network.pools.linpool` rule avg_pool) and a ``ReduceMean``
 over ``n = 2**a * d`` values, ``d`` odd and > 1.
 
 **The layer path's value.** Layer by layer the pool is a float64 host op
 (:mod:`hlsnn.deploy.run.hostops`, :mod:`hlsnn.deploy.run.pooling`): the exact sum ``S = s * 2**e0``
-of the pooled values (exact: rules 6 and 7 bound ``|s|``) divided by ``n``, one correctly
+of the pooled values (exact: rules bfp_global_pool and bfp_pool bound ``|s|``) divided by ``n``, one correctly
 rounded division ``v = fl(S / n)``; a ``MaxPool`` after it picks the largest ``v``; the next
-BFP layer quantizes its patch of such values by rule 3: the patch exponent from ``floor(log2
+BFP layer quantizes its patch of such values by rule bfp_conv: the patch exponent from ``floor(log2
 max |v|)`` (``np.frexp``, :func:`hlsnn.formats.bfp.shared_exponent`) and ``xm = R(v *
 2**-xe)`` saturated to ``M`` bits (``v * 2**-xe`` is exact in float64).
 
-6b. **mean over n** (``n`` not a power of two). The element is the pair ``(s, e)`` of the sum
+Rule bfp_mean: **mean over n** (``n`` not a power of two). The element is the pair ``(s, e)`` of the sum
     with ``e = e0 - a``, whose value is ``t = s * 2**e / d`` (kept exactly, not rounded); the
     tensor carries ``d`` (one odd divisor per network kernel). A ``MaxPool`` or ``Relu`` of
     such elements works on the pairs as they are (``d > 0`` keeps the order; ties are equal
-    values); a transpose moves them as they are (CBAM's channel mean back to its map, :mod:`hlsnn.engines.bfp_systolic.network.reduce`). A conv reading them (rule 3) takes, per element,
+    values); a transpose moves them as they are (CBAM's channel mean back to its map, :mod:`hlsnn.engines.bfp_systolic.network.reduce`). A conv reading them (rule bfp_conv) takes, per element,
 
     * its leading one ``floor(log2(|s| / d)) + e`` (:func:`lop`): with ``k = msb(|s|) -
       msb(d)``, ``T = |s| >> k`` (``|s| << -k`` for ``k < 0``; ``T`` has ``d``'s width), it is
@@ -26,7 +26,7 @@ max |v|)`` (``np.frexp``, :func:`hlsnn.formats.bfp.shared_exponent`) and ``xm = 
       saturates), ``y = floor(u / d)``, ``st`` = any dropped bit or ``u mod d != 0``; then
       ``shift_round_sat(+-(2y + st), 2, M, R)``.
 
-*Why these are the layer path's bits* (for ``|s| < 2**52``, which rules 6 and 7 check).
+*Why these are the layer path's bits* (for ``|s| < 2**52``, which rules bfp_global_pool and bfp_pool check).
 Leading one: ``fl`` is monotone and every power of two is a float, so ``fl(t)`` can leave
 ``t``'s binade only upwards, when ``2**k - |t| <= 2**(k-54)`` for the next power ``2**k``; but
 ``2**k - |t|`` is a non-zero multiple of ``2**min(k, e) / n``, which with ``|s| < 2**53``
@@ -40,13 +40,13 @@ which exceeds ``|t'| 2**-53`` when ``|s| < 2**52`` and ``|t'| < 2**(M-1) + 1`` (
 both saturate); where it is one, ``t`` is a short dyadic and ``v = t``. So both give ``R(t')``.
 Tested against float64 numpy on many random sums (``tests/deploy/test_network_bfp_mean.py``).
 
-6c. **concat of means** (a ``Concat`` with a part that is a mean: milesial's U-Net, an
+Rule bfp_mean_concat: **concat of means** (a ``Concat`` with a part that is a mean: milesial's U-Net, an
     ``align_corners`` resize (:mod:`hlsnn.engines.network.pools.cornerresize`) into the skip's
     ``Concat``). With ``L`` the least common multiple of the program's odd divisors, each part
     over ``d`` (1: plain pairs) has its mantissas multiplied by ``L / d``: ``(s L / d) * 2**e / L =
     s * 2**e / d``, the same values, now every element a mean over ``L`` (one divisor per kernel).
     The product must stay below ``2**25`` (the kernel's element; ``NotExact`` otherwise, the
-    kernel's status bit), and the conv reading the concat divides by ``L`` (rule 6b).
+    kernel's status bit), and the conv reading the concat divides by ``L`` (rule bfp_mean).
 
 A mean tensor read by anything else (an Add, a pool's sum, a table, a move, the output) is
 refused by name: its value is not a pair.
@@ -58,9 +58,9 @@ import numpy as np
 from ....errors import InputError
 from ....primitives import msb_index, shift_round_sat
 
-#: a mean's sum must stay below this (the proof's bound; rules 6 and 7 check it)
+#: a mean's sum must stay below this (the proof's bound; rules bfp_global_pool and bfp_pool check it)
 SUM_BITS = 52
-#: the ops that pass a mean's pairs on unchanged (rule 6b)
+#: the ops that pass a mean's pairs on unchanged (rule bfp_mean)
 PASS = ("maxpool", "relu", "transpose")        # transpose: CBAM's channel mean back to its map (.reduce)
 
 
@@ -74,12 +74,12 @@ def lop(m, e, d):
 
 
 def cap_bits(d, mant_bits):
-    """The width of ``u`` (rule 6b): ``u <= d * 2**(M+1)``."""
+    """The width of ``u`` (rule bfp_mean): ``u <= d * 2**(M+1)``."""
     return (int(d) << (mant_bits + 1)).bit_length()
 
 
 def mantissa(m, e, xe, d, mant_bits, rounding):
-    """``R(m * 2**(e - xe) / d)`` saturated to ``mant_bits`` (rule 6b's integer steps)."""
+    """``R(m * 2**(e - xe) / d)`` saturated to ``mant_bits`` (rule bfp_mean's integer steps)."""
     m, e, xe = np.broadcast_arrays(*(np.asarray(v, np.int64) for v in (m, e, xe)))
     a = np.abs(m)
     h = e - xe + 1
@@ -99,7 +99,7 @@ def mantissa(m, e, xe, d, mant_bits, rounding):
 
 def mark(ops, aliases, out_name):
     """Propagate the means' divisors through the lowered ops: each conv reading a mean gets
-    ``f["mdiv"] = d``; a ``Concat`` of means (rule 6c) gets ``f["mscale"]``, each part's factor
+    ``f["mdiv"] = d``; a ``Concat`` of means (rule bfp_mean_concat) gets ``f["mscale"]``, each part's factor
     to a mean over ``L``, the least common multiple of the program's odd divisors; a mean read by
     any other op but a ``MaxPool`` or a ``Relu``, or the network's output, is refused by name
     (:class:`InputError`), as are convs reading two odd divisors (the kernel holds one).
@@ -113,7 +113,7 @@ def mark(ops, aliases, out_name):
         d = op.f.get("mdiv", 1) if op.kind in ("avgpool", "add") else 1
         if d > 1:
             if any(src):
-                raise InputError(f"network kernel (bfp): {op.name}: a mean of means (rule 6b of "
+                raise InputError(f"network kernel (bfp): {op.name}: a mean of means (rule bfp_mean of "
                                  f"hlsnn.engines.bfp_systolic.network.anymean); run it with network=False")
             div[op.out] = d
             continue
@@ -122,7 +122,7 @@ def mark(ops, aliases, out_name):
         if op.kind == "conv":
             op.f["mdiv"] = src[0]
             ds.add(src[0])
-        elif op.kind == "concat":                        # rule 6c: every part a mean over the kernel's lcm
+        elif op.kind == "concat":                        # rule bfp_mean_concat: every part a mean over the kernel's lcm
             op.f["mscale"] = [big // (d or 1) for d in src]
             div[op.out] = big
         elif op.kind in PASS and len(src) == 1:
@@ -130,19 +130,19 @@ def mark(ops, aliases, out_name):
         else:
             raise InputError(f"network kernel (bfp): {op.name}: a {op.kind} of a mean over a count that is not a "
                              f"power of two; such a mean is exact only as the sum a conv, MaxPool, Relu or transpose reads "
-                             f"(rule 6b of hlsnn.engines.bfp_systolic.network.anymean); run it with network=False")
+                             f"(rule bfp_mean of hlsnn.engines.bfp_systolic.network.anymean); run it with network=False")
     if div.get(name(out_name)):
         raise InputError(f"network kernel (bfp): the output {out_name} is a mean over a count that is not a power of "
-                         f"two (rule 6b of hlsnn.engines.bfp_systolic.network.anymean); run it with network=False")
+                         f"two (rule bfp_mean of hlsnn.engines.bfp_systolic.network.anymean); run it with network=False")
     if len(ds) > 1:
         raise InputError(f"network kernel (bfp): convs read means over counts with odd parts {sorted(ds)}; the kernel "
-                         f"divides by one odd divisor (rule 6b of hlsnn.engines.bfp_systolic.network.anymean; a "
-                         f"Concat scales its parts to their least common multiple, rule 6c)")
+                         f"divides by one odd divisor (rule bfp_mean of hlsnn.engines.bfp_systolic.network.anymean; a "
+                         f"Concat scales its parts to their least common multiple, rule bfp_mean_concat)")
     return div
 
 
 def scale_parts(op, get, bound_bits):
-    """Rule 6c: ``(get', ok)``, ``get'`` reading a concat's parts with their mantissas times
+    """Rule bfp_mean_concat: ``(get', ok)``, ``get'`` reading a concat's parts with their mantissas times
     ``f["mscale"]``, ``ok`` False where a product reaches ``2**bound_bits`` (the kernel's element)."""
     scaled, ok = {}, True
     for t, k in zip(op.ins, op.f["mscale"]):
@@ -154,7 +154,7 @@ def scale_parts(op, get, bound_bits):
 
 
 def cat_fields(net):
-    """The template's fields of rule 6c: ``has_meancat`` and the factors' width (unsigned)."""
+    """The template's fields of rule bfp_mean_concat: ``has_meancat`` and the factors' width (unsigned)."""
     ks = [int(k) for op in net.ops if op.kind == "concat" and op.f.get("mscale") for k in op.f["mscale"]]
     return dict(has_meancat=bool(ks), cat_scale_bits=max(ks, default=1).bit_length())
 
@@ -173,7 +173,7 @@ def magic(d, mant_bits):
 
 
 def mean_fields(net):
-    """The template's fields of rule 6b (:mod:`.anymean`): ``has_mean`` and, with it, the means' odd
+    """The template's fields of rule bfp_mean (:mod:`.anymean`): ``has_mean`` and, with it, the means' odd
     divisor ``d``, its msb, the cap's width and the reciprocal of ``floor(u / d)``."""
     ds = {op.f["mdiv"] for op in net.ops if op.kind == "conv" and op.f.get("mdiv", 1) > 1}
     if not ds:

@@ -1,6 +1,6 @@
 """Leading-one maps: a conv's patch exponents beside its products (issue 83, ``net_maps``).
 
-Rule 3 (:mod:`hlsnn.engines.bfp_systolic.network.lower`) takes a patch's exponent from the
+Rule bfp_conv (:mod:`hlsnn.engines.bfp_systolic.network.lower`) takes a patch's exponent from the
 largest leading one of its non-zero elements. The exponent pass (``ConvExp``) reads every
 element of every patch, two taps a cycle, before the products start: on ResNet-8 it is a fifth
 of the kernel's time. The largest leading one over a patch is the largest, over its taps, of
@@ -19,7 +19,7 @@ exponent pass has no iterations (``sa = 0``).
 
 A map is *whole* for the tensor its buffer's last map writer wrote: a conv of one pack (the
 unfolded stem too: its writes are any conv's) into activation buffer 0 or 1 (``dual`` 0 or 1; not the third buffer) marks
-``mw``; a conv reading such a tensor (not from the pool buffer, no rule 6b mean, one pack,
+``mw``; a conv reading such a tensor (not from the pool buffer, no rule bfp_mean mean, one pack,
 not the unfolded stem) marks ``mr``. A conv that would read and write the same buffer's map
 reads it and writes none. Everything else keeps the exponent pass.
 """

@@ -1,7 +1,7 @@
 """A gate of a concat on BFP pairs (issue 52: GhostNet's SE block multiplies the ghost module's
 ``cat([x1, cheap(x1)], 1)`` by its channel gate). The network mode already runs it: the concat
-moves its parts' ``(m, e)`` pairs as they are (netmove rule 8 on pairs), and the gate (netbfp
-rule 10b) multiplies each element's mantissa by its channel's gate mantissa. The kernel's gate
+moves its parts' ``(m, e)`` pairs as they are (netmove rule channel_concat on pairs), and the gate (netbfp
+rule bfp_gate) multiplies each element's mantissa by its channel's gate mantissa. The kernel's gate
 loop sizes its multiplier by the widest mantissa an operand can hold (``gate_bits``), which it
 took from the op that made the operand: a conv's ``M`` bits or a table's entries, through max
 pools (whose elements are their input's). A concat's elements are its parts' elements, so its

@@ -16,11 +16,11 @@ one 16-bit ROM word, ``kWPairs``; the Add's lanes ``net_add``; the leading-one m
 buffer in ``Q`` channel banks; a third activation buffer where two do not hold the network, declared
 apart at its own size, ``act3``, when it holds only smaller tensors: :func:`_third`). An element is one 36-bit word (a bank of 1K elements is one
 BRAM36): a 26-bit mantissa (a conv's ``M`` bits, the input's float32 significand, a residual
-sum below ``2**25``, netbfp rule 5) and a 10-bit exponent. A global pool's sums (below
-``2**53``, rule 6) go to a small pool buffer of 64-bit words (a 54-bit mantissa), which the
+sum below ``2**25``, netbfp rule bfp_add) and a 10-bit exponent. A global pool's sums (below
+``2**53``, rule bfp_global_pool) go to a small pool buffer of 64-bit words (a 54-bit mantissa), which the
 conv after it reads (its descriptor's ``sb``); the output words have that form too. Where no
-rule 6b mean reads a pool (:func:`pool_odd`), the Add then holds each sum rounded to odd at 25
-bits (``AddPoolOdd``, one word a cycle: netbfp rule 4o's ``RoundOdd``, whose argument makes
+rule bfp_mean mean reads a pool (:func:`pool_odd`), the Add then holds each sum rounded to odd at 25
+bits (``AddPoolOdd``, one word a cycle: netbfp rule bfp_round_odd's ``RoundOdd``, whose argument makes
 the conv round it as the exact sum), so every word a conv reads is an element and its exponent
 pass and patch rounding are 26 bits wide, not 54 (issue 83). The kernel renders only the op
 families the program has (:func:`families`).
@@ -35,7 +35,7 @@ next pixel's products, and the last pixel's after them),
 ``zb*P + l``, its ``C*kh*kw`` mantissas in the tap order the kernel walks (channel block, ky,
 kx; bank ``j`` channel ``cb*Q + j``); a partial block pads with zero weights and bias.
 A dilated conv's taps are ``dh``, ``dw`` apart (the tap table's positions, the walk's ``dh``,
-``dw`` and ``step_row``): its window costs its taps. A conv of packs of groups (netbfp rule 3:
+``dw`` and ``step_row``): its window costs its taps. A conv of packs of groups (netbfp rule bfp_conv:
 the layer path's GEMM per pack) is a row per pack (:func:`~hlsnn.engines.bfp_systolic.network.lower.row_ops`,
 :func:`_conv_row`): its own channel window (``pt_w``, the taps' banks ``[c0, c)``), output
 lanes (``zfirst``, ``wob0``, ``wobase0``), weights and exponents.
@@ -73,9 +73,9 @@ FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", 
           "pt_w", "sh_w", "step_row", "step_chan", "cg", "steps", "zb", "zlast", "ohw", "hw", "woff", "boff",
           "blocks_per_group", "group_words", "n_iter", "sa", "sb", "gap", "shift", "single", "dh", "dw",
           "zfirst", "wob0", "wobase0", "sc_base", "mdiv", "xz",
-          "pix",                                # a gate by a 1 x H x W map (netbfp rule 10p, .reduce)
+          "pix",                                # a gate by a 1 x H x W map (netbfp rule spatial_gate, .reduce)
           "mr", "mw", "lead",                   # a conv's leading-one maps (.expmap)
-          "odd")                                # a channel mean (netbfp rule 4o, .reduce), a gate's product (10r,
+          "odd")                                # a channel mean (netbfp rule bfp_round_odd, .reduce), a gate's product (bfp_gate_odd,
 #                                                 .gatero) rounded to odd
 
 #: the kernel's op families with a loop of their own, by descriptor op code (network_data.h.j2's
@@ -123,8 +123,8 @@ def tables(net, pz, pc):
             raise InputError(f"network kernel (bfp): {op.name}: {len(op.f['chunks'])} output chunks (one output "
                              f"exponent per chunk) for {op.f.get('packs', 1)} pack(s) of groups; the kernel takes one "
                              f"a pack")
-    lut = _lut_fields(net, m_bits)                 # tables and gates (netbfp rules 9b, 10b)
-    from .prelu import rom as prelu_rom            # rule 9p's slopes per bank (set before the descriptors)
+    lut = _lut_fields(net, m_bits)                 # tables and gates (netbfp rules bfp_table, bfp_gate)
+    from .prelu import rom as prelu_rom            # rule bfp_prelu's slopes per bank (set before the descriptors)
     lut["prelu"] = prelu_rom(net, pc)
     place, act_words, sc_words = allocate(net, pc)
     name = lambda t: net.aliases.get(t, t)         # noqa: E731
@@ -149,14 +149,14 @@ def tables(net, pz, pc):
     for op in net.ops:
         f, d = descriptor_head(op, unfold, place, name, pz, pc, sc_transpose=True)   # Transpose writes sc (.reduce)
         d.update(blocks_per_group=0, group_words=0, dh=1, dw=1, zfirst=0, wob0=0, wobase0=0, xz=0, odd=0,   # this kernel's
-                 mdiv=int(f.get("mdiv", 1) > 1 and op.kind in ("conv", "add")))    # rule 6b: reads / sums a mean
+                 mdiv=int(f.get("mdiv", 1) > 1 and op.kind in ("conv", "add")))    # rule bfp_mean: reads / sums a mean
         if op.kind == "conv":
             for j in range(f.get("packs", 1)):          # a row per pack of groups (lower.pack)
                 dj = dict(d)
                 tz_slots, sum_bits, max_pix, max_blocks = _conv_row(op, f, j, dj, (pz, pc, m_bits), (taps, wl, el, bl),
                                                                     (woff, boff), (tz_slots, sum_bits, max_pix,
                                                                                    max_blocks))
-                ch = netbfp_pack(f, j)["chunks"][0]             # rule 3: an all-zero patch's exponent
+                ch = netbfp_pack(f, j)["chunks"][0]             # rule bfp_conv: an all-zero patch's exponent
                 dj.update(sb=int(name(op.ins[0]) in pooled),
                           xz=zero_row_exponent(ch["we"], ch["be"], p["exponent_bits"]))
                 woff += dj["zb"] * dj["steps"]
@@ -168,20 +168,20 @@ def tables(net, pz, pc):
             continue
         else:
             pool_or_add(op, f, d, place, name, pc, ELEM_BITS)
-            if op.kind == "lut" and f.get("fn") == "Clip":   # rule 9d: Clip(0 or None, h 2^k): h in sb, k in sa
+            if op.kind == "lut" and f.get("fn") == "Clip":   # rule bfp_clip: Clip(0 or None, h 2^k): h in sb, k in sa
                 d.update(single=2 if f["lo0"] else 3, sb=int(f["clip"][0]), sa=int(f["clip"][1]))
-            elif op.kind == "lut" and f.get("exact") and f.get("fn") == "PRelu":   # rule 9p (.prelu): slopes at
+            elif op.kind == "lut" and f.get("exact") and f.get("fn") == "PRelu":   # rule bfp_prelu (.prelu): slopes at
                 d.update(single=4, sa=int(f["prom"]), sb=int(f["t"]), woff=0)      # sa, t in sb
-            elif op.kind == "lut" and f.get("exact"):   # rule 9c: HardSwish, no table
+            elif op.kind == "lut" and f.get("exact"):   # rule bfp_hardswish: HardSwish, no table
                 d.update(single=1)
-            elif op.kind == "concat":             # rule 6c (.anymean): the parts' factors (1: as they are)
+            elif op.kind == "concat":             # rule bfp_mean_concat (.anymean): the parts' factors (1: as they are)
                 d.update(sa=int((f.get("mscale") or [1, 1])[0]), sb=int((f.get("mscale") or [1, 1])[1]))
-            elif op.kind == "lut":                # rule 9b: the code radix F and the output's -F_o; 9g: the
+            elif op.kind == "lut":                # rule bfp_table: the code radix F and the output's -F_o; bfp_wide_codes: the
                 half = 1 << (int(f["bits"]) - 1)  # code saturated to +-sb, the ROM read at woff + q + 2^(kLutBits-1)
                 d.update(shift=int(f["f_in"]), sa=int(f["f_out"]), sb=half,
                          woff=int(f["rom"]) + half - (1 << (lut["lut_bits"] - 1)))
-            elif op.kind in ("avgpool", "gate"):  # rule 4o (.reduce): CBAM's channel mean, rounded to odd;
-                d.update(odd=int(bool(f.get("odd"))))   # rule 10r (.gatero): a product of two tables' outputs
+            elif op.kind in ("avgpool", "gate"):  # rule bfp_round_odd (.reduce): CBAM's channel mean, rounded to odd;
+                d.update(odd=int(bool(f.get("odd"))))   # rule bfp_gate_odd (.gatero): a product of two tables' outputs
             if op.kind == "add":
                 d.update(cg=int(f["c"]))          # the live banks: a bank past channel c raises no status
                 max_hw = max(max_hw, f["hw"])
@@ -207,7 +207,7 @@ def tables(net, pz, pc):
     act_words, act3_words = _third(net, place, act_words, pc)
     from .lower import elem_bits
     return dict(rows=rows, act_bufs=act_bufs(place), act_words=act_words, act3_words=act3_words, sc_words=sc_words,
-                elem_bits=elem_bits(net),                                # rule 9w (.prelu): 53, else 26
+                elem_bits=elem_bits(net),                                # rule bfp_prelu_exact (.prelu): 53, else 26
                 place=place, pz=pz,
                 pc=pc, unfold=unfold,
                 weights=[[cat(b) for b in lane] for lane in wl], wexps=[cat(x) for x in el],
@@ -239,11 +239,11 @@ def _third(net, place, act_words, pc):
 
 
 def _lut_fields(net, m_bits):
-    """The kernel's table ROM and widths (netbfp rules 9b, 9c, 10b): ``luts`` (every table op's
-    ``2**b`` output mantissas, its first word in its field ``rom``; a 9c HardSwish has none),
+    """The kernel's table ROM and widths (netbfp rules bfp_table, bfp_hardswish, bfp_gate): ``luts`` (every table op's
+    ``2**b`` output mantissas, its first word in its field ``rom``; a bfp_hardswish HardSwish has none),
     ``lut_bits`` ``b`` (one code width for every table), ``lut_entry_bits``, ``lut_rounding``,
-    ``hs_w`` (9c's ``w``), ``gate_bits`` (the widest gate operand's mantissa: a conv's ``M``
-    bits, a table's entries, a 9c output's ``w + 1``; a max pool's operand is its input's, whose
+    ``hs_w`` (bfp_hardswish's ``w``), ``gate_bits`` (the widest gate operand's mantissa: a conv's ``M``
+    bits, a table's entries, a bfp_hardswish output's ``w + 1``; a max pool's operand is its input's, whose
     elements it picks); :class:`InputError` for a gate of other operands."""
     from .gate import OUT_BITS
     tabs = [op for op in net.ops if op.kind == "lut" and not op.f.get("exact")]
@@ -255,7 +255,7 @@ def _lut_fields(net, m_bits):
         raise InputError(f"network kernel (bfp): tables of {sorted(bits)}-bit codes, HardSwish of {sorted(hs_w)} "
                          f"bits, {sorted(rnd)} rounding; the kernel holds one HardSwish width and one rounding "
                          f"(codes up to 12 bits)")
-    b, w, mixed = max(bits), hs_w.pop(), len(bits) > 1     # rule 9g: codes of the widest b, each op's saturated
+    b, w, mixed = max(bits), hs_w.pop(), len(bits) > 1     # rule bfp_wide_codes: codes of the widest b, each op's saturated
     parts, seen = [], {}                           # equal tables stored once (an unrolled cell's gates)
     for op in net.ops:
         if op.kind == "lut":
@@ -284,12 +284,12 @@ def _lut_fields(net, m_bits):
                                          f"multiplies conv or table outputs (or max pools or concats of them)")
                 widths.append(max(m_bits if src.kind == "conv" else
                                   max(m_bits, int(src.f["clip"][0]).bit_length() + 1) if src.f.get("fn") == "Clip"
-                                  else m_bits + S_BITS if is_wide(src)        # rule 9w: |m S_c| < 2**(M + 23)
+                                  else m_bits + S_BITS if is_wide(src)        # rule bfp_prelu_exact: |m S_c| < 2**(M + 23)
                                   else w + 1 if src.f.get("exact") else OUT_BITS for src in srcs))
                 gate_bits = max(gate_bits, widths[-1])
             if any(is_wide(src) for t in op.ins for src in sources(t, made, name)) and \
                     sum(widths) - 2 > elem_bits(net) - 1:
-                raise InputError(f"network kernel (bfp): {op.name}: a gate of a PRelu's exact product (rule 9w) by "
+                raise InputError(f"network kernel (bfp): {op.name}: a gate of a PRelu's exact product (rule bfp_prelu_exact) by "
                                  f"another operand: {' x '.join(map(str, widths))}-bit mantissas, "
                                  f"products up to {sum(widths) - 2} bits, beyond the kernel's "
                                  f"{elem_bits(net)}-bit element")
@@ -406,11 +406,11 @@ def render(net, out_dir):
                max_exp_iter=most_exp, max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_move_iter=_most(t, 3), max_cat_iter=_most(t, 4), max_tr_iter=_most(t, 5),
                max_add_iter=_most(t, 2), n_taps=len(t["taps"]),
                has_wpool=any(op.kind == "avgpool" for op in net.ops),   # hlsnn.engines.network.pools.linpool
-               has_odd=any(op.kind == "avgpool" and op.f.get("odd") for op in net.ops),   # rule 4o (.reduce)
-               gate_odd=any(op.kind == "gate" and op.f.get("odd") for op in net.ops),     # rule 10r (.gatero)
+               has_odd=any(op.kind == "avgpool" and op.f.get("odd") for op in net.ops),   # rule bfp_round_odd (.reduce)
+               gate_odd=any(op.kind == "gate" and op.f.get("odd") for op in net.ops),     # rule bfp_gate_odd (.gatero)
                odd_bits=netreduce.ODD_BITS, odd_sum_bits=netreduce.SUM_BITS,
-               **mean_fields(net),                                       # rule 6b (.anymean)
-               **netkernel.pool_scale(net),                              # rule 11u (engines/network/uncounted)
+               **mean_fields(net),                                       # rule bfp_mean (.anymean)
+               **netkernel.pool_scale(net),                              # rule avg_pool_uncounted (engines/network/uncounted)
                tap_off=_ints([x[0] for x in t["taps"]]), tap_ky=_ints([x[1] for x in t["taps"]]),
                tap_kx=_ints([x[2] for x in t["taps"]]), tap_c=_ints([x[3] for x in t["taps"]]),
                tap_c0=_ints([x[4] for x in t["taps"]]),
@@ -423,11 +423,11 @@ def render(net, out_dir):
                               for op in net.ops),
                has_clip=any(op.kind == "lut" and op.f.get("fn") == "Clip" for op in net.ops),
                has_prelu=t["prelu"] is not None,
-               prelu_wide=t["elem_bits"] != ELEM_BITS,                  # rule 9w: r of kElemBits bits
+               prelu_wide=t["elem_bits"] != ELEM_BITS,                  # rule bfp_prelu_exact: r of kElemBits bits
                prelu_words=t["prelu"][0].shape[1] if t["prelu"] is not None else 0,
                prelu_m=[_ints(b) for b in t["prelu"][0]] if t["prelu"] is not None else [],
                prelu_e=[_ints(b) for b in t["prelu"][1]] if t["prelu"] is not None else [],
-               **cat_fields(net),                                        # rule 6c (.anymean)
+               **cat_fields(net),                                        # rule bfp_mean_concat (.anymean)
                sc_add=sc_add(net, t["place"]), gate_sc=gate_sc(net, t["place"]),
                act_distance=max(bfpperf.EXP_DEPTH, bfpperf.MAC_DEPTH, bfpperf.ADD_DEPTH, netperf.POOL_DEPTH),
                **families(t),                                            # issue 83: only the op families it has
@@ -442,7 +442,7 @@ def build(net, *, strict=None, out_root=None):
 
 
 def pack_input(xq):
-    """The input pairs ``(m, e)`` (B, ...) (netbfp rule 1: float32 values) as the kernel's
+    """The input pairs ``(m, e)`` (B, ...) (netbfp rule bfp_input: float32 values) as the kernel's
     64-bit words, two float32 words each, low word first: (B, ceil(n / 2)) uint64."""
     m, e = xq
     b = m.shape[0]
@@ -469,8 +469,8 @@ def unpack_output(words):
 def finish_words(net, xq, out):
     """The output pairs (B, out_elems) from the kernel's output words ``out`` (B, out_elems + 1):
     the elements, then the status word. Status bit 0 raises
-    :class:`hlsnn.engines.bfp_systolic.network.lower.NotExact` (a sum beyond its bound, rules 5 and 6).
-    Nothing else is reported: an all-zero patch takes the descriptor's ``xz`` (rule 3, batch-free)."""
+    :class:`hlsnn.engines.bfp_systolic.network.lower.NotExact` (a sum beyond its bound, rules bfp_add and bfp_global_pool).
+    Nothing else is reported: an all-zero patch takes the descriptor's ``xz`` (rule bfp_conv, batch-free)."""
     from . import lower as netbfp
     out = np.asarray(out, np.uint64)
     n = int(np.prod(net.output["shape"]))
@@ -478,7 +478,7 @@ def finish_words(net, xq, out):
     if (status & 1).any():
         raise netbfp.NotExact(f"network kernel (bfp) of {net.name}: image(s) {np.flatnonzero(status & 1).tolist()}: "
                               f"a sum beyond its bound: a residual sum beyond 25 bits (the kernel's element) or a "
-                              f"pool's beyond 53 (the layer path's float64 rounds); netbfp rules 5, 6")
+                              f"pool's beyond 53 (the layer path's float64 rounds); netbfp rules bfp_add, bfp_global_pool")
     return unpack_output(out[:, :n])
 
 

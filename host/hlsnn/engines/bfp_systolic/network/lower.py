@@ -12,15 +12,15 @@ from integer rules on *(mantissa, exponent)* pairs, which are the rules below (v
 element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[emin, emax] =
 [-2**(E-1), 2**(E-1)-1]``, ``rnd`` the accel config's ``rounding``):
 
-1. **Input** (host). The float input must be exact in float32 (the data sets are float32;
+Rule bfp_input: **Input** (host). The float input must be exact in float32 (the data sets are float32;
    :class:`NotExact` otherwise). The host writes it as float32 words; each word is decoded
    to ``(m, e)`` with ``|m| < 2**24`` (IEEE 754: the significand with its hidden bit and the
    biased exponent minus 150; a subnormal's fraction and -149). Its value is the float's.
-2. **Activations** between ops are per-element pairs ``(m, e)``: a conv's output has one ``e``
+Rule bfp_pairs: **Activations** between ops are per-element pairs ``(m, e)``: a conv's output has one ``e``
    per output pixel and chunk of output channels (the engine's output exponent) and ``|m| <
-   2**(M-1)``, the input's ``|m| < 2**24``; an Add or a global pool makes ``m`` wider (rules 5,
-   6). A zero has ``m = 0`` (its ``e`` means nothing; no rule reads it).
-3. **conv** (a dense layer is a conv whose kernel covers its input map, NCHW-flattened). For
+   2**(M-1)``, the input's ``|m| < 2**24``; an Add or a global pool makes ``m`` wider (rules bfp_add,
+   bfp_global_pool). A zero has ``m = 0`` (its ``e`` means nothing; no rule reads it).
+Rule bfp_conv: **conv** (a dense layer is a conv whose kernel covers its input map, NCHW-flattened). For
    each output pixel, the *patch* is the ``C x kh x kw`` window's taps (zero padding by
    ``pads``, ``strides`` as such; a dilated window's taps ``dh``, ``dw`` apart and nothing
    between them, as the layer path's im2col; a grouped conv the layer path runs as one GEMM
@@ -37,7 +37,7 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
    (:func:`~hlsnn.engines.bfp_systolic.emulator.zero_row_exponent`): a value of the layer
    alone, so that the patch's outputs are exactly the bias and no image's bits depend on the
    images that share its batch (or the layer path's GEMM call).
-4. **GEMM and epilogue**: the engine's rules 1-6 (:mod:`hlsnn.engines.bfp_systolic.emulator`,
+Rule bfp_gemm: **GEMM and epilogue**: the engine's rules 1-6 (:mod:`hlsnn.engines.bfp_systolic.emulator`,
    run by its :func:`~hlsnn.engines.bfp_systolic.emulator.emulate`) per output chunk (``chunks`` of the compiled layer: the outputs
    ``rows[0]:rows[1]`` with their weight mantissas ``wm``, row exponents ``we``, bias
    mantissas ``bm`` and exponent ``be``): ``acc = sum xm * wm`` exact, ``e3 = xe + we``,
@@ -45,45 +45,45 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
    rule ``e4 = clamp(max over acc != 0 of msb_index(|acc|) + e3 - (M - 2), emin, emax)``
    (``emin`` for an all-zero row), ``ym = shift_round_sat(acc, e4 - e3, M, rnd)``. The
    output elements are ``(ym, e4)``.
-5. **add** (a residual ``Add``, with the ``Relu`` after it fused): ``s = a + b`` exactly: at
+Rule bfp_add: **add** (a residual ``Add``, with the ``Relu`` after it fused): ``s = a + b`` exactly: at
    ``e = min`` of the two non-zero operands' exponents, ``m = (ma << (ea - e)) + (mb << (eb -
    e))``; ReLU ``m = max(m, 0)``. The float64 sum of the layer path is this value when ``|ma|
    2**(ea - e) + |mb| 2**(eb - e) < 2**53``; the network kernel keeps it in a 26-bit mantissa
    (:data:`ELEM_BITS`), so :func:`run` requires the bound ``2**25`` (:class:`NotExact`
-   otherwise; ResNet-8's residual sums take at most 23 bits). A program with rule 9w
+   otherwise; ResNet-8's residual sums take at most 23 bits). A program with rule bfp_prelu_exact
    (:mod:`.prelu`: an exact PRelu product read by a pool or a gate) has 53-bit elements: its
-   bound, and rules 10b's and 11's, is ``2**52`` (:func:`elem_bits`).
-6. **global average pool** (after an add, or of one tensor as an add whose second operand is
+   bound, and bfp_gate's and avg_pool's, is ``2**52`` (:func:`elem_bits`).
+Rule bfp_global_pool: **global average pool** (after an add, or of one tensor as an add whose second operand is
    zero, power-of-two ``H*W = 2**p`` pixels): per channel
    the exact sum at ``e = min`` over its non-zero elements, then ``e - p``. The float mean is
    this value when the sum of the magnitudes is below ``2**53`` at ``e`` (then every partial
-   sum of any order is exact); checked as in rule 5, with ``2**53`` (the kernel sums in 54-bit
+   sum of any order is exact); checked as in rule bfp_add, with ``2**53`` (the kernel sums in 54-bit
    mantissas, then holds each sum rounded to odd at 25 bits, an element, for the conv that
-   reads it: rule 4o's argument of :mod:`hlsnn.engines.bfp_systolic.network.reduce`, ``K = 25 >= M + 1``, so that conv rounds it
-   as the exact sum; issue 83. Where a rule 6b mean reads a pool, the kernel keeps the 54-bit
+   reads it: rule bfp_round_odd's argument of :mod:`hlsnn.engines.bfp_systolic.network.reduce`, ``K = 25 >= M + 1``, so that conv rounds it
+   as the exact sum; issue 83. Where a rule bfp_mean mean reads a pool, the kernel keeps the 54-bit
    sums). A mean over a count ``n = 2**a * d`` that is
    not a power of two (``d`` odd; also an ``AveragePool``, a ``ReduceMean``) is the sum at
-   ``e - a`` read as over ``d``: rule 6b of :mod:`.anymean` (the reading conv's leading one and
+   ``e - a`` read as over ``d``: rule bfp_mean of :mod:`.anymean` (the reading conv's leading one and
    mantissa of ``s * 2**e / d`` as integer steps; sums below ``2**52``).
-7. **maxpool**: the element of the largest value of each window (padding never wins); ties
+Rule bfp_pool: **maxpool**: the element of the largest value of each window (padding never wins); ties
    are equal values. ``Flatten``, ``Reshape``, ``Identity`` change nothing. A ``Relu`` on a
    conv's output is ``m = max(m, 0)``.
    An ``AveragePool`` of ``2**p`` taps and a bilinear ``Resize`` by 2 (``half_pixel``) are
-   :mod:`hlsnn.engines.network.pools.linpool`'s rules 11 and 12 on pairs (:func:`avgpool_pairs`:
+   :mod:`hlsnn.engines.network.pools.linpool`'s rules avg_pool and bilinear_x2 on pairs (:func:`avgpool_pairs`:
    each window's exact sum at the smallest exponent of its non-zero elements, that exponent
    less ``p``; the sum within :data:`ELEM_BITS`, else :class:`NotExact`).
-8. **Tables, HardSwish, Clip and the gate** (rules 9b, 9c, 9d, 10b of
+Rule bfp_elementwise: **Tables, HardSwish, Clip and the gate** (rules bfp_table, bfp_hardswish, bfp_clip, bfp_gate of
    :mod:`hlsnn.engines.bfp_systolic.network.gate`, shared with the layer path): a
    ``HardSigmoid`` or ``Sigmoid`` of a BFP layer's output writes each pair as a ``b``-bit code
    at a radix point calibrated by the layer path, ``q = round(m * 2**(e + F))`` saturated, and
-   looks it up in the fixed-point table of :mod:`hlsnn.engines.network.gate` rule 9 (output
-   pairs ``(T[q], -F_o)``); a ``HardSwish`` is exact on the pair (rule 9c), so is a ``Clip(0,
-   hi)`` (ReLU6; rule 9d); a
+   looks it up in the fixed-point table of :mod:`hlsnn.engines.network.gate` rule unary_table (output
+   pairs ``(T[q], -F_o)``); a ``HardSwish`` is exact on the pair (rule bfp_hardswish), so is a ``Clip(0,
+   hi)`` (ReLU6; rule bfp_clip); a
    squeeze-excite ``Mul`` of a map by a per-channel vector is the exact product ``(ma * mg,
-   ea + eg)``, re-blocked by the next layer's rule 3. CBAM's spatial attention (a channel
-   ``ReduceMean`` / ``ReduceMax``, a gate by a ``1 x H x W`` map) is rules 4c, 4o and 10p of
+   ea + eg)``, re-blocked by the next layer's rule bfp_conv. CBAM's spatial attention (a channel
+   ``ReduceMean`` / ``ReduceMax``, a gate by a ``1 x H x W`` map) is rules channel_reduce, bfp_round_odd and spatial_gate of
    :mod:`hlsnn.engines.bfp_systolic.network.reduce`.
-9. **Output**: the last engine layer's ``(ym, e4)``; the host returns ``ym * 2**e4`` (float64,
+Rule bfp_output: **Output**: the last engine layer's ``(ym, e4)``; the host returns ``ym * 2**e4`` (float64,
    exact) and runs the host layers after it (a final ``Softmax``) in float64.
 
 :func:`~hlsnn.deploy.lower.program.lower` refuses, naming the layer: a config whose output exponent is not the *max*
@@ -92,7 +92,7 @@ yet; *rolling* carries state from sample to sample across the batch and the call
 image at a time cannot reproduce), ``stochastic`` rounding (a random draw per element on the
 host), dilated pools, host ops other than those above, and more than one accelerator. Several
 engine layers may read the float input (a TCN block's conv and its 1x1 shortcut): each forms its
-patches from the same pairs (rule 1).
+patches from the same pairs (rule bfp_input).
 """
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ from ....primitives import msb_index, shift_round_sat
 
 
 class NotExact(InputError):
-    """A batch for which the network mode cannot give the layer-by-layer bits (rules 3, 5,
+    """A batch for which the network mode cannot give the layer-by-layer bits (rules bfp_conv, bfp_add,
     6: data-dependent conditions). ``hlsnn.load(..., network=None)`` on ``emu`` then runs that
     batch layer by layer; ``network=True`` raises it."""
     not_exact = True
@@ -123,9 +123,9 @@ class BfpSteps:
     """``bfp_systolic``'s steps in the one walk of a network's layers
     (:func:`hlsnn.deploy.lower.program.walk`, which lowers the host ops every engine shares): its
     tensors are pairs (state ``("q", None)``: no radix point), the float input is read as it is
-    (rule 1), a ``Relu`` on pairs is an op of its own (rule 7), an Add is materialized as rule 5
-    or 6, a layer as rules 3 and 4 (module rules)."""
-    #: no b-bit activation codes: tables and the gate are rules 9b and 10b
+    (rule bfp_input), a ``Relu`` on pairs is an op of its own (rule bfp_pool), an Add is materialized as rule bfp_add
+    or bfp_global_pool, a layer as rules bfp_conv and bfp_gemm (module rules)."""
+    #: no b-bit activation codes: tables and the gate are rules bfp_table and bfp_gate
     #: (:mod:`hlsnn.engines.bfp_systolic.network.gate`)
     bits = None
 
@@ -138,8 +138,8 @@ class BfpSteps:
             raise InputError(f"network kernel: {acc_name} rounds stochastically (a random draw per element on the "
                              f"host); the network mode needs a deterministic rounding")
         self.p, self.arrays, self.acc_name, self.rounding = p, arrays, acc_name, p["rounding"]
-        self.program = program                             # rule 9p reads a tensor's readers (.prelu)
-        self.table_rounding = program["rounding"]          # the deployment's: rule 9b's codes and tables
+        self.program = program                             # rule bfp_prelu reads a tensor's readers (.prelu)
+        self.table_rounding = program["rounding"]          # the deployment's: rule bfp_table's codes and tables
         self.engine, self.formats = rules.engine, rules.formats
         self.read = False
 
@@ -148,12 +148,12 @@ class BfpSteps:
         return w.aliases.get(src, src)
 
     def host(self, j, st, w):
-        """No host op but an alias on the float input; a ``Relu`` on pairs (rule 7)."""
+        """No host op but an alias on the float input; a ``Relu`` on pairs (rule bfp_pool)."""
         from ...network.program import ALIAS_OPS, _why
-        if st[0] == "input" and j["op"] not in ALIAS_OPS + ("RowsToMap", "Concat"):     # Concat: netmove rule 8i
+        if st[0] == "input" and j["op"] not in ALIAS_OPS + ("RowsToMap", "Concat"):     # Concat: netmove rule input_concat
             raise _why(j, "a host op on the float input")
         from .gate import lower_host as gate_host
-        if gate_host(self, j, st, w):                      # rules 9b, 10b: tables and the gate on pairs
+        if gate_host(self, j, st, w):                      # rules bfp_table, bfp_gate: tables and the gate on pairs
             return True
         if j["op"] == "Relu" and st[0] == "q":
             src = j["inputs"][0]
@@ -163,19 +163,19 @@ class BfpSteps:
         return False
 
     def read_input(self, j, src, st, w):
-        """Rule 1: the engine layers that read the float input read it as it is (its pairs)."""
+        """Rule bfp_input: the engine layers that read the float input read it as it is (its pairs)."""
         self.read = True
         return st
 
     def materialize_add(self, j, a, w):
-        """The add op of a pending Add (rules 5, 6; one per Add): its tensor."""
+        """The add op of a pending Add (rules bfp_add, bfp_global_pool; one per Add): its tensor."""
         base = a["name"] + "_sum"
         if base not in w.shapes:
             c = w.shapes[a["ins"][0]][0]
             hw = int(np.prod(w.shapes[a["ins"][0]][1:]))
             n = a.get("n") or 1
             ex = {}
-            if n & (n - 1):                               # rule 6b: the sum at 2**-a, read as over d
+            if n & (n - 1):                               # rule bfp_mean: the sum at 2**-a, read as over d
                 from .anymean import odd
                 ex = dict(mdiv=odd(n)[1])
             w.ops.append(_op("add", a["name"], a["ins"], base, c=c, hw=hw, relu=a["relu"], gap=a["p"] is not None,
@@ -185,7 +185,7 @@ class BfpSteps:
         return base
 
     def conv(self, j, src, st, chw, geom, w):
-        """Rules 3 and 4: the conv op of engine layer ``j`` (its output chunks) and its output's state."""
+        """Rules bfp_conv and bfp_gemm: the conv op of engine layer ``j`` (its output chunks) and its output's state."""
         from ...network.program import _why
         arrays = self.arrays
         c, h, w_ = chw
@@ -218,7 +218,7 @@ class BfpSteps:
                    dense=j["kind"] == "dense", engine="bfp_systolic"), ("q", None)
 
     def finish(self, program, host_after, w):
-        """The program: float32 input words (rule 1), the last layer's pairs out (rule 9)."""
+        """The program: float32 input words (rule bfp_input), the last layer's pairs out (rule bfp_output)."""
         from ...network.program import NetProgram
         out_name, p, inp = w.out_name, self.p, program["input"]
         if w.state.get(out_name, ("",))[0] != "q":
@@ -226,11 +226,11 @@ class BfpSteps:
         if not self.read:
             raise InputError("network kernel: no engine layer reads the input")
         from .anymean import mark
-        mark(w.ops, w.aliases, out_name)                  # rule 6b: which convs read a mean
+        mark(w.ops, w.aliases, out_name)                  # rule bfp_mean: which convs read a mean
         from .reduce import check_odd
-        check_odd(w.ops, w.aliases, out_name)             # rule 4o: a channel mean rounded to odd, read by convs
+        check_odd(w.ops, w.aliases, out_name)             # rule bfp_round_odd: a channel mean rounded to odd, read by convs
         from .gatero import mark as gate_odd
-        gate_odd(w.ops, w.aliases, out_name, p["mantissa_bits"])   # rule 10r: tanh(f) * sigmoid(g), read by convs
+        gate_odd(w.ops, w.aliases, out_name, p["mantissa_bits"])   # rule bfp_gate_odd: tanh(f) * sigmoid(g), read by convs
         return NetProgram(program["name"], w.ops, w.shapes,
                           dict(name=inp["name"], shape=tuple(inp["shape"]), f=None, bits=p["mantissa_bits"],
                                signed=True, rounding=p["rounding"], format="float32"),
@@ -249,7 +249,7 @@ class BfpRules:
 # --------------------------------------------------------------------------- the rules, in numpy
 
 def quantize_input(net, x):
-    """Rule 1: the float batch ``x`` as ``(m, e)`` int64 pairs (value ``m * 2**e``, ``|m| <
+    """Rule bfp_input: the float batch ``x`` as ``(m, e)`` int64 pairs (value ``m * 2**e``, ``|m| <
     2**24``), from its float32 words; :class:`NotExact` unless ``x`` is exact in float32."""
     x = np.asarray(x, np.float64)
     x32 = x.astype(np.float32)
@@ -282,7 +282,7 @@ def _lop(m, e):
 
 
 def patch_exponent(lop, p):
-    """Rule 3's exponent of a patch whose largest element's leading one is at ``lop``
+    """Rule bfp_conv's exponent of a patch whose largest element's leading one is at ``lop``
     (:func:`_lop`'s, the patch's maximum): ``lop - (M - 2)`` within the exponent's range."""
     E = p["exponent_bits"]
     return np.clip(lop - (p["mantissa_bits"] - 2), -(1 << (E - 1)), (1 << (E - 1)) - 1)
@@ -306,7 +306,7 @@ def _round_patches(m, s, bits, rounding):
 
 def taps(f):
     """A conv op's taps ``(kh, kw)``: its window's extent ``f["kh"], f["kw"]`` holds them
-    ``f["dh"], f["dw"]`` apart (rule 3: dilation)."""
+    ``f["dh"], f["dw"]`` apart (rule bfp_conv: dilation)."""
     dh, dw = f.get("dh", 1), f.get("dw", 1)
     return (f["kh"] - 1) // dh + 1, (f["kw"] - 1) // dw + 1
 
@@ -337,7 +337,7 @@ def row_ops(net):
 
 
 def conv_pairs(x, f, p):
-    """Rules 3 and 4 on a batch of pairs ``x = (m, e)`` (B, C, H, W): pairs (B, Z, OH, OW)
+    """Rules bfp_conv and bfp_gemm on a batch of pairs ``x = (m, e)`` (B, C, H, W): pairs (B, Z, OH, OW)
     (a conv of packs of groups: each pack its own patches and its own GEMM, as layer by layer)."""
     if f.get("packs", 1) > 1:
         n, cp = f["packs"], f["c"] // f["packs"]
@@ -354,7 +354,7 @@ def conv_pairs(x, f, p):
         v = _windows(a, f)                                                    # (B, C, OH, OW, kh, kw)
         return v.transpose(0, 2, 3, 1, 4, 5).reshape(bsz, f["oh"] * f["ow"], -1)
     wm_, we_ = windows(mp), windows(ep)
-    dv = f.get("mdiv", 1)                                                     # rule 6b: means over dv
+    dv = f.get("mdiv", 1)                                                     # rule bfp_mean: means over dv
     if dv > 1:
         from .anymean import lop as mean_lop
         lop = windows(mean_lop(mp, ep, dv)).max(axis=2)
@@ -372,7 +372,7 @@ def conv_pairs(x, f, p):
     ye = np.empty((xm.shape[0], f["z"]), np.int64)
     for ch in f["chunks"]:
         r0, r1 = ch["rows"]
-        xz = zero_row_exponent(ch["we"], None if ch["bm"] is None else ch["be"], E)      # rule 3: the layer's
+        xz = zero_row_exponent(ch["we"], None if ch["bm"] is None else ch["be"], E)      # rule bfp_conv: the layer's
         y, e4, _ = emulate(p, xm, np.where(nonzero, xe, xz), ch["wm"].reshape(r1 - r0, -1), ch["we"], ch["bm"],
                            ch["be"], relu=f["relu"])
         ym[:, r0:r1], ye[:, r0:r1] = y, e4[:, None]
@@ -383,19 +383,19 @@ def conv_pairs(x, f, p):
 
 def elem_bits(net):
     """The kernel's element mantissa bits for ``net``: :data:`.prelu.WIDE_ELEM_BITS` with a
-    rule-9w op (:mod:`.prelu`), else :data:`ELEM_BITS` (the bound of rules 5, 10b and 11 is
+    rule bfp_prelu_exact op (:mod:`.prelu`), else :data:`ELEM_BITS` (the bound of rules bfp_add, bfp_gate and avg_pool is
     ``2**(bits - 1)``)."""
     from .prelu import WIDE_ELEM_BITS, is_wide
     return WIDE_ELEM_BITS if any(is_wide(op) for op in getattr(net, "ops", ())) else ELEM_BITS
 
 def _exact_sum_check(parts, e, name, bits=EXACT_BITS, elem=ELEM_BITS):
-    """Raise unless ``sum |m_i| 2**(e_i - e) < 2**bits`` (rules 5, 6; ``elem``: the element's bits)."""
+    """Raise unless ``sum |m_i| 2**(e_i - e) < 2**bits`` (rules bfp_add, bfp_global_pool; ``elem``: the element's bits)."""
     tot = sum(parts)
     if (tot >= (1 << bits)).any():
         why = ("the layer-by-layer float64 result rounds" if bits == EXACT_BITS else
-               "rule 6b's mean is not proved equal to the layer path's float64 mean" if bits == MEAN_BITS else
+               "rule bfp_mean's mean is not proved equal to the layer path's float64 mean" if bits == MEAN_BITS else
                f"the network kernel keeps an Add's sum in a {elem}-bit mantissa")
-        raise NotExact(f"network kernel (bfp): {name}: a sum spans more than {bits} bits, so {why} (rules 5, 6 "
+        raise NotExact(f"network kernel (bfp): {name}: a sum spans more than {bits} bits, so {why} (rules bfp_add, bfp_global_pool "
                        f"of hlsnn.engines.bfp_systolic.network.lower); run it with network=False")
 
 
@@ -408,7 +408,7 @@ def _align(m, e, e0):
 
 
 def add_pairs(a, b, f, name, elem=ELEM_BITS):
-    """Rules 5 and 6 on pairs (B, C, HW): pairs (B, C, HW), or (B, C, 1) with the pool (``elem``:
+    """Rules bfp_add and bfp_global_pool on pairs (B, C, HW): pairs (B, C, HW), or (B, C, 1) with the pool (``elem``:
     the kernel's element bits, :func:`elem_bits`)."""
     ma, ea = (np.asarray(v, np.int64) for v in a)
     mb, eb = (np.asarray(v, np.int64) for v in b)
@@ -429,12 +429,12 @@ def add_pairs(a, b, f, name, elem=ELEM_BITS):
     if f["relu"]:
         s = np.maximum(s, 0)
     _exact_sum_check([np.abs(s).sum(axis=2, keepdims=True)], e0, name,
-                     EXACT_BITS if f.get("mdiv", 1) == 1 else MEAN_BITS)      # rule 6b: |s| < 2**52
+                     EXACT_BITS if f.get("mdiv", 1) == 1 else MEAN_BITS)      # rule bfp_mean: |s| < 2**52
     return s.sum(axis=2, keepdims=True), e0 - f["p"]
 
 
 def maxpool_pairs(x, f):
-    """Rule 7 on pairs (B, C, H, W)."""
+    """Rule bfp_pool on pairs (B, C, H, W)."""
     m, e = (np.asarray(a, np.int64) for a in x)
     v = dequantize((m, e))                                         # the values, exactly
     t, l, b, r = f["pads"]
@@ -451,7 +451,7 @@ def maxpool_pairs(x, f):
 
 
 def avgpool_pairs(op, get, b, elem=ELEM_BITS):
-    """:mod:`hlsnn.engines.network.pools.linpool` rule 11 on a batch of ``b`` images of ``(m, e)``
+    """:mod:`hlsnn.engines.network.pools.linpool` rule avg_pool on a batch of ``b`` images of ``(m, e)``
     pairs: each window's exact sum (taps shifted by their weights' bits) at ``e0``, the
     smallest exponent of its non-zero elements (0 when none), as ``(s, e0 - p)`` (the op's
     ``shift`` is ``p``); :class:`NotExact` where the magnitudes' sum reaches ``2**(elem-1)``
@@ -465,20 +465,20 @@ def avgpool_pairs(op, get, b, elem=ELEM_BITS):
     e0 = np.where(wm != 0, we, big).min(axis=(-2, -1))
     e0 = np.where(e0 == big, 0, e0)
     terms = _align(wm, we, e0[..., None, None])
-    if f.get("odd"):                               # rule 4o (.reduce): CBAM's channel mean, rounded to odd
+    if f.get("odd"):                               # rule bfp_round_odd (.reduce): CBAM's channel mean, rounded to odd
         from .reduce import SUM_BITS, round_odd
         if (np.abs(terms).sum(axis=(-2, -1)) >= 1 << SUM_BITS).any():
             raise NotExact(f"network kernel (bfp): {op.name}: a channel mean's sum spans more than {SUM_BITS} bits "
-                           f"(rule 4o of hlsnn.engines.bfp_systolic.network.reduce); run it with network=False")
+                           f"(rule bfp_round_odd of hlsnn.engines.bfp_systolic.network.reduce); run it with network=False")
         return round_odd(terms.sum(axis=(-2, -1)), e0 - f["shift"])
     k = 1
-    if f.get("uncounted"):                         # rule 11u: the sum times L / count, over L (rule 6b)
+    if f.get("uncounted"):                         # rule avg_pool_uncounted: the sum times L / count, over L (rule bfp_mean)
         from ...network.pools.uncounted import scale
         k = scale(f)
     big_term = (np.abs(terms) >= 1 << (elem - 1)).any()      # (before the sum: 2**62 terms would wrap int64)
     if big_term or ((np.abs(terms) << t).sum(axis=(-2, -1)) * k >= 1 << (elem - 1)).any():
         raise NotExact(f"network kernel (bfp): {op.name}: a pool's sum spans more than {elem - 1} bits (the "
-                       f"kernel's element; rule 11 of hlsnn.engines.network.pools.linpool); run it with network=False")
+                       f"kernel's element; rule avg_pool of hlsnn.engines.network.pools.linpool); run it with network=False")
     return (terms << t).sum(axis=(-2, -1)) * k, e0 - f["shift"]
 
 
@@ -514,7 +514,7 @@ def _run(net, xq, keep):
 
     def shaped(pair, shape):
         return tuple(np.reshape(a, (bsz,) + tuple(shape)) for a in pair)
-    eb = elem_bits(net)                                     # the element's mantissa (26; 53 with rule 9w)
+    eb = elem_bits(net)                                     # the element's mantissa (26; 53 with rule bfp_prelu_exact)
     for op in net.ops:
         f = op.f
         x = get(op.ins[0])
@@ -527,12 +527,12 @@ def _run(net, xq, keep):
             env[op.out] = (np.maximum(x[0], 0), x[1])
         elif op.kind in ("upsample", "zerostuff", "pad", "concat"):
             from ...network.move import run_pairs
-            if op.f.get("mscale"):                          # rule 6c (.anymean): parts as means over L
+            if op.f.get("mscale"):                          # rule bfp_mean_concat (.anymean): parts as means over L
                 from .anymean import scale_parts
                 sget, ok = scale_parts(op, get, eb - 1)
                 if not ok:
                     raise NotExact(f"network kernel (bfp): {op.name}: a concat's part times its factor spans more "
-                                   f"than {eb - 1} bits (the kernel's element; rule 6c of "
+                                   f"than {eb - 1} bits (the kernel's element; rule bfp_mean_concat of "
                                    f"hlsnn.engines.bfp_systolic.network.anymean); run it with network=False")
                 env[op.out] = run_pairs(op, sget, bsz)
             else:
@@ -547,7 +547,7 @@ def _run(net, xq, keep):
             ym, ye, ok = gate_run(op, get, shaped, eb - 1)
             if not ok:
                 raise NotExact(f"network kernel (bfp): {op.name}: a gate's product spans more than {eb - 1} "
-                               f"bits (the kernel's element; rule 10b of hlsnn.engines.bfp_systolic.network.gate); "
+                               f"bits (the kernel's element; rule bfp_gate of hlsnn.engines.bfp_systolic.network.gate); "
                                f"run it with network=False")
             env[op.out] = (ym, ye) if op.kind == "lut" else shaped((ym, ye), net.shapes[op.out])
         else:

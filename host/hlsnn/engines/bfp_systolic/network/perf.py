@@ -26,7 +26,7 @@ count):
   that with the global pool (a pass for each channel's smallest exponent, a pass for the sum),
   and then, where the kernel holds the pool's sums rounded to odd (issue 83, ``AddPoolOdd``),
   ``ceil(C/Q) * Q`` words one a cycle plus :data:`POOL_ODD_DEPTH`;
-  lut and gate (netbfp rules 9b, 10b): ``ceil(C/Q) * H * W`` each plus :data:`LUT_DEPTH`,
+  lut and gate (netbfp rules bfp_table, bfp_gate): ``ceil(C/Q) * H * W`` each plus :data:`LUT_DEPTH`,
   :data:`GATE_DEPTH`;
 * store: ``out_elems + 1`` cycles (the elements, then the status word) plus the DDR latency.
 
@@ -60,15 +60,15 @@ MAC_DEPTH = 16
 #: two reads, the leading ones, the aligning shifters, the sum and the exactness test
 ADD_DEPTH = 6
 
-#: a table (netbfp rule 9b): act read (1), the code's rounding shifter (2), the ROM read (1), the write (1)
+#: a table (netbfp rule bfp_table): act read (1), the code's rounding shifter (2), the ROM read (1), the write (1)
 LUT_DEPTH = 5
-#: a gate (rule 10b): two reads (1), the DSP product (3), the write (1)
+#: a gate (rule bfp_gate): two reads (1), the DSP product (3), the write (1)
 GATE_DEPTH = 5
 #: ``AddPoolOdd`` (issue 83: a global pool's sums rounded to odd, one word a cycle): the read
 #: through the banks' multiplexer (1), the leading one (2), the right shifter and its sticky
 #: test (2), the write (1)
 POOL_ODD_DEPTH = 6
-#: rule 10r's rounding to odd in the gate loop (a kernel with a gate of two tables' outputs):
+#: rule bfp_gate_odd's rounding to odd in the gate loop (a kernel with a gate of two tables' outputs):
 #: the leading one (2), the right shifter and its sticky test (2)
 GATE_ODD_DEPTH = 4
 LOOPS = {0: "ConvMac", 1: "NetPool", 2: "NetAdd", 3: "NetMove", 4: "NetConcat", 5: "NetTranspose", 6: "NetLut",
@@ -109,7 +109,7 @@ def op_cycles(net, tables, ii=None):
     rows = [("load", "load image", tables["in_words"] * g("NetLoad", 1) + DDR_LATENCY if tables.get("load_pairs")
              else -(-tables["in_elems"] // 2) * g("NetLoadWords", 1) + DDR_LATENCY + tables["in_elems"] * g("NetLoad", 1))]
     depth = {1: POOL_DEPTH, 2: ADD_DEPTH, 3: MOVE_DEPTH, 4: MOVE_DEPTH, 5: MOVE_DEPTH, 6: LUT_DEPTH, 7: GATE_DEPTH}     # 3: netmove's Move loop, 5: Transpose
-    gate_odd = any(op.kind == "gate" and op.f.get("odd") for op in net.ops)      # rule 10r: the loop is deeper
+    gate_odd = any(op.kind == "gate" and op.f.get("odd") for op in net.ops)      # rule bfp_gate_odd: the loop is deeper
     from .lower import row_ops
     for (op, j), r in zip(row_ops(net), tables["rows"]):
         k = _f(r, "op")

@@ -37,7 +37,7 @@ def families(t):
 
 def pool_odd(net):
     """True where the kernel holds a global pool's sums rounded to odd (``AddPoolOdd``, issue 83):
-    a program with a global pool and no mean over a count with an odd factor (rule 6b reads a
+    a program with a global pool and no mean over a count with an odd factor (rule bfp_mean reads a
     pool's exact sums, :mod:`.anymean`). Then every word a conv reads is an element (a
     ``kElemBits``-bit mantissa); otherwise the convs read the pool buffer's 54-bit sums as they are."""
     from .anymean import mean_fields
@@ -48,7 +48,7 @@ def third_storage(act3_words, elem_bits=None):
     """The third activation buffer's ``(BIND_STORAGE type, impl)`` where it has a size of its own
     (:func:`hlsnn.engines.bfp_systolic.network.kernel._third`): LUTRAM where a bank fits
     :data:`hlsnn.resources.LUTRAM_MAX_BITS` (two ports: ``ram_2p``), else BRAM as ``act``
-    (``elem_bits``: the element's mantissa, :data:`.lower.ELEM_BITS` unless rule 9w widens it)."""
+    (``elem_bits``: the element's mantissa, :data:`.lower.ELEM_BITS` unless rule bfp_prelu_exact widens it)."""
     from ....resources import LUTRAM_MAX_BITS
     from .widths import ELEM_BITS
     eb = elem_bits or ELEM_BITS
@@ -67,7 +67,7 @@ def buffers(net, tables):
     """The kernel's arrays and multipliers as :mod:`hlsnn.resources` rows."""
     from ....resources import Buffer, Multiplier
     from .widths import ELEM_BITS, WIDE_BITS
-    ELEM_BITS = tables.get("elem_bits", ELEM_BITS)    # rule 9w (.prelu): 53-bit elements     # noqa: N806
+    ELEM_BITS = tables.get("elem_bits", ELEM_BITS)    # rule bfp_prelu_exact (.prelu): 53-bit elements     # noqa: N806
     pz, pc = tables["pz"], tables["pc"]
     m = net.params["mantissa_bits"]
     wbits = 8 if m <= 8 else 16
@@ -111,34 +111,34 @@ def buffers(net, tables):
             if packed(net.params) else
             Multiplier("x*w", "ConvMac", m, m, count=pz * pc,
                        note=f"{pz} lanes x {pc} banks: {m} x {m}-bit mantissa products")]
-    if any(op.kind == "lut" for op in net.ops):        # netbfp rule 9b's tables, a copy per bank
+    if any(op.kind == "lut" for op in net.ops):        # netbfp rule bfp_table's tables, a copy per bank
         bufs.append(Buffer("kLut", "net_top", "array", 8 if tables["lut_entry_bits"] <= 8 else 16,
                            (pc, len(tables["luts"])), partition=((1, "complete"),), static=True,
                            note="the tables of BFP values, a copy per bank"))
-    if tables.get("prelu") is not None:                # rule 9p (.prelu): the slopes per bank, Q products
+    if tables.get("prelu") is not None:                # rule bfp_prelu (.prelu): the slopes per bank, Q products
         words = tables["prelu"][0].shape[1]
         bufs.append(Buffer("kPSlope", "net_top", "array", 25, (pc, words), partition=((1, "complete"),),
-                           static=True, note="a PRelu's slope mantissa per channel, a copy per bank (rule 9p)"))
+                           static=True, note="a PRelu's slope mantissa per channel, a copy per bank (rule bfp_prelu)"))
         bufs.append(Buffer("kPExp", "net_top", "array", 12, (pc, words), partition=((1, "complete"),),
                            static=True, note="its exponent"))
         muls.append(Multiplier("prelu", "LutPixels", m, 25, count=pc,
                                note="PRelu per channel on pairs: m x the slope's mantissa per bank"))
-    # rule 9c: Q products (and / 3)
+    # rule bfp_hardswish: Q products (and / 3)
     if any(op.kind == "lut" and op.f.get("exact") and op.f.get("fn") != "PRelu" for op in net.ops):
         w = tables["hs_w"]
         muls.append(Multiplier("hswish", "LutPixels", w + 1, 2 * w + 3, count=pc,
                                note="HardSwish on pairs: xs (xs + 3 2^d) per bank"))
     from .anymean import mean_fields
     mf = mean_fields(net)
-    if mf["has_mean"]:                                  # rule 6b: floor(u / d) by a reciprocal per bank
+    if mf["has_mean"]:                                  # rule bfp_mean: floor(u / d) by a reciprocal per bank
         muls.append(Multiplier("mean", "ConvMac", mf["mean_cap_bits"], mf["mean_recip_bits"], False, False,
                                count=pc, note=f"a mean's mantissa: u x reciprocal of {mf['mean_div']} per bank"))
     from .anymean import cat_fields
     cf = cat_fields(net)
-    if cf["has_meancat"]:                               # rule 6c: a part's mantissa x its factor per bank
+    if cf["has_meancat"]:                               # rule bfp_mean_concat: a part's mantissa x its factor per bank
         muls.append(Multiplier("meancat", "ConcatPixels", ELEM_BITS, cf["cat_scale_bits"], True, False, count=pc,
-                               note="a concat of means: a part's mantissa x L / d per bank (anymean rule 6c)"))
-    if any(op.kind == "gate" for op in net.ops):       # rule 10b: Q mantissa products
+                               note="a concat of means: a part's mantissa x L / d per bank (anymean rule bfp_mean_concat)"))
+    if any(op.kind == "gate" for op in net.ops):       # rule bfp_gate: Q mantissa products
         g = tables["gate_bits"]
         muls.append(Multiplier("gate", "GatePixels", g, g, count=pc, note="a channel gate: map x gate per bank"))
     return bufs, muls
@@ -228,7 +228,7 @@ def datapath(net, tables):
       (``X``), the patch rounding ``ShiftRoundSat<C, M>`` (:func:`srs_luts`); ``C``, the convs'
       source, is an element's ``W`` = kElemBits mantissa bits (issue 83: a global pool's sums
       are held rounded to odd, ``pool_odd``), or ``E`` in a program with a mean over a count
-      with an odd factor (rule 6b reads a pool's exact sums);
+      with an odd factor (rule bfp_mean reads a pool's exact sums);
     * ``conv_mac_lanes`` (``P``): the adder tree of ``Q`` products (``sb`` each) and the
       accumulator; the bias alignment ``ShiftRoundSat<M, A>``, the saturating add (``3A``) and
       ReLU (``A/2``); the max rule's ``|v|``, leading one and exponent add (``2A + X``), the
@@ -237,7 +237,7 @@ def datapath(net, tables):
       window's compare (``l >= zfirst``, a pack of groups' first output);
     * ``conv_pack`` (``P / 2 x Q`` DSPs, a packed kernel's, ``net_pack``): per DSP the split of
       its product into the two lanes' (:data:`PACK_LUT`, :data:`PACK_FF`);
-    * ``maxpool`` (``Q``): rule 7's exact compare (``Greater``): per operand ``|m|``, its
+    * ``maxpool`` (``Q``): rule bfp_pool's exact compare (``Greater``): per operand ``|m|``, its
       leading one, the exponent add and the left-aligning shifter (``E`` bits by 0..53), then
       the magnitude compare and equality, the leading ones' compare and the signs; the running
       value's select and the first tap's (64 bits each);
@@ -256,16 +256,16 @@ def datapath(net, tables):
       :mod:`hlsnn.engines.network.pools.linpool`): four ``AlignExact`` (the term and its magnitude,
       the running sum and magnitudes' sum realigned to a smaller exponent), their two adders
       (``E + 1``), the exponent compare and selects, the bound compare and the output select;
-    * ``oddpool`` (``Q``, a program with CBAM's channel mean, netbfp rule 4o of
+    * ``oddpool`` (``Q``, a program with CBAM's channel mean, netbfp rule bfp_round_odd of
       :mod:`~hlsnn.engines.bfp_systolic.network.reduce`: ``RoundOdd``): ``|s|`` and its leading
       one (``E`` each), the shift count's compare and subtract (``2X``), the right shifter
       (``E`` bits by ``0 .. E - K``), the sticky test's mask of the dropped bits (a decoder to
       ``E`` bits, the AND) and its OR (``E / 6``), the negation (``E``) and the output select
       (64), and the pool bound's select;
-    * ``oddgate`` (``Q``, a program with a gate of two tables' outputs, netbfp rule 10r of
+    * ``oddgate`` (``Q``, a program with a gate of two tables' outputs, netbfp rule bfp_gate_odd of
       :mod:`~hlsnn.engines.bfp_systolic.network.gatero`: the gate loop's ``RoundOdd`` on the wide
       product): ``oddpool``'s parts but the pool bound's select;
-    * ``pool_odd`` (a program with a global pool and no rule 6b mean, issue 83: ``AddPoolOdd``,
+    * ``pool_odd`` (a program with a global pool and no rule bfp_mean mean, issue 83: ``AddPoolOdd``,
       one word a cycle): one ``RoundOdd`` (``oddgate``'s parts) and the ``Q``:1 multiplexer of
       the 64-bit word it reads from the bank (the write goes to every bank, one enabled);
     * ``conv_map`` (a kernel with leading-one maps, ``net_maps``, :mod:`.expmap`): the exponent
@@ -273,7 +273,7 @@ def datapath(net, tables):
       the carried maximum and the clamp; per lane the output mantissa's ``|m|`` and leading one
       (``M`` each) and the exponent add (``X``), the balanced tree over the ``P`` lanes and the
       compare-select with the pixel's maximum so far;
-    * ``lut_9g`` (``Q``, tables of codes of several widths, netbfp rule 9g): the saturation of
+    * ``lut_9g`` (``Q``, tables of codes of several widths, netbfp rule bfp_wide_codes): the saturation of
       the ``kLutBits``-bit code to the op's ``b`` bits, two compares and two selects;
     * ``axi``, ``control``: the allowances of :mod:`hlsnn.engines.shift_mac.network.perf`.
 
@@ -286,7 +286,7 @@ def datapath(net, tables):
     pool = tables.get("pool_bits", E + 8)
     ops = getattr(net, "ops", ())
     from .anymean import mean_fields
-    c = E if ops and mean_fields(net)["has_mean"] else w     # the convs' source: elements, or rule 6b's sums
+    c = E if ops and mean_fields(net)["has_mean"] else w     # the convs' source: elements, or rule bfp_mean's sums
     elem = _sel(c + 10) + c + c + x + -(-c // 6) + _sel(x) + 2 * _cmp(8)      # and the bank window [c0, c)
     exp_tree = 2 * pc * (_cmp(x) + _sel(x))             # 2Q - 1 in the tree, one with the carried value
     conv_exp = (2 * pc * elem + exp_tree + x + 2 * _cmp(x) + 2 * (32 + 4 * _cmp(16)), 2 * pc * (c + x) + 2 * pc * x)
@@ -311,14 +311,14 @@ def datapath(net, tables):
              **({"maxpool": (pc * maxpool[0], pc * maxpool[1])} if has["has_pool"] else {}),
              **({"add": (ka * (add[0] + pick), ka * add[1])} if has["has_add"] else {}),
              "axi": (2 * AXI_MASTER[0] + AXI_LITE[0], 2 * AXI_MASTER[1] + AXI_LITE[1]), "control": CONTROL}
-    if any(op.kind == "avgpool" for op in getattr(net, "ops", ())):     # the pool loop's exact sum (netlinpool rule 11)
+    if any(op.kind == "avgpool" for op in getattr(net, "ops", ())):     # the pool loop's exact sum (netlinpool rule avg_pool)
         wpool = 4 * align + 2 * (E + 1) + _cmp(x) + 2 * _sel(x) + _cmp(E) + _sel(64)
         parts["wpool"] = (pc * wpool, pc * (2 * E + x + 1))
-    if any(op.kind == "avgpool" and op.f.get("odd") for op in getattr(net, "ops", ())):   # rule 4o's RoundOdd
+    if any(op.kind == "avgpool" and op.f.get("odd") for op in getattr(net, "ops", ())):   # rule bfp_round_odd's RoundOdd
         from .reduce import ODD_BITS
         odd = E + E + 2 * _cmp(x) + _stages(E, E - ODD_BITS) + E + _sel(E) + -(-E // 6) + E + _sel(64) + _sel(8)
         parts["oddpool"] = (pc * odd, pc * (E + x))
-    if any(op.kind == "gate" and op.f.get("odd") for op in getattr(net, "ops", ())):   # rule 10r: RoundOdd
+    if any(op.kind == "gate" and op.f.get("odd") for op in getattr(net, "ops", ())):   # rule bfp_gate_odd: RoundOdd
         from .reduce import ODD_BITS
         odd = E + E + 2 * _cmp(x) + _stages(E, E - ODD_BITS) + E + _sel(E) + -(-E // 6) + E + _sel(64)
         parts["oddgate"] = (pc * odd, pc * (E + x))
@@ -330,7 +330,7 @@ def datapath(net, tables):
         parts["conv_map"] = (2 * (32 + 4 * _cmp(16)) + x + _cmp(x) + _sel(x) + 3 * x       # address, padding, max, clamp
                              + pz * (m + m + x) + (pz - 1) * (_cmp(x) + _sel(x)) + _cmp(x) + _sel(x),
                              32 + 3 * x + pz * x)
-    if tables.get("lut_mixed"):              # netbfp rule 9g: per bank the code's two compares and selects
+    if tables.get("lut_mixed"):              # netbfp rule bfp_wide_codes: per bank the code's two compares and selects
         k = tables["lut_bits"]
         parts["lut_9g"] = (pc * (2 * _cmp(k + 1) + 2 * _sel(k)), 0)
     return parts

@@ -1,22 +1,22 @@
-"""A pending residual ``Add`` read by a skip ``Concat`` in the network mode (issue 52, rule 8a:
+"""A pending residual ``Add`` read by a skip ``Concat`` in the network mode (issue 52, rule add_concat:
 s_unet_res, a U-Net of residual blocks: the encoder's ``e = relu(conv(conv(x)) + x)`` is read by
 its ``MaxPool2d`` and by the decoder's ``torch.cat([up(d), e], 1)``).
 
-An Add is rule 4's pending sum until an engine layer reads it (:mod:`hlsnn.deploy.lower.program`).
+An Add is rule residual_add's pending sum until an engine layer reads it (:mod:`hlsnn.deploy.lower.program`).
 Layer by layer the host's ``Concat`` joins the float64 sum ``s`` (exact: ``max((qa << sa) + (qb
 << sb), 0)`` at radix ``Fm``) with the other parts, and the engine layer after it quantizes the
 values with ``to_fixed`` at its ``F_x``, element by element. So:
 
-8a. **A concat part that is a pending Add** is rule 4's add op at the ``F_x`` of the engine
-    layers that read the concat (all at one radix point, else refused by name, as rule 10k's
+Rule add_concat: **A concat part that is a pending Add** is rule residual_add's add op at the ``F_x`` of the engine
+    layers that read the concat (all at one radix point, else refused by name, as rule gate_concat's
     gate of :mod:`.gatecat`): ``shift_round_sat(s, Fm - F_x, B, rounding)``, which is what
-    ``to_fixed`` does to the layer path's float sum (exact under rule 4's condition ``Fm <=
-    max(F_x + 24, 0)``, checked by rule 4). When another consumer (the encoder's max pool,
+    ``to_fixed`` does to the layer path's float sum (exact under rule residual_add's condition ``Fm <=
+    max(F_x + 24, 0)``, checked by rule residual_add). When another consumer (the encoder's max pool,
     :mod:`.maxlate`) materialized the Add at that ``F_x`` already, the concat reads that tensor
     ``NAME_q``; at another radix a second add op ``NAME_cat`` (the same operands, the concat's
     ``F_x``) is placed right after the first (or its operands' last op), where its operands are
-    live; then rule 8's concat of the parts (each at ``F_x`` now, or requantized to it as rule 8
-    requantizes an engine layer's part). On ``bfp_systolic`` the Add's pairs are exact (rule 5):
+    live; then rule channel_concat's concat of the parts (each at ``F_x`` now, or requantized to it as rule channel_concat
+    requantizes an engine layer's part). On ``bfp_systolic`` the Add's pairs are exact (rule bfp_add):
     the concat moves them as they are.
 
 The kernels run the existing ``Add`` and ``Concat`` loops (the part made first waits in the
@@ -30,7 +30,7 @@ def _pending(s):
 
 
 def lower_host(j, program, w, steps, why, op_cls):
-    """Rule 8a: a ``Concat`` with a part that is a pending Add: each such part materialized for
+    """Rule add_concat: a ``Concat`` with a part that is a pending Add: each such part materialized for
     the concat's consumers, then :func:`.move.lower_host` on the materialized parts. True if it
     was lowered here."""
     if j["op"] != "Concat":
@@ -40,14 +40,14 @@ def lower_host(j, program, w, steps, why, op_cls):
         return False
     from .. import move as netmove
     from .gatecat import _early, engine_readers, one_radix
-    if steps.bits is None:                           # BFP pairs: rule 5's exact sum, moved as it is
+    if steps.bits is None:                           # BFP pairs: rule bfp_add's exact sum, moved as it is
         ins = [steps.materialize_add(j, s[1], w) if _pending(s) else t for t, s in zip(j["inputs"], sts)]
         return netmove.lower_host(dict(j, inputs=ins), w.state, w.shapes, w.ops, why, op_cls)
     readers = engine_readers(program, j["output"])
     f_x = one_radix(readers)
     if f_x is None:
         raise why(j, "a Concat of a pending Add's sum (a residual block's output) read by engine layers at one "
-                     "radix point only (rule 8a)")
+                     "radix point only (rule add_concat)")
     consumer = dict(readers[0], f_x=f_x)
     ins = []
     for t, s in zip(j["inputs"], sts):

@@ -1,10 +1,10 @@
-"""Rule 4q: a low-bit activation's clamp after a residual Add (issue 82), on ``sparse_cluster``'s
+"""Rule add_clip: a low-bit activation's clamp after a residual Add (issue 82), on ``sparse_cluster``'s
 network kernel. A QONNX ``Quant`` of b <= 8 bits after an ``Add`` (Brevitas' ``QuantReLU`` on a
 residual sum, or after the global pool of one) comes in as ``Clip`` to the file's range
-(:mod:`hlsnn.deploy.importer.qimport`); on a pending Add (:mod:`hlsnn.deploy.lower.program` rule 4, with its ReLU
+(:mod:`hlsnn.deploy.importer.qimport`); on a pending Add (:mod:`hlsnn.deploy.lower.program` rule residual_add, with its ReLU
 and global pool) it becomes the Add's output clamp: the sum requantized to the consumer's radix
 ``F_x`` (round, int8 saturation) and then clamped to the ``Clip``'s bounds at ``F_x``, which must be
-values of that format (as rule 2's conv clamp: rounding the exact sum and then clamping equals
+values of that format (as rule conv_output's conv clamp: rounding the exact sum and then clamping equals
 clamping and then rounding for integer bounds, the ``Quant``'s order). The kernel's Add loops apply
 it (``d.clo``, ``d.chi``); the emulator's :func:`hlsnn.deploy.lower.program.add_ints` too.
 
@@ -36,7 +36,7 @@ def lower_host(j, st, w, steps, why) -> bool:
             return False
     else:                                                 # else the other rules (a table of it, 9) may take it
         if steps.engine != "sparse_cluster" or "table_in" in j or not _engine_readers(j["output"], w.layers):
-            return False                                  # table_in: the layer path runs it as rule 9e's table
+            return False                                  # table_in: the layer path runs it as rule table_in's table
         at = j["attrs"]
         lo, hi = a.get("clip", (None, None))
         lo = at.get("lo") if lo is None else (lo if at.get("lo") is None else max(lo, at["lo"]))
@@ -48,7 +48,7 @@ def lower_host(j, st, w, steps, why) -> bool:
 
 def fields(j, a, bits, why, clamp) -> dict:
     """The add op's ``clip`` (integers at the consumer's ``F_x``) of a clamped pending Add ``a``
-    (``clamp``: :func:`hlsnn.deploy.lower.program._clamp`, rule 2's)."""
+    (``clamp``: :func:`hlsnn.deploy.lower.program._clamp`, rule conv_output's)."""
     if "clip" not in a:
         return {}
     lo, hi = a["clip"]

@@ -1,31 +1,31 @@
-"""Rule 8m (issue 52): a global average pool or a channel gate of a pending concat whose two
+"""Rule mixed_concat (issue 52): a global average pool or a channel gate of a pending concat whose two
 parts sit at two radix points, in the integer network mode (``shift_mac``, ``sparse_cluster``).
 
 GhostNet's ghost module is ``cat([x1, cheap(x1)], 1)``: a conv's output at radix ``Fa`` and a
-depthwise conv's at ``Fb``. Where an engine layer reads it, rule 8 requantizes each part to the
+depthwise conv's at ``Fb``. Where an engine layer reads it, rule channel_concat requantizes each part to the
 layer's ``F_x`` as it moves (:func:`.move.materialize`). In the SE block the concat is read by
-a ``GlobalAveragePool`` and by the gate ``Mul`` instead, and neither rule 4 nor rule 10 took a
+a ``GlobalAveragePool`` and by the gate ``Mul`` instead, and neither rule residual_add nor rule channel_gate took a
 pending concat (the network ran layer by layer). The layer path concatenates the parts' float
 values, each exact at its part's radix, so channel ``c`` holds values of one radix ``F_c``
 (``Fa`` for ``c < Ca``, ``Fb`` after), and:
 
-* **the mixed map**: the concat moved as it is (rule 8 with both shifts 0), ``NAME_mix``: the
+* **the mixed map**: the concat moved as it is (rule channel_concat with both shifts 0), ``NAME_mix``: the
   parts' integers one after the other, channels ``[0, Ca)`` at ``Fa`` and ``[Ca, C)`` at ``Fb``
   (field ``split = Ca`` on the ops that read it; no other op reads it).
-* **its global pool** is rule 4's global pool of one tensor with a pre-shift per channel range:
+* **its global pool** is rule residual_add's global pool of one tensor with a pre-shift per channel range:
   ``s = q[c] << (Fm - F_c)`` (``Fm = max(Fa, Fb)``; op field ``sa`` below ``split``, ``sb``
   from it), summed over the ``2**p`` pixels (radix ``Fm + p``), then ``shift_round_sat(s, Fm +
-  p - F_x, B, rounding)``: rule 4's requantization of the exact mean, as an Add of operands at
-  two radix points aligns them (rule 13's division where the count is not a power of two).
+  p - F_x, B, rounding)``: rule residual_add's requantization of the exact mean, as an Add of operands at
+  two radix points aligns them (rule mean_divide's division where the count is not a power of two).
   The layer path's float mean of channel ``c`` reads channel ``c`` only, exact, and its
   consumer converts it with ``to_fixed`` at ``F_x``: the same bits.
-* **its gate** (rule 10 of :mod:`hlsnn.engines.network.gate`, a map times a C-vector at ``Fg``) is the exact
+* **its gate** (rule channel_gate of :mod:`hlsnn.engines.network.gate`, a map times a C-vector at ``Fg``) is the exact
   product ``q[c, y, x] * g[c]`` at radix ``F_c + Fg`` requantized with the shift of its
   channel range: ``F_c + Fg - F_x`` (op field ``shift`` below ``split``, ``shift2`` from it);
   the layer path multiplies the two exact float64 values and converts the product at ``F_x``:
   the same bits.
 
-A concat of the float input (rule 8i), of a pending pool, or of more than two parts is not
+A concat of the float input (rule input_concat), of a pending pool, or of more than two parts is not
 taken here (the network runs layer by layer, refused by name as before). The kernels
 (``shift_mac``, ``sparse_cluster``) run the mixed map in their ``Concat`` loop (shifts 0), the
 pool in the ``Add`` loop and the gate in the ``Gate`` loop with the descriptor's ``cg`` the
@@ -78,7 +78,7 @@ def lower_host(j, op, w, steps, why, op_cls):
     ca_, cb_ = _chw(w.shapes[ins[k]]), _chw(w.shapes[ins[1 - k]])
     if other is None or other[0] != "q" or cb_ != (ca_[0], 1, 1):
         raise why(j, "a gate Mul of a pending concat (two radix points) by a C-vector computed on the fabric is "
-                     "supported (rule 8m)")
+                     "supported (rule mixed_concat)")
     base, (ca, fa, fb) = _mix(sts[k], w, op_cls, why, j)
     w.state[j["output"]] = ("gate", dict(ins=[base, ins[1 - k]], fa=fa, fb=other[1], c=ca_[0],
                                          hw=ca_[1] * ca_[2], name=j["name"], same=False, pix=False,
@@ -93,8 +93,8 @@ def gate_shifts(g, f_x):
 
 
 def shifts_by_channel(f, c):
-    """The per-channel vector of ``c`` values of an op with a ``split``: rule 4's pre-shift
-    (``sa``/``sb``) of an add, rule 10's shift (``shift``/``shift2``) of a gate."""
+    """The per-channel vector of ``c`` values of an op with a ``split``: rule residual_add's pre-shift
+    (``sa``/``sb``) of an add, rule channel_gate's shift (``shift``/``shift2``) of a gate."""
     lo, hi = (f["sa"], f["sb"]) if "sa" in f else (f["shift"], f["shift2"])
     return np.where(np.arange(c) < f["split"], lo, hi).astype(np.int64)
 
@@ -105,18 +105,18 @@ def check_op(op, ints, bad):
     if "split" not in f:
         return
     if op.kind == "add" and not (f.get("single") and f.get("gap")):
-        raise bad(op, "a split of the channels (rule 8m) on an Add that is not a global pool of one tensor")
+        raise bad(op, "a split of the channels (rule mixed_concat) on an Add that is not a global pool of one tensor")
     if op.kind == "gate" and (f.get("same") or f.get("pix")):
-        raise bad(op, "a split of the channels (rule 8m) on a gate that is not a map times a C-vector")
+        raise bad(op, "a split of the channels (rule mixed_concat) on a gate that is not a map times a C-vector")
     if op.kind not in ("add", "gate"):
-        raise bad(op, f"a split of the channels (rule 8m) on a {op.kind} op")
+        raise bad(op, f"a split of the channels (rule mixed_concat) on a {op.kind} op")
     ints(op, f, ("split",), 1, f["c"] - 1)
     if op.kind == "gate":
         ints(op, f, ("shift2",), -62, 62)
 
 
 def logic(net, tables):
-    """``{"split": (LUT, FF)}`` of rule 8m's selects when the program has a pool or gate of a mixed
+    """``{"split": (LUT, FF)}`` of rule mixed_concat's selects when the program has a pool or gate of a mixed
     map (``split_shift`` rendered), else ``{}``: per bank of the Add loop (two with the sparse
     kernel's two-pixel Add) and of the Gate loop, the channel compare ``blk * kPc + j >= cg``
     (16 bits) and the select of one of two shifts (6 bits); per loop the block's first channel

@@ -1,10 +1,10 @@
-"""A channel concat of more than two parts as a chain of concats of two (rule 8k of
+"""A channel concat of more than two parts as a chain of concats of two (rule concat_chain of
 :mod:`hlsnn.engines.network.move`; issue 52's sixth family: InceptionTime's
 ``cat([conv3(b), conv5(b), conv7(b), conv1(maxpool(x))])``).
 
 The network kernels' ``Concat`` loop moves two parts, the one made first from the shortcut
 buffer. ``cat(p0, ..., pk)`` is ``cat(cat(... cat(cat(p0, p1), p2) ...), pk)``: each part's
-integers land at the same channels of the result (rule 8 moves values, each part requantized
+integers land at the same channels of the result (rule channel_concat moves values, each part requantized
 to the result's radix alone by its ``shift``; a running concat is at that radix already, shift
 0), so the chain gives the bits of the one concat.
 
@@ -15,7 +15,7 @@ shortcut buffer (:func:`hlsnn.engines.network.kernel.allocate`: a concat's earli
 while the next branch computes, and the running concat in one activation buffer: a branch's
 outputs do not wait in activation buffers until the last branch is done.
 
-A concat whose parts are scaled means (``mscale``, netbfp rule 6c) stays as it is.
+A concat whose parts are scaled means (``mscale``, netbfp rule bfp_mean_concat) stays as it is.
 """
 from __future__ import annotations
 

@@ -1,14 +1,14 @@
 """A residual Add whose operand is another Add's sum (a ResNet's chained blocks: block 2's
-identity shortcut is block 1's ``Relu(Add)``), in every engine's network mode (rule 4b of
+identity shortcut is block 1's ``Relu(Add)``), in every engine's network mode (rule chained_add of
 :mod:`hlsnn.deploy.lower.program`).
 
 Layer by layer the host adds float64 values: block 1's sum ``s1 = relu(a + b)`` is exact and
 reaches block 2's ``Add`` as it is, while block 2's first conv reads it requantized to its own
-input radix (rule 4). So the network mode keeps ``s1`` twice: requantized for the conv (rule 4's
+input radix (rule residual_add). So the network mode keeps ``s1`` twice: requantized for the conv (rule residual_add's
 add op, ``NAME_q``) and exact for the second Add (``NAME_sum``).
 
 * **Integer engines** (``shift_mac``, ``sparse_cluster``: radix points): ``NAME_sum`` is rule
-  4's add op with no requantization, ``s1 = (qa << sa) + (qb << sb)`` (``max(s1, 0)`` with the
+  residual_add's add op with no requantization, ``s1 = (qa << sa) + (qb << sb)`` (``max(s1, 0)`` with the
   fused ``Relu``) at radix ``Fm = max(Fa, Fb)`` (the op's ``radix``), kept in ``out_bits =
   max(Ba + sa, Bb + sb) + 1`` bits (``Ba``, ``Bb`` its operands' widths: the activations' ``B``,
   or a chained sum's own ``out_bits``), which hold it exactly. The kernels keep it in the
@@ -17,7 +17,7 @@ add op, ``NAME_q``) and exact for the second Add (``NAME_sum``).
   the last to read the shortcut among them, so it writes its sum where that shortcut was:
   :mod:`.skips`); without a ``NAME_q`` (no conv reads the sum: a WaveNet's running skip sum),
   right after its last operand is made (:func:`_earliest`).
-* **bfp_systolic** (pairs): rule 5's sum is exact already (a 26-bit mantissa, checked at run
+* **bfp_systolic** (pairs): rule bfp_add's sum is exact already (a 26-bit mantissa, checked at run
   time); the one ``NAME_sum`` pairs serve the conv and the second Add alike (the Add loop
   writes them to the activation and the shortcut buffer); made first for the second Add, its
   op goes right after its last operand is made, as the integer engines' without ``NAME_q``.
@@ -91,7 +91,7 @@ def wide_bits(net):
 
 
 def check_place(net, place, name):
-    """A chained sum lives in the shortcut buffer alone and only residual Adds (or rule 12w's
+    """A chained sum lives in the shortcut buffer alone and only residual Adds (or rule linear_wide's
     resize, :mod:`.linwide`) read it (the
     kernels' wide ``sc`` words; :func:`.kernel.allocate`'s ``place``); :class:`InputError`
     naming the tensor otherwise."""
@@ -100,7 +100,7 @@ def check_place(net, place, name):
     for t in wide:
         readers = [op for op in net.ops if t in [name(i) for i in op.ins]]
         if place[t][0] is not None or any(op.kind not in ("add", "linwide") or op.f.get("short") != t
-                                          for op in readers):     # linwide: rule 12w (.linwide)
+                                          for op in readers):     # linwide: rule linear_wide (.linwide)
             raise InputError(f"network kernel: the chained sum {t} ({wide[t]} bits) is read other than as a "
                              f"residual Add's shortcut; this network runs layer by layer")
 

@@ -1,23 +1,23 @@
-"""A gate's product read by a skip ``Concat`` in the integer network mode (issue 52, rule 10k:
+"""A gate's product read by a skip ``Concat`` in the integer network mode (issue 52, rule gate_concat:
 d_unet_silu, a YOLO- or diffusion-style U-Net with ``nn.SiLU`` everywhere: ``a = silu(conv(x))``
 is read by the encoder's ``MaxPool2d`` and by the decoder's ``torch.cat([a, up(silu(..))], 1)``).
 
-A SiLU is rule 10's gate ``Mul``, pending until its engine consumer requantizes the product to
+A SiLU is rule channel_gate's gate ``Mul``, pending until its engine consumer requantizes the product to
 its ``F_x`` (:func:`hlsnn.engines.network.gate.materialize`). Layer by layer the concat joins the
 float products and the engine layer after it quantizes them with ``to_fixed`` at its ``F_x``
 (round and saturate, element by element). So:
 
-10k. **A concat part that is a pending gate** (also through a max pool or a move of it, rule 10m
+Rule gate_concat: **A concat part that is a pending gate** (also through a max pool or a move of it, rule gate_pool
      of :mod:`.gatepool`, whose readers may now be such a concat) is the gate requantized to
      the ``F_x`` of the engine layers that read the concat (all at one radix point, else refused
-     by name), which is what they read of it layer by layer: rule 10's gate op at that ``F_x``
+     by name), which is what they read of it layer by layer: rule channel_gate's gate op at that ``F_x``
      (the one the gate's other consumers materialized when they want the same ``F_x``, a second
-     gate op ``NAME_cat`` otherwise), then rule 8's concat of the parts (all at ``F_x`` now, or
-     requantized to it as rule 8 requantizes an engine layer's part). The gate op is placed right
+     gate op ``NAME_cat`` otherwise), then rule channel_concat's concat of the parts (all at ``F_x`` now, or
+     requantized to it as rule channel_concat requantizes an engine layer's part). The gate op is placed right
      after its operands' (or its first materialization's) op, where they are live: the concat's
      part made first waits in the shortcut buffer, and the gate loop writes it there.
 
-On ``bfp_systolic`` the gate's pairs are exact and the concat moves them (netbfp 10b, rule 8):
+On ``bfp_systolic`` the gate's pairs are exact and the concat moves them (netbfp bfp_gate, rule channel_concat):
 nothing is pending there. The kernels run the existing ``Gate`` and ``Concat`` loops; the gate's
 output that the concat reads from the shortcut buffer is written there by the gate loop
 (:mod:`.gatesc`).
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-#: host ops a tensor passes unchanged on its way to an engine layer (rule 10k looks through them)
+#: host ops a tensor passes unchanged on its way to an engine layer (rule gate_concat looks through them)
 THROUGH = ("Concat", "Flatten", "Reshape", "Identity", "Squeeze", "Unsqueeze")
 
 
@@ -67,7 +67,7 @@ def _early(w, g, make):
 
 
 def lower_host(j, program, w, steps, why, op_cls):
-    """Rule 10k: a ``Concat`` with a part in state ``gate`` (integer engines): each such part
+    """Rule gate_concat: a ``Concat`` with a part in state ``gate`` (integer engines): each such part
     materialized at the concat's consumers' ``F_x``, then :func:`.move.lower_host` on the
     materialized parts. True if it was lowered here."""
     if j["op"] != "Concat" or steps.bits is None:
@@ -80,7 +80,7 @@ def lower_host(j, program, w, steps, why, op_cls):
     f_x = one_radix(readers)
     if f_x is None:
         raise why(j, "a Concat of a gate's product (a SiLU's x * sigmoid(x)) read by engine layers at one radix "
-                     "point only (rule 10k)")
+                     "point only (rule gate_concat)")
     consumer = dict(readers[0], f_x=f_x)
     ins = []
     for t, s in zip(j["inputs"], sts):

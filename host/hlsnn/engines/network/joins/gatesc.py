@@ -1,4 +1,4 @@
-"""The gate loop's write into the shortcut buffer (issue 52, with rule 10k of :mod:`.gatecat`):
+"""The gate loop's write into the shortcut buffer (issue 52, with rule gate_concat of :mod:`.gatecat`):
 d_unet_silu's ``a = silu(conv(x))`` is read by a ``MaxPool`` (from an activation buffer) and by
 the skip ``Concat`` that waits for the decoder (from the shortcut buffer ``sc``, where a
 concat's earlier part waits: :func:`.kernel.allocate`). The kernels' ``Gate`` loop wrote an

@@ -1,14 +1,14 @@
 """A linear x2 resize of a pending residual ``Add``'s exact sum on the integer engines (issue
-52, rule 12w of the network mode): a 1-D autoencoder's ``F.interpolate(relu(d2(..) + a),
+52, rule linear_wide of the network mode): a 1-D autoencoder's ``F.interpolate(relu(d2(..) + a),
 scale_factor=2, mode='linear')`` (k_ae_lin) on ``shift_mac`` and ``sparse_cluster``.
 
-Layer by layer the Add is a host op in float64 whose exact sum ``s`` (rule 4 of
+Layer by layer the Add is a host op in float64 whose exact sum ``s`` (rule residual_add of
 :mod:`hlsnn.deploy.lower.program`: ``max((qa << sa) + (qb << sb), 0)`` at radix ``Fm = max(Fa,
 Fb)``) the host's ``ResizeLinear`` reads as it is; the engine layer after it quantizes the
 resized values with ``to_fixed`` at its calibrated ``F_x``. Rounding ``s`` to an activation
-word first would round twice (:mod:`.addmove` rule 12a refuses it), so:
+word first would round twice (:mod:`.addmove` rule add_resize_pairs refuses it), so:
 
-12w. **The sum kept wide, resized, requantized once.** ``s`` is :mod:`.chain`'s exact sum
+Rule linear_wide: **The sum kept wide, resized, requantized once.** ``s`` is :mod:`.chain`'s exact sum
      ``NAME_sum`` (``out_bits = max(Ba + sa, Bb + sb) + 1`` bits, the shortcut buffer's wide
      words), and the resize along the one doubled axis of length ``L`` (the other axis of
      extent 1: a ``C x L`` map; ONNX's linear interpolation by 2 with ``half_pixel``, the
@@ -21,9 +21,9 @@ word first would round twice (:mod:`.addmove` rule 12a refuses it), so:
      (``(x[i-1] + 3 x[i]) / 4``: the float64 resize times 4, exact). The consumer reads
      ``shift_round_sat(t, Fm + 2 - F_x, B, rounding)`` with the deployment's rounding, which is
      what its ``to_fixed`` does to the layer path's float64 resize (exact while ``Fm + 2 <=
-     max(F_x + 24, 0)``, checked; one consumer radix, as rule 4). Refused by name: a resize of
+     max(F_x + 24, 0)``, checked; one consumer radix, as rule residual_add). Refused by name: a resize of
      two doubled axes, or of one whose other axis is longer than 1, a pending Add moved first
-     (rule 6a's chain), a sum the kernels' 48-bit shortcut word does not hold.
+     (rule add_upsample's chain), a sum the kernels' 48-bit shortcut word does not hold.
 
 The kernels (rendered only for a program with such an op: ``has_linwide``) run it in their
 ``LinWide`` loop, dispatched from the pool op code with the descriptor's ``wide`` set: ``kPc``
@@ -34,7 +34,7 @@ iterations are ``ceil(C / Q) * 2L`` (``NetPool`` in ``hlsnn perf``); its logic i
 :func:`logic`. The sum's tensor is read from the shortcut buffer
 (:func:`hlsnn.engines.network.kernel.allocate`), where the Add writes it over its shortcut
 operand. An output conv reading the resize in two int8 terms (``input_terms: 2``) gets both from
-one op of this kind with ``terms`` 2 (rule 12t, :mod:`.lintwo`: descriptor ``wide`` 2, two passes).
+one op of this kind with ``terms`` 2 (rule two_term_input, :mod:`.lintwo`: descriptor ``wide`` 2, two passes).
 """
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ KIND = "linwide"
 
 
 def lower_host(j, w, st, steps, why):
-    """Rule 12w for a ``ResizeLinear`` host layer ``j`` of the pending Add ``st`` (integer
+    """Rule linear_wide for a ``ResizeLinear`` host layer ``j`` of the pending Add ``st`` (integer
     engines): hold it pending (state ``("addmv", {..., "lin": ...})``, as :mod:`.addmove`'s
     moves) until an engine layer reads it (:func:`materialize`). True when lowered; raises
     ``why`` naming what has no rule."""
@@ -54,14 +54,14 @@ def lower_host(j, w, st, steps, why):
     src = j["inputs"][0]
     if st[0] != "add":
         raise why(j, "a ResizeLinear of an Upsample of a pending Add's exact sum has no integer rule in this "
-                     "engine's network kernel (rule 12w resizes the sum itself)")
+                     "engine's network kernel (rule linear_wide resizes the sum itself)")
     a = st[1]
     if a["fa"] is None or a["fb"] is None or len(a["ins"]) != 2:
         raise why(j, "a ResizeLinear of a pending Add without two operands at radix points")
     c, h, wd = _chw(w.shapes[src])
     fy, fx = resize_factors(j, w.shapes[src], why)
     if (fy, fx) not in ((2, 1), (1, 2)) or (fy == 2 and wd != 1) or (fx == 2 and h != 1):
-        raise why(j, f"a ResizeLinear by ({fy}, {fx}) of a {c}x{h}x{wd} pending Add's exact sum: rule 12w resizes "
+        raise why(j, f"a ResizeLinear by ({fy}, {fx}) of a {c}x{h}x{wd} pending Add's exact sum: rule linear_wide resizes "
                      f"one axis of a C x L map (the other of extent 1)")
     n = h * wd
     lin = dict(name=j["name"], c=c, l=n, fy=fy, fx=fx)
@@ -77,7 +77,7 @@ def materialize(j, a, w, steps, why, op_cls):
     from .chain import materialize_sum
     from ..program import materialized
     from .. import lintwo
-    if lintwo.takes(j):                     # rule 12t: the two terms of an input_terms: 2 conv
+    if lintwo.takes(j):                     # rule two_term_input: the two terms of an input_terms: 2 conv
         return lintwo.materialize(j, a, w, steps, why, op_cls)
     lin = a["lin"]
     base = lin["name"] + "_q"
@@ -101,7 +101,7 @@ def materialize(j, a, w, steps, why, op_cls):
 
 def resize4(s):
     """Four times the half-pixel linear x2 resize of ``s`` (..., L) int64 along its last axis,
-    exact (module rule 12w's ``t``)."""
+    exact (module rule linear_wide's ``t``)."""
     s = np.asarray(s, np.int64)
     prev = np.concatenate([s[..., :1], s[..., :-1]], axis=-1)
     nxt = np.concatenate([s[..., 1:], s[..., -1:]], axis=-1)
@@ -112,18 +112,18 @@ def resize4(s):
 
 
 def run(op, get, b, bits):
-    """Rule 12w on a batch of ``b`` images: (B, C, 2L) int64 at the consumer's radix."""
+    """Rule linear_wide on a batch of ``b`` images: (B, C, 2L) int64 at the consumer's radix."""
     from ....primitives import shift_round_sat
     f = op.f
     x = np.asarray(get(op.ins[0]), np.int64).reshape(b, f["c"], f["l"])
-    if f.get("terms", 1) == 2:                  # rule 12t (.lintwo): hi and lo of one map
+    if f.get("terms", 1) == 2:                  # rule two_term_input (.lintwo): hi and lo of one map
         from ..lintwo import run_lin
         return run_lin(op, resize4(x), b, bits)
     return shift_round_sat(resize4(x), f["shift"], bits, f["rounding"])[0]
 
 
 def check_op(op, ints, bad):
-    """:func:`hlsnn.deploy.lower.program.check_ops` for rule 12w's op."""
+    """:func:`hlsnn.deploy.lower.program.check_ops` for rule linear_wide's op."""
     f = op.f
     ints(op, f, ("c", "l"), 1, 1 << 16)
     ints(op, f, ("shift",), -62, 62)
@@ -138,7 +138,7 @@ def descriptor(op, f, d, pc):
     """The ``LinWide`` loop's descriptor (the pool op code with ``wide`` 1): ``h`` the input
     length ``L``, ``ow`` the output row ``2L``, ``hw`` the input words per channel block;
     returns the bits its sum ``t`` needs (the sum's ``in_bits`` and 2, and a guard bit).
-    Rule 12t's two terms (:mod:`.lintwo`): ``wide`` 2, the loop twice (``hi``, then ``lo`` at
+    Rule two_term_input's two terms (:mod:`.lintwo`): ``wide`` 2, the loop twice (``hi``, then ``lo`` at
     ``Cp``), and the bits of ``t - (hi << shift)`` too."""
     from ....errors import InputError
     n = f["l"]
@@ -157,7 +157,7 @@ def descriptor(op, f, d, pc):
 
 
 def used(net):
-    """Whether ``net`` has a rule 12w op (the kernels render ``LinWide`` only then)."""
+    """Whether ``net`` has a rule linear_wide op (the kernels render ``LinWide`` only then)."""
     return any(op.kind == KIND for op in getattr(net, "ops", ()))
 
 

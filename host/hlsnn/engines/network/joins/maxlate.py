@@ -4,20 +4,20 @@ and sixth families).
 A keyword spotter's last residual block ends ``relu(x + bn(conv(x)))`` and
 ``AdaptiveMaxPool1d(1)``; a TC-ResNet's last block ends in SiLU (``x * sigmoid(x)``, a gate) and
 ``torch.max(x, dim=2)[0]``; InceptionTime's second block max-pools the first block's ``torch.cat``
-of branches at several radix points (rule 8's pending concat). Layer by layer the host computes
+of branches at several radix points (rule channel_concat's pending concat). Layer by layer the host computes
 the Add (or the product) and the max in float64 and the engine layer that reads the pool
-quantizes the result at its ``F_x``. The network mode keeps an Add and a gate *pending* (rules 4
-and 10 of :mod:`hlsnn.deploy.lower.program`) until an engine layer reads them, and had no rule for a
+quantizes the result at its ``F_x``. The network mode keeps an Add and a gate *pending* (rules residual_add
+and channel_gate of :mod:`hlsnn.deploy.lower.program`) until an engine layer reads them, and had no rule for a
 pool in between.
 
 Requantization to ``F_x`` (a shift with the deployment's rounding, then saturation) is monotone
 non-decreasing, so the max of the requantized values is the requantized max:
 :func:`lower_host` materializes the pending op at the ``F_x`` of the engine layer that reads the
 pool (through data moves only: ``Flatten``, ``Reshape``, ``Squeeze``...), as that layer would
-read it (the Add's, the gate's or the concat's own op), then appends the integer max pool (rule 3). The bits
-are the layer path's. A pool whose result reaches anything else is refused by name.
-``bfp_systolic`` (pairs) needs no reader: an Add's pairs are its exact sum (rule 5 of
-:mod:`hlsnn.engines.bfp_systolic.network.lower`), whose max pool picks its elements (rule 7); its
+read it (the Add's, the gate's or the concat's own op), then appends the integer max pool (rule max_pool): rule
+late_max_pool. The bits are the layer path's. A pool whose result reaches anything else is refused by name.
+``bfp_systolic`` (pairs) needs no reader: an Add's pairs are its exact sum (rule bfp_add of
+:mod:`hlsnn.engines.bfp_systolic.network.lower`), whose max pool picks its elements (rule bfp_pool); its
 gates keep their own rules.
 """
 from __future__ import annotations
@@ -43,7 +43,7 @@ def _reader(program, t):
 def lower_host(j, program, w, steps, why, op_cls, fields):
     """Host layer ``j`` as :mod:`this rule <.maxlate>` lowers it (appending to ``w.ops``): True,
     or False when it is not a max pool of a pending Add or gate on an integer engine.
-    ``fields``: ``(maxpool_fields, global_max_fields)`` of :mod:`hlsnn.deploy.lower.program` (rule 3)."""
+    ``fields``: ``(maxpool_fields, global_max_fields)`` of :mod:`hlsnn.deploy.lower.program` (rule max_pool)."""
     from .. import gate as netgate
     maxpool_fields, global_max_fields = fields
     if j["op"] not in ("MaxPool", "GlobalMaxPool"):
@@ -78,7 +78,7 @@ def lower_host(j, program, w, steps, why, op_cls, fields):
 
 
 def _pool(j, base, w, op_cls, maxpool_fields, global_max_fields):
-    """Rule 3's max pool of the materialized tensor ``base``."""
+    """Rule max_pool's max pool of the materialized tensor ``base``."""
     shape = w.shapes[base]
     f = maxpool_fields(j, shape) if j["op"] == "MaxPool" else global_max_fields(shape)
     w.ops.append(op_cls("maxpool", j["name"], [base], j["output"], f))

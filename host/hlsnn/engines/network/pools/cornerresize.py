@@ -12,23 +12,23 @@ W_x^T`` of its (dyadic) input, an integer combination, exact in float64, and div
 :mod:`.mean`'s layer path value. Weights that are not such rationals (a float ``scales`` that is
 not a ratio of small integers) keep the float products, one axis after the other.
 
-14. **box resize** (each axis's ``W`` is a ``d``-wide box over the nearest upsample by ``d``,
+Rule box_resize: **box resize** (each axis's ``W`` is a ``d``-wide box over the nearest upsample by ``d``,
     sampled at a stride ``s``: ``W[o, i] = #{t in [o s, o s + d) : t // d = i}``, every window
     inside ``[0, n_in d)``; ``align_corners`` at any scale has this form with ``s = n_in - 1``,
     since ``o (n_in - 1) = i0 d + w1`` puts ``d - w1`` of the window's taps in block ``i0`` and
-    ``w1`` in block ``i0 + 1``; an axis of scale 1 is ``d = s = 1``): :mod:`.move`'s rule 6
-    upsample by ``(d_y, d_x)`` (radix unchanged), then :mod:`.linpool`'s rule 11 with a ``d_y x
+    ``w1`` in block ``i0 + 1``; an axis of scale 1 is ``d = s = 1``): :mod:`.move`'s rule nearest_upsample
+    upsample by ``(d_y, d_x)`` (radix unchanged), then :mod:`.linpool`'s rule avg_pool with a ``d_y x
     d_x`` window at strides ``(s_y, s_x)``, no padding, no tap shifts: its window sum is ``S``
     at the input's radix, a mean over ``n = d_y d_x`` values; a count that is not a power of two
-    (``d = 3, 7, 15`` for 2, 4, 8 pixels doubled) is :mod:`.mean`'s rule 13, the exact quotient
+    (``d = 3, 7, 15`` for 2, 4, 8 pixels doubled) is :mod:`.mean`'s rule mean_divide, the exact quotient
     rounded once, which is the layer path's ``to_fixed(fl(S / n))`` (that module's proof, which
-    :func:`hlsnn.engines.network.pools.mean.plan` checks per pool). Rule 12 (``half_pixel`` x2) is
+    :func:`hlsnn.engines.network.pools.mean.plan` checks per pool). Rule bilinear_x2 (``half_pixel`` x2) is
     tried first; weights of neither form are refused by name.
 
 On BFP pairs (``bfp_systolic``) the same two ops make a mean over ``n``, kept as its exact sum
-(rule 6b of :mod:`hlsnn.engines.bfp_systolic.network.anymean`); a ``Concat`` of it (milesial's
+(rule bfp_mean of :mod:`hlsnn.engines.bfp_systolic.network.anymean`); a ``Concat`` of it (milesial's
 skip) scales its parts to means over the least common multiple of the kernel's odd divisors
-(rule 6c there, ``441`` for ``9`` and ``49``), the one divisor the conv after it applies.
+(rule bfp_mean_concat there, ``441`` for ``9`` and ``49``), the one divisor the conv after it applies.
 """
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def integer_form(m):
 
 
 def box(n_in, n_out, d, s):
-    """Rule 14's weights: ``W[o, i]`` the taps of the window ``[o s, o s + d)`` of the nearest
+    """Rule box_resize's weights: ``W[o, i]`` the taps of the window ``[o s, o s + d)`` of the nearest
     upsample by ``d`` in block ``i``; None when a window leaves ``[0, n_in d)``."""
     if (n_out - 1) * s + d > n_in * d:
         return None
@@ -62,7 +62,7 @@ def box(n_in, n_out, d, s):
 
 
 def box_form(m):
-    """``(d, s)`` when the weights ``m`` are rule 14's box, else None."""
+    """``(d, s)`` when the weights ``m`` are rule box_resize's box, else None."""
     f = integer_form(m)
     if f is None:
         return None
@@ -99,15 +99,15 @@ def mode_name(j):
 
 
 def lower(j, mats, chw, src, st, shapes, state, ops, why, op_cls):
-    """Rule 14 for host layer ``j`` (:func:`hlsnn.engines.network.pools.linpool.lower_host`): appends
+    """Rule box_resize for host layer ``j`` (:func:`hlsnn.engines.network.pools.linpool.lower_host`): appends
     the upsample op (``chw`` the input's map) and returns the source name and the pool's fields, or raises ``why``."""
     from .mean import count_fields
     forms = [box_form(m) for m in mats]
     if any(f is None for f in forms):
         bad = next(m for m, f in zip(mats, forms) if f is None)
         n_out, n_in = np.shape(bad)
-        raise why(j, f"a {mode_name(j)} Resize from {n_in} to {n_out} whose weights are neither rule 12's x2 "
-                     f"half_pixel ones nor rule 14's box over a nearest upsample (align_corners); no exact integer "
+        raise why(j, f"a {mode_name(j)} Resize from {n_in} to {n_out} whose weights are neither rule bilinear_x2's x2 "
+                     f"half_pixel ones nor rule box_resize's box over a nearest upsample (align_corners); no exact integer "
                      f"rule here")
     (dy, sy), (dx, sx) = forms
     c, h, w = chw

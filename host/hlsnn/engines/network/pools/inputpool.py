@@ -1,9 +1,9 @@
 """A max pool of the float input that an engine layer also reads, in every engine's network mode
-(rule 3i; issue 52's sixth family: InceptionTime's branch ``conv1x1(MaxPool1d(3, 1, 1)(x))``
+(rule input_max_pool; issue 52's sixth family: InceptionTime's branch ``conv1x1(MaxPool1d(3, 1, 1)(x))``
 beside its bottleneck ``conv1x1(x)`` and its shortcut, all of the model input ``x``).
 
 Layer by layer the host runs the ``MaxPool`` on the float input in float64 and the engine layer
-that reads the pool quantizes the result (rule 1 of :mod:`hlsnn.deploy.lower.program`: ``to_fixed`` at
+that reads the pool quantizes the result (rule input_quantize of :mod:`hlsnn.deploy.lower.program`: ``to_fixed`` at
 its ``F_x``), while the other layers reading ``x`` quantize ``x`` itself. A host op on the float
 input before the kernel (:mod:`hlsnn.deploy.lower.netprefix`) cannot serve both: the kernel has one
 input, and the prefix's output would replace ``x``.
@@ -12,13 +12,13 @@ input, and the prefix's output would replace ``x``.
   ``rint``, then rounded to radix ``F`` with the deployment's rounding and saturated) is monotone
   non-decreasing, so the max of the quantized values is the quantized max, and the padding
   (``-inf`` in the float pool) never wins either way. The pool of the kernel's input integers
-  (rule 3, the input's radix ``F``) therefore gives the bits the layer path's reader gets when it
+  (rule max_pool, the input's radix ``F``) therefore gives the bits the layer path's reader gets when it
   reads at that ``F_x``: every engine layer reading the pool (through data moves only) must have
-  ``F_x = F``, the radix at which every layer reading the float input reads it (rule 1's check,
+  ``F_x = F``, the radix at which every layer reading the float input reads it (rule input_quantize's check,
   by name otherwise). Stochastic rounding (not monotone, not a rule of the network mode) is
   refused.
 * **bfp_systolic** (pairs). The kernel's input elements are the float32 values themselves (its
-  rule 1); rule 7's max pool picks the element of the largest value, the float pool's value.
+  rule input_quantize); rule zero_stuff's max pool picks the element of the largest value, the float pool's value.
 
 A pool of the float input that nothing else reads stays a prefix op (host, float64, before the
 kernel), as before this rule.
@@ -51,7 +51,7 @@ def _readers(program, t):
 
 
 def lower_host(j, program, w, steps, why, op_cls, fields):
-    """Host layer ``j`` as rule 3i lowers it (module docstring; appending its maxpool op to
+    """Host layer ``j`` as rule input_max_pool lowers it (module docstring; appending its maxpool op to
     ``w.ops``): True, or False when it is not a ``MaxPool`` of the float input that another layer
     reads too. ``fields``: :func:`hlsnn.deploy.lower.poolfields.maxpool_fields`."""
     if j["op"] != "MaxPool":
@@ -67,7 +67,7 @@ def lower_host(j, program, w, steps, why, op_cls, fields):
     if not readers or any(la["kind"] == "host" for la in readers):
         raise why(j, "a max pool of the float input that another layer reads too is lowered when only engine "
                      "layers read the pool (through data moves)")
-    if steps.bits is None:                   # bfp_systolic: the input's pairs, picked (rule 7)
+    if steps.bits is None:                   # bfp_systolic: the input's pairs, picked (rule bfp_pool)
         steps.read_input(j, src, st, w)
     else:
         if program["rounding"] not in MONOTONE:
@@ -75,8 +75,8 @@ def lower_host(j, program, w, steps, why, op_cls, fields):
         f_x = {la["f_x"] for la in readers}
         if len(f_x) != 1 or None in f_x:
             raise why(j, f"the engine layers reading this max pool of the float input read it at radixes "
-                         f"{sorted(f_x, key=str)}; rule 3i needs one, the float input's")
-        steps.read_input(dict(j, f_x=f_x.pop()), j["output"], st, w)   # rule 1's check: the input's F_x
+                         f"{sorted(f_x, key=str)}; rule input_max_pool needs one, the float input's")
+        steps.read_input(dict(j, f_x=f_x.pop()), j["output"], st, w)   # rule input_quantize's check: the input's F_x
     f = fields(j, w.shapes[src])
     w.ops.append(op_cls("maxpool", j["name"], [src], j["output"], f))
     w.state[j["output"]] = ("q", None if steps.bits is None else w.state[j["output"]][1])

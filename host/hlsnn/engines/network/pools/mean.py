@@ -1,6 +1,6 @@
 """A mean over any count in the network mode (issue 52): the integer rule of a
-``GlobalAveragePool`` over ``H*W`` pixels (:mod:`hlsnn.deploy.lower.program` rule 4) and of an
-``AveragePool`` of ``kh*kw`` taps (:mod:`.linpool` rule 11) when the count ``n`` is not a power
+``GlobalAveragePool`` over ``H*W`` pixels (:mod:`hlsnn.deploy.lower.program` rule residual_add) and of an
+``AveragePool`` of ``kh*kw`` taps (:mod:`.linpool` rule avg_pool) when the count ``n`` is not a power
 of two, on the integer engines (``shift_mac``, ``sparse_cluster``).
 
 **The layer path's value.** Layer by layer the pool is a float64 host op: the exact sum ``S =
@@ -10,8 +10,8 @@ with :func:`hlsnn.deploy.quantize.quant.to_fixed` at its radix ``F_x``: ``w = ri
 max(F_x + 24, 0)``, ``D = g - F_x >= 24``), then ``R(w * 2**-D)`` with the deployment's
 rounding ``R`` (half to even, half away, floor) and the saturation to ``B`` bits.
 
-13. **mean** (``n = 2**a * m``, ``m`` odd and > 1): ``q = sat_B(R(t))`` with ``t = s *
-    2**e / n``, ``e = F_x - Fm``: the exact rational rounded once. The kernel computes it as
+Rule mean_divide: **mean** (``n = 2**a * m``, ``m`` odd and > 1): ``q = sat_B(R(t))`` with
+    ``t = s * 2**e / n``, ``e = F_x - Fm``: the exact rational rounded once. The kernel computes it as
     ``y = floor(x / m)`` of ``x = s << pre`` by a multiply with a constant reciprocal and a
     shift, ``y = (x * M + off) >> L`` (:func:`magic`), then ``shift_round_sat(y, K, B, R)``,
     the existing requantization, with ``K = pre - e + a`` fraction bits.
@@ -35,7 +35,7 @@ with a bias for the negative sums: the error ``x * (M/2**L - 1/m) + off/2**L`` l
 :class:`fractions.Fraction` rounding (``tests/deploy/test_network_mean_any.py``).
 
 BFP pairs (``bfp_systolic``) keep such a mean as its exact sum, which the reading conv divides
-(:mod:`hlsnn.engines.bfp_systolic.network.anymean`, rule 6b).
+(:mod:`hlsnn.engines.bfp_systolic.network.anymean`, rule bfp_mean).
 """
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ PRODUCT_BITS = 62
 
 def count_fields(n):
     """A mean over ``n`` values as the pool's fields ``{"p", "n"}``: ``p = log2(n)``, the sum's
-    extra fraction bits (rules 4 and 11), where ``n`` is a power of two; else ``p = 0`` and this
+    extra fraction bits (rules residual_add and avg_pool), where ``n`` is a power of two; else ``p = 0`` and this
     rule's division by ``n`` (:func:`plan`). The global pool, the ``AveragePool``
     (:mod:`.linpool`) and the ``ReduceMean`` (:mod:`hlsnn.engines.network.pools.reduce`) take their fields from here."""
     return dict(p=0 if n & (n - 1) else n.bit_length() - 1, n=n)
@@ -81,7 +81,7 @@ def divide(x, div):
 
 
 def plan(n, fm, f_x, smax):
-    """Rule 13 for a mean over ``n`` values (not a power of two) whose exact sum ``s`` at radix
+    """Rule mean_divide for a mean over ``n`` values (not a power of two) whose exact sum ``s`` at radix
     ``fm`` has ``|s| <= smax``, requantized to radix ``f_x``: ``(div, K)``, the division's
     fields ``{"pre", "dm", "doff", "dl", "n"}`` and the requantization's shift ``K``; or a
     ``str`` saying why the layer path's float mean need not round as the rule does."""
@@ -105,7 +105,7 @@ def plan(n, fm, f_x, smax):
 
 
 def multipliers(net, tables):
-    """Rule 13's products in the network kernels (``MeanDiv``) as :class:`hlsnn.resources.Multiplier`
+    """Rule mean_divide's products in the network kernels (``MeanDiv``) as :class:`hlsnn.resources.Multiplier`
     rows: a signed ``div_xbits`` by unsigned ``div_mbits`` product per bank in the Add loop (two with the sparse kernel's
     two-pixel Add) when a global mean or a ``ReduceMean`` divides (``add_div``), and per bank in the
     pool loop when an average pool does (``pool_div``); none without a mean over a count that is
@@ -113,7 +113,7 @@ def multipliers(net, tables):
     from ....resources import Multiplier
     db, pc = tables.get("div_bits", 0), tables["pc"]
     scale = [Multiplier("pool scale", "MaxPoolTaps", tables["add_bits"], tables["pool_scale_bits"], b_signed=False,
-                        count=pc, note="rule 11u: a window's sum x L / count per bank (engines/network/pools/uncounted.py)")
+                        count=pc, note="rule avg_pool_uncounted: a window's sum x L / count per bank (engines/network/pools/uncounted.py)")
              ] if tables.get("pool_scale") else []
     if not db:
         return scale

@@ -1,8 +1,8 @@
 """A ``ReduceMean`` over a whole length or token axis in the network mode (issue 52): the host
 op ``ReduceAxes`` (:mod:`hlsnn.deploy.run.hostextra`; ``x.mean(dim=1)`` of an (N, T, F) token
 tensor, ``x.mean(-1)`` of an (N, C, L) one) lowered to the global average pool every engine's
-network mode has (:mod:`hlsnn.deploy.lower.program` rule 4 with no second operand; the
-``bfp_systolic`` mode's rule 6), where its axes are a map's pixels:
+network mode has (:mod:`hlsnn.deploy.lower.program` rule residual_add with no second operand; the
+``bfp_systolic`` mode's rule bfp_global_pool), where its axes are a map's pixels:
 
 * a tensor held as a ``C x H x W`` map (``(C, L)``: ``C x L x 1``), the mean over all its axes
   after the channels: that map's global pool;
@@ -12,31 +12,31 @@ network mode has (:mod:`hlsnn.deploy.lower.program` rule 4 with no second operan
   the transpose is dropped when nothing else reads its rows.
 
 The layer path computes ``np.mean`` in float64 of values that are exact (``b``-bit integers at
-a radix point, or BFP pairs): every partial sum is exact while the rule's bound holds (rule 4's
-``Fm + p <= F_x + 24``; bfp rule 6's ``2**53``), and the division by ``2**p`` is exact, so it is
+a radix point, or BFP pairs): every partial sum is exact while the rule's bound holds (rule residual_add's
+``Fm + p <= F_x + 24``; bfp rule bfp_global_pool's ``2**53``), and the division by ``2**p`` is exact, so it is
 the rule's value, and the consumer converts it as the pool's requantization does: the same bits.
-A count that is not a power of two is rule 13's mean (:mod:`.mean`: the exact quotient rounded
+A count that is not a power of two is rule mean_divide's mean (:mod:`.mean`: the exact quotient rounded
 once, which the layer path's float64 mean gives too where :func:`.mean.plan` proves it) on the
 integer engines, and refused by name on BFP pairs; a mean over other axes (part of the pixels)
 or of rows not made by a transpose is refused by name; a ``ReduceMean`` or ``ReduceMax`` over the
-channels of a map (CBAM's spatial attention) is rule 4c, before any other host rule sees it. A
-``ReduceMax`` over the tokens of such rows (``x.max(dim=1).values``) is rule 4t
-(:func:`_max_over_tokens`): rule 3's max pool of the map's ``T`` pixels, exact on codes.
+channels of a map (CBAM's spatial attention) is rule channel_reduce, before any other host rule sees it. A
+``ReduceMax`` over the tokens of such rows (``x.max(dim=1).values``) is rule token_max
+(:func:`_max_over_tokens`): rule max_pool's max pool of the map's ``T`` pixels, exact on codes.
 
-4c. **A mean or max over the channels** (CBAM's spatial attention: ``x.mean(1, keepdim=True)``,
+Rule channel_reduce: **A mean or max over the channels** (CBAM's spatial attention: ``x.mean(1, keepdim=True)``,
     ``x.amax(1, keepdim=True)``; the integer engines ``shift_mac`` and ``sparse_cluster``) of a
     ``C x H x W`` map ``q`` at radix ``F``: the map held as ``C x HW x 1`` is transposed to the
-    ``HW x C x 1`` map (:mod:`.transpose` rule 9: each pixel's ``C`` values as one channel's
-    pixels), a pool of one ``C x 1`` window per channel (the max: rule 3's max pool, codes at
-    ``F``, exact; the mean: :mod:`.linpool` rule 11's average pool over ``C``, the exact sum
-    divided by ``C = 2**p``, or rule 13's division for another ``C``, pending until its consumer
+    ``HW x C x 1`` map (:mod:`.transpose` rule rows_transpose: each pixel's ``C`` values as one channel's
+    pixels), a pool of one ``C x 1`` window per channel (the max: rule max_pool's max pool, codes at
+    ``F``, exact; the mean: :mod:`.linpool` rule avg_pool's average pool over ``C``, the exact sum
+    divided by ``C = 2**p``, or rule mean_divide's division for another ``C``, pending until its consumer
     requantizes it to its ``F_x``), then transposed back to the ``1 x H x W`` map (``HW x 1 x
     1`` to ``1 x HW x 1``). The layer path's float64 max is the largest code's value, and its
-    float64 mean is the exact rational (``C`` a power of two) or the one the rule 13 plan
-    proves, which the consumer (the 7x7 conv, through the ``Concat``: :mod:`.move` rule 8
+    float64 mean is the exact rational (``C`` a power of two) or the one the rule mean_divide plan
+    proves, which the consumer (the 7x7 conv, through the ``Concat``: :mod:`.move` rule channel_concat
     requantizes each part to its ``F_x``) quantizes once: the same bits. On BFP pairs the same
     ops run on the (m, e) elements, the mean held rounded to odd for the convs reading it (rule
-    4o: :mod:`hlsnn.engines.bfp_systolic.network.reduce`).
+    bfp_round_odd: :mod:`hlsnn.engines.bfp_systolic.network.reduce`).
 """
 from __future__ import annotations
 
@@ -85,15 +85,15 @@ def lower_host(j, program, w, steps, why):
     if drop is not None:
         w.ops.remove(drop)
     state[j["output"]] = ("add", dict(ins=[pool], fa=st[1], fb=st[1], relu=False, name=j["name"],
-                                      **count_fields(n)))             # p, or rule 13's division
+                                      **count_fields(n)))             # p, or rule mean_divide's division
     shapes[j["output"]] = np.zeros((1,) + shape).mean(axis=tuple(v + 1 for v in axes),
                                                        keepdims=bool(a.get("keepdims"))).shape[1:]
     return True
 
 
 def _max_over_tokens(j, program, w, why):
-    """Rule 4t: a ``ReduceMax`` over the tokens ``T`` of ``(T, F)`` rows made by a ``MapToRows`` of
-    an ``F x T x 1`` map (``x.max(dim=1).values`` after a token-wise ``Linear``): rule 3's max pool
+    """Rule token_max: a ``ReduceMax`` over the tokens ``T`` of ``(T, F)`` rows made by a ``MapToRows`` of
+    an ``F x T x 1`` map (``x.max(dim=1).values`` after a token-wise ``Linear``): rule max_pool's max pool
     of that map's ``T`` pixels, one window per channel (codes at the map's radix, exact: the layer
     path's float64 max is the largest code's value); the transpose is dropped when nothing else
     reads its rows. False (no rule here) for another ``ReduceMax``."""
@@ -110,7 +110,7 @@ def _max_over_tokens(j, program, w, why):
     readers = sum(phys in la["inputs"] for la in program["layers"])
     if phys == src and readers == 1:
         w.ops.remove(t)
-    c, n = shape[1], t.f["s"]                   # rule 3's one window over the map's T pixels (GlobalMaxPool's)
+    c, n = shape[1], t.f["s"]                   # rule max_pool's one window over the map's T pixels (GlobalMaxPool's)
     f = dict(c=c, h=n, w=1, oh=1, ow=1, kh=n, kw=1, sh=1, sw=1, pads=(0, 0, 0, 0))
     w.ops.append(Op("maxpool", j["name"], [t.ins[0]], j["output"], f))
     w.state[j["output"]] = st
@@ -119,25 +119,25 @@ def _max_over_tokens(j, program, w, why):
 
 
 def _over_channels(j, w, steps, why):
-    """Rule 4c (module docstring): a ``ReduceMean`` / ``ReduceMax`` over the channels of a
+    """Rule channel_reduce (module docstring): a ``ReduceMean`` / ``ReduceMax`` over the channels of a
     ``C x H x W`` map as a transpose, a pool over each pixel's ``C`` values and a transpose back."""
     from ..program import Op, _chw
     fn = j["attrs"].get("fn")
-    if "gate_in" in j and steps.bits is not None:   # of a gate's product: its rule 10c codes (hlsnn.deploy.run.gatecodes)
+    if "gate_in" in j and steps.bits is not None:   # of a gate's product: its rule gate_in codes (hlsnn.deploy.run.gatecodes)
         from ..gatein import lower_operands
         j = lower_operands(j, w, steps, why, Op)
     src = j["inputs"][0]
     st = w.state.get(src)
     if fn not in ("ReduceMean", "ReduceMax"):
-        raise why(j, f"a {fn} over the channels of a C x H x W map has no rule on the network path (rule 4c: a "
+        raise why(j, f"a {fn} over the channels of a C x H x W map has no rule on the network path (rule channel_reduce: a "
                      f"ReduceMean or ReduceMax)")
-    if steps.bits is None:                        # BFP pairs: rule 4c's ops at once (module docstring)
+    if steps.bits is None:                        # BFP pairs: rule channel_reduce's ops at once (module docstring)
         from ...bfp_systolic.network.reduce import over_channels
         return over_channels(j, fn, w, steps, why, Op, _chw)
     if st is not None and st[0] == "gate":
         raise why(j, f"a {fn} over the channels of a pending gate's product (CBAM's channel gate, then its spatial "
                      f"attention): the layer path reduces the exact product of two codes, wider than the pools' "
-                     f"codes; rule 4c takes a map of codes (a conv's, a table's, a gate's requantized output)")
+                     f"codes; rule channel_reduce takes a map of codes (a conv's, a table's, a gate's requantized output)")
     if st is None or st[0] != "q":
         raise why(j, f"a {fn} over the channels of an integer map computed on the fabric (not of a pending Add, "
                      f"pool or gate)")

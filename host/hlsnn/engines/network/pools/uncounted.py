@@ -1,13 +1,13 @@
 """An ``AveragePool`` whose padding is not counted (``count_include_pad = 0``, PyTorch's
 ``AvgPool2d(..., count_include_pad=False)``) in the network mode of the integer engines
-(issue 52; and on BFP pairs, below): rule 11u, an extension of :mod:`.linpool` rule 11 with :mod:`.mean` rule 13.
+(issue 52; and on BFP pairs, below): rule avg_pool_uncounted, an extension of :mod:`.linpool` rule avg_pool with :mod:`.mean` rule mean_divide.
 
 Layer by layer (:mod:`hlsnn.deploy.run.pooling`) each window's mean is its exact sum over the
 taps inside the map divided, in float64, by their count ``c`` (a border window counts fewer:
 9, 6 and 4 for a 3x3 window padded by 1). With ``L`` the least common multiple of the op's
 counts, ``s / c = (s * L / c) / L``: the window's sum times the integer ``k = L / c`` (its
-position's) is a sum over ``L`` values, and rule 13 (or, ``L`` a power of two, rule 11's
-shift) of ``n = L`` gives the exact quotient rounded once. The proof of rule 13 holds as it is:
+position's) is a sum over ``L`` values, and rule mean_divide (or, ``L`` a power of two, rule avg_pool's
+shift) of ``n = L`` gives the exact quotient rounded once. The proof of rule mean_divide holds as it is:
 the exact value is the same rational ``t``, the layer path divides the same exact sum once
 in float64 (one correctly rounded division, relative error ``2**-53``), and :func:`plan
 <hlsnn.engines.network.pools.mean.plan>` checks its inequality for the scaled sums' bound ``L *
@@ -19,8 +19,8 @@ program shares one ``L``, else refused by name) at the window's last tap, before
 ``ceil_mode`` and dilation stay refused by name.
 
 On BFP pairs (``bfp_systolic``) the scaled sum is the pair ``(s * L / c, e0 - a)`` of a mean
-over ``L = 2**a * d``: :mod:`hlsnn.engines.bfp_systolic.network.anymean` rule 6b (the reading
-conv divides by ``d``); its bound is rule 11's element (``2**25`` on the scaled magnitudes).
+over ``L = 2**a * d``: :mod:`hlsnn.engines.bfp_systolic.network.anymean` rule bfp_mean (the reading
+conv divides by ``d``); its bound is rule avg_pool's element (``2**25`` on the scaled magnitudes).
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def counts(f):
 
 
 def fields(f):
-    """The pool's fields of rule 11u: ``n = L`` (with :func:`hlsnn.engines.network.pools.mean.count_fields`'s
+    """The pool's fields of rule avg_pool_uncounted: ``n = L`` (with :func:`hlsnn.engines.network.pools.mean.count_fields`'s
     ``p``) and ``uncounted = L``; :class:`ValueError` for a window with no tap inside."""
     from .mean import count_fields
     c = counts(f)
@@ -51,7 +51,7 @@ def fields(f):
 
 
 def scale(f):
-    """The (OH, OW) multipliers ``L / c`` of the windows (rule 11u)."""
+    """The (OH, OW) multipliers ``L / c`` of the windows (rule avg_pool_uncounted)."""
     return f["uncounted"] // counts(f)
 
 
@@ -65,7 +65,7 @@ def rom(net):
     ls = sorted({op.f["uncounted"] for op in ops})
     if len(ls) > 1:
         raise InputError(f"network kernel: AveragePools with uncounted padding over counts with least common "
-                         f"multiples {ls}; the kernel holds one table of L / count (rule 11u of "
+                         f"multiples {ls}; the kernel holds one table of L / count (rule avg_pool_uncounted of "
                          f"hlsnn.engines.network.pools.uncounted)")
     big_l = ls[0]
     most = max(op.f["kh"] * op.f["kw"] for op in ops)

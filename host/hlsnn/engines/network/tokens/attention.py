@@ -1,4 +1,4 @@
-"""Rules 16-19, **attention in integers** (issue 79): the host ops of an attention block between
+"""Rules attn_gather, add_const, act_matmul and int_softmax, **attention in integers** (issue 79): the host ops of an attention block between
 engine layers (``nn.MultiheadAttention`` as both PyTorch exporters write it, the position
 embedding before it) as integer rules on fixed-point codes, so that an encoder classifier lowers
 to one network program. The layer path (:meth:`hlsnn.deploy.run.runner.Deployment.run`, through
@@ -9,30 +9,30 @@ and the network mode runs them as the ops below, so both give the same bits. Eve
 is ``b``-bit signed codes ``q`` at a radix ``F`` (value ``q * 2**-F``), held per image in the ONNX
 tensor's own element order (the batch axis, of size 1 in the file, removed).
 
-16. **gather** (a data move): ``y.flat[i] = q.flat[idx[i]]``, radix unchanged; ``idx`` is the
+Rule attn_gather: **gather** (a data move): ``y.flat[i] = q.flat[idx[i]]``, radix unchanged; ``idx`` is the
     ``SwMove`` chain's own ``Transpose``/``Reshape``/``Squeeze``/``Unsqueeze``/``Gather``/``Slice``
     applied to the element numbers (:func:`move_index`: an address pattern made when lowering),
     consecutive moves composed into one pattern, an identity pattern no op at all. The head split
     (``(T, 3E)`` to ``3 x (H, T, E/H)``) and merge are such moves. Exact: the layer path's
-    ``SwMove`` moves values only. 16k: a ``Concat`` of the tensor with constants (a ViT's class
+    ``SwMove`` moves values only. class_token: a ``Concat`` of the tensor with constants (a ViT's class
     token) is a gather whose pattern also takes constant codes: each constant written at the
     tensor's radix ``F`` as :func:`hlsnn.deploy.quantize.quant.to_fixed` writes it (:func:`const_codes`:
     ``rint`` at ``max(F + 24, 0)``, then ``shift_round_sat`` with the deployment's rounding), on
     the layer path too; its error is that rounding, half a unit at ``F``.
-17. **addc**, a per-element constant (a position embedding ``x + P``, ``AddConst``): with ``G =
-    max(F_o + 24, 0)`` (``>= F``, checked) and the constant written at radix ``G`` once (``C =
+Rule add_const: **addc**, a per-element constant (a position embedding ``x + P``, ``AddConst``): with
+    ``G = max(F_o + 24, 0)`` (``>= F``, checked) and the constant written at radix ``G`` once (``C =
     rint(c * 2**G)``, float64, half to even; ``|C| < 2**50`` checked), ``y = shift_round_sat((q
     << (G - F)) + C, G - F_o, b, rounding)``. ``F_o`` is the output's radix, DETERMINE on the
     float sums when calibrating (the program's host-layer field ``codes``). This is
     :func:`hlsnn.deploy.quantize.quant.to_fixed` of the float64 sum ``q 2**-F + c`` at ``F_o`` (which
     writes it at radix ``G`` by ``rint`` first: ``rint(q 2**(G-F) + c 2**G) = (q << (G-F)) +
     rint(c 2**G)``), so it adds no error to that conversion (tested against ``to_fixed``).
-18. **actmm**, a ``MatMul`` of two activations (``Q Kᵀ``, ``P V`` per head, broadcast over the
+Rule act_matmul: **actmm**, a ``MatMul`` of two activations (``Q Kᵀ``, ``P V`` per head, broadcast over the
     leading axes as ONNX's ``MatMul``): ``acc = sum_k a[.., t, k] b[.., k, s]`` exact (int64),
     ``y = shift_round_sat(acc, Fa + Fb - F_o, b, rounding)``, ``F_o`` DETERMINE on the exact
     products' values when calibrating (field ``codes``). Error: half a unit at ``F_o`` (and what
     DETERMINE's overflow ratio lets saturate).
-19. **softmax** over the last axis (the keys) of scores ``q`` at radix ``F``, into codes at the
+Rule int_softmax: **softmax** over the last axis (the keys) of scores ``q`` at radix ``F``, into codes at the
     fixed radix ``Fp = b - 1`` (probabilities in ``[0, 1]``; 1 saturates to ``1 - 2**-Fp``):
 
     1. ``m = max q``; ``d = m - q`` (``0 <= d < 2**b``, exact: softmax is shift-invariant);
@@ -48,16 +48,16 @@ tensor's own element order (the batch axis, of size 1 in the file, removed).
     probability above ``1 - 2**-(Fp+1)``: within ``2**-Fp`` in all (tested against numpy's
     float softmax).
 
-A residual ``Add`` of two code tensors in such a network is rule 4's add op at once (rule 4r): the
+A residual ``Add`` of two code tensors in such a network is rule residual_add's add op at once (rule residual_codes): the
 exact sum converted to codes at its calibrated radix (field ``codes``, DETERMINE on the sums), which
 every reader takes (a norm, the next residual ``Add``), as :func:`hlsnn.deploy.quantize.quant.to_fixed` of
 the float64 sum (exact while ``max(Fa, Fb) <= F_o + 24``, checked).
-LayerNormalization (rule 15, :mod:`.layernorm`) in such a network ends in codes too (rule 15c):
+LayerNormalization (rule layer_norm, :mod:`.layernorm`) in such a network ends in codes too (rule layer_norm_codes):
 step 5's conversion to a calibrated radix ``F_o`` (field ``codes``, DETERMINE on the normalized
 values) for every reader, so that a residual ``Add`` of it (the post-norm block's second one)
-is rule 15s's sum of codes; a token mean of codes (``ReduceMean`` over ``T`` of ``(T, F)`` rows)
-is rule 9's transpose then rule 4's global pool. GELU (``UnaryChain``) and the ``Scale`` of q
-and k are rule 9's tables of codes already.
+is rule layer_norm_sum's sum of codes; a token mean of codes (``ReduceMean`` over ``T`` of ``(T, F)`` rows)
+is rule rows_transpose's transpose then rule residual_add's global pool. GELU (``UnaryChain``) and the ``Scale`` of q
+and k are rule unary_table's tables of codes already.
 
 The plain ``sparse_cluster`` network kernel and the ``shift_mac`` one run these ops in their loops
 (:mod:`.attnkernel`); an engine without them (``bfp_systolic``: its network mode has no rule for BFP
@@ -70,7 +70,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-#: the compiled program's revision from which the layer path runs rules 16-19 and 15c
+#: the compiled program's revision from which the layer path runs rules attn_gather, add_const, act_matmul, int_softmax and layer_norm_codes
 #: (:data:`hlsnn.deploy.lower.programrev.ATTENTION`; before: float64 on the host)
 REVISION = 7
 #: the op kinds of this module
@@ -78,9 +78,9 @@ KINDS = ("gather", "addc", "actmm", "softmax")
 #: the engines whose network kernel has loops for them (:mod:`.attnkernel`: the plain sparse_cluster
 #: kernel, shift_mac's)
 KERNEL_KINDS = {"sparse_cluster": KINDS, "shift_mac": KINDS}
-#: rule 19's exponential table's fraction bits (entries up to 2**EXP_BITS)
+#: rule int_softmax's exponential table's fraction bits (entries up to 2**EXP_BITS)
 EXP_BITS = 16
-#: rule 19's reciprocal's bits (r = floor(2**RECIP_BITS / S))
+#: rule int_softmax's reciprocal's bits (r = floor(2**RECIP_BITS / S))
 RECIP_BITS = 40
 #: the widest codes these rules take
 MAX_BITS = 12
@@ -89,7 +89,7 @@ MAX_BITS = 12
 # ---- the rules (the specification) -------------------------------------------------------------
 
 def move_index(attrs):
-    """Rule 16's pattern of one ``SwMove`` (``attrs``: its ``fn``, ``in_shapes``, ``out_shape``
+    """Rule attn_gather's pattern of one ``SwMove`` (``attrs``: its ``fn``, ``in_shapes``, ``out_shape``
     and the move's own fields, as :func:`hlsnn.deploy.run.samplewise.run` reads them): ``idx``
     (int64, the output's elements) with ``y.flat[i] = q.flat[idx[i]]`` per image, the move run on
     the element numbers of one sample (the file's shapes, batch axis included), or None for a
@@ -114,8 +114,8 @@ def move_index(attrs):
 
 
 def gather(q, idx, consts=()):
-    """Rule 16 on ``(B, n)`` codes: ``(B, len(idx))``; an index ``n + k`` takes constant code
-    ``consts[k]`` (rule 16k)."""
+    """Rule attn_gather on ``(B, n)`` codes: ``(B, len(idx))``; an index ``n + k`` takes constant code
+    ``consts[k]`` (rule class_token)."""
     q = np.asarray(q, np.int64).reshape(len(q), -1)
     if len(consts):
         q = np.concatenate([q, np.broadcast_to(np.asarray(consts, np.int64), (len(q), len(consts)))], axis=1)
@@ -123,7 +123,7 @@ def gather(q, idx, consts=()):
 
 
 def const_codes(c, f, bits, rounding):
-    """Rule 16k's constant codes: ``c`` written at radix ``g = max(f + 24, 0)`` by ``rint``
+    """Rule class_token's constant codes: ``c`` written at radix ``g = max(f + 24, 0)`` by ``rint``
     (float64, half to even), then ``shift_round_sat`` to ``bits`` at ``f`` with ``rounding``: the
     integers :func:`hlsnn.deploy.quantize.quant.to_fixed` gives (its reference's steps)."""
     from ....primitives import shift_round_sat
@@ -133,7 +133,7 @@ def const_codes(c, f, bits, rounding):
 
 
 def concat_index(attrs, f, bits, rounding):
-    """Rule 16k, a ``Concat`` of one tensor with constants (a class token) as a gather: ``(idx,
+    """Rule class_token, a ``Concat`` of one tensor with constants (a class token) as a gather: ``(idx,
     consts)`` per image (the constants as codes at the tensor's radix ``f``, :func:`const_codes`),
     or None for another concat (two tensors)."""
     s_in = tuple(int(d) for d in attrs["in_shapes"][0])
@@ -166,7 +166,7 @@ def const_image(c, shape):
 
 
 def addc_plan(c, f_in, f_out):
-    """Rule 17's constants: ``{g, cq}`` (``cq`` the constant at radix ``G``, int64), or a
+    """Rule add_const's constants: ``{g, cq}`` (``cq`` the constant at radix ``G``, int64), or a
     string saying why not."""
     g = max(int(f_out) + 24, 0)
     if g < int(f_in):
@@ -178,31 +178,31 @@ def addc_plan(c, f_in, f_out):
 
 
 def addc(q, cq, f_in, g, f_out, bits, rounding):
-    """Rule 17 on codes ``q`` (B, ...) with the constant ``cq`` (broadcast to one image)."""
+    """Rule add_const on codes ``q`` (B, ...) with the constant ``cq`` (broadcast to one image)."""
     from ....primitives import shift_round_sat
     s = (np.asarray(q, np.int64) << (g - f_in)) + np.asarray(cq, np.int64)
     return shift_round_sat(s, g - f_out, bits, rounding)[0]
 
 
 def actmm_acc(a, b):
-    """Rule 18's exact sums of codes ``a`` (..., T, K) by ``b`` (..., K, S), broadcast (int64)."""
+    """Rule act_matmul's exact sums of codes ``a`` (..., T, K) by ``b`` (..., K, S), broadcast (int64)."""
     return np.matmul(np.asarray(a, np.int64), np.asarray(b, np.int64))
 
 
 def actmm(a, b, shift, bits, rounding):
-    """Rule 18: the exact sums requantized by ``shift`` (``Fa + Fb - F_o``)."""
+    """Rule act_matmul: the exact sums requantized by ``shift`` (``Fa + Fb - F_o``)."""
     from ....primitives import shift_round_sat
     return shift_round_sat(actmm_acc(a, b), shift, bits, rounding)[0]
 
 
 def exp_table(f, bits):
-    """Rule 19's ``EXP``: ``rint(2**E exp(-d 2**-f))`` for ``d`` in ``0 .. 2**bits - 1`` (int64)."""
+    """Rule int_softmax's ``EXP``: ``rint(2**E exp(-d 2**-f))`` for ``d`` in ``0 .. 2**bits - 1`` (int64)."""
     d = np.arange(1 << int(bits), dtype=np.float64)
     return np.rint(np.ldexp(np.exp(-np.ldexp(d, -int(f))), EXP_BITS)).astype(np.int64)
 
 
 def softmax(q, table, bits):
-    """Rule 19 on codes ``q`` (..., n) over the last axis: codes (..., n) at radix ``bits - 1``."""
+    """Rule int_softmax on codes ``q`` (..., n) over the last axis: codes (..., n) at radix ``bits - 1``."""
     q = np.asarray(q, np.int64)
     fp = int(bits) - 1
     d = q.max(axis=-1, keepdims=True) - q
@@ -230,7 +230,7 @@ def _per_image(shape):
 
 
 def lower_host(j, program, w, steps, why, op_cls):
-    """Lower host layer ``j`` when it is one of rules 16-19 or 15c (a compiled program with the
+    """Lower host layer ``j`` when it is one of rules attn_gather, add_const, act_matmul, int_softmax or layer_norm_codes (a compiled program with the
     ``codes`` field where they need a radix), or a consumer of a rule's output that needs it
     shaped (a ``MapToRows`` back to ``(T, 1, F)``, a token mean); True if it was."""
     op, a = j["op"], j.get("attrs") or {}
@@ -249,7 +249,7 @@ def lower_host(j, program, w, steps, why, op_cls):
     bits = steps.bits
     if op in ("Reshape", "Flatten") and w.aliases.get(ins[0], ins[0]) in w.__dict__.get("gathers", {}):
         return _reshaped_gather(j, program, w)                          # a gather's output read as reshaped
-    if op == "Add" and "codes" in j and len(ins) == 2:                   # rule 4r: a residual sum as codes
+    if op == "Add" and "codes" in j and len(ins) == 2:                   # rule residual_codes: a residual sum as codes
         from ..program import _chw
         if _chw(shapes[ins[0]]) != _chw(shapes[ins[1]]):
             return False
@@ -259,7 +259,7 @@ def lower_host(j, program, w, steps, why, op_cls):
         w.aliases[j["output"]] = base
         state[j["output"]], shapes[j["output"]] = ("q", fo), shapes[base]
         return True
-    if op == "SwCompute" and a.get("fn") == "Concat" and len(ins) == 1:     # rule 16k: a class token
+    if op == "SwCompute" and a.get("fn") == "Concat" and len(ins) == 1:     # rule class_token: a class token
         got = concat_index(a, f, bits, steps.rounding)
         if got is None:
             return False
@@ -357,7 +357,7 @@ def _drop_unread(program, w, t):
 
 def _rows_back(j, w, why, op_cls):
     """A ``MapToRows`` back to ``(T, 1, F)`` rows (the sequence-first layout of an attention
-    block): :mod:`.transpose`'s rule 9 with the axes of 1 dropped."""
+    block): :mod:`.transpose`'s rule rows_transpose with the axes of 1 dropped."""
     from . import transpose
     jj = dict(j, attrs=dict(j["attrs"], lead=[int(j["attrs"]["lead"][0])]))
     ok = transpose.lower_host(jj, w.state, w.shapes, w.aliases, w.kernel_in, w.ops, why, op_cls,
@@ -366,9 +366,9 @@ def _rows_back(j, w, why, op_cls):
 
 
 def _lnorm_codes(j, program, w, steps, why, op_cls):
-    """Rule 15c: rule 15 (or 15s, of a pending residual ``Add``) over the features of ``(T, F)``
-    rows of codes: rule 9's transpose to the ``F x T x 1`` map, the ``lnorm`` op ending at the
-    calibrated radix, rule 9's transpose back to rows."""
+    """Rule layer_norm_codes: rule layer_norm (or layer_norm_sum, of a pending residual ``Add``) over the features of ``(T, F)``
+    rows of codes: rule rows_transpose's transpose to the ``F x T x 1`` map, the ``lnorm`` op ending at the
+    calibrated radix, rule rows_transpose's transpose back to rows."""
     from . import layernorm
     src = j["inputs"][0]
     st = w.state.get(src)
@@ -395,8 +395,8 @@ def _lnorm_codes(j, program, w, steps, why, op_cls):
 
 
 def _token_mean(j, w, op_cls):
-    """The mean over the tokens of ``(T, F)`` rows of codes: rule 9's transpose to the ``F x T x 1``
-    map, then rule 4's global pool of its ``T`` pixels (pending until its consumer's ``F_x``)."""
+    """The mean over the tokens of ``(T, F)`` rows of codes: rule rows_transpose's transpose to the ``F x T x 1``
+    map, then rule residual_add's global pool of its ``T`` pixels (pending until its consumer's ``F_x``)."""
     from ..pools.mean import count_fields
     src = j["inputs"][0]
     t_, f_ = (int(d) for d in j["attrs"]["in_shapes"][0][1:])
@@ -412,7 +412,7 @@ def _token_mean(j, w, op_cls):
 
 
 def run(op, get, b, bits):
-    """Rules 16-19 on a batch of ``b`` images: the output codes (int64, images first)."""
+    """Rules attn_gather, add_const, act_matmul and int_softmax on a batch of ``b`` images: the output codes (int64, images first)."""
     f = op.f
     x = np.asarray(get(op.ins[0]), np.int64).reshape(b, -1)
     if op.kind == "gather":
@@ -430,7 +430,7 @@ def run(op, get, b, bits):
 
 
 def check_op(op, ints, bad):
-    """:func:`hlsnn.deploy.lower.program.check_ops` for rules 16-19."""
+    """:func:`hlsnn.deploy.lower.program.check_ops` for rules attn_gather, add_const, act_matmul and int_softmax."""
     f = op.f
     if op.kind == "gather":
         ints(op, f, ("n",), 1, 1 << 24)
@@ -454,18 +454,19 @@ def check_op(op, ints, bad):
 
 
 def refuse_kernel(net):
-    """:class:`InputError` naming the first op of rules 16-19 in ``net``: no network kernel has a
+    """:class:`InputError` naming the first op of rules attn_gather, add_const, act_matmul and int_softmax in ``net``: no network kernel has a
     loop for it yet, so on csim, sim and pynq the network runs layer by layer."""
     from ....errors import InputError
     for op in net.ops:
         if op.kind in KINDS and op.kind not in KERNEL_KINDS.get(net.engine, ()):
+            from ..rules import by_code
             raise InputError(f"network kernel: op {op.name} ({op.kind}, attention's rule "
-                             f"{16 + KINDS.index(op.kind)}) runs in the emu network mode only so far; the "
+                             f"{by_code(str(16 + KINDS.index(op.kind)))[0].name}) runs in the emu network mode only so far; the "
                              f"{net.engine} network kernel's C++ has no loop for it, so on csim, sim and pynq this "
                              f"network runs layer by layer")
 
 
 def softmax_error_bound(n, bits):
-    """Rule 19's stated bound on ``|y 2**-Fp - softmax|`` per value (module docstring)."""
+    """Rule int_softmax's stated bound on ``|y 2**-Fp - softmax|`` per value (module docstring)."""
     fp = int(bits) - 1
     return 2.0 ** -fp + 2.0 ** -EXP_BITS + n * 2.0 ** (EXP_BITS - RECIP_BITS) + math.ldexp(1, -60)

@@ -1,22 +1,22 @@
-"""Attention's loops in the ``sparse_cluster`` network kernel (rules 16-19 of
+"""Attention's loops in the ``sparse_cluster`` network kernel (rules attn_gather, add_const, act_matmul and int_softmax of
 :mod:`hlsnn.engines.network.tokens.attention`; ``hls/engines/sparse_cluster/network_attention.j2``): the
 descriptors, the ROMs, the template widths, the cycles and the resources of its four loops.
 
 A tensor of per-image shape ``(C, H, W)`` (:func:`hlsnn.engines.network.program._chw`) is held as
 every tensor is: channel ``c`` in bank ``c % Q`` at word ``(c // Q) H W + y W + x``. So:
 
-* **Gather** (rule 16) moves one element a cycle: its ROM word ``kGather`` holds the source's
+* **Gather** (rule attn_gather) moves one element a cycle: its ROM word ``kGather`` holds the source's
   bank and word and the destination's (the index pattern laid onto the two tensors' banks), every
   bank reads the source word and the source bank's value is written to the destination bank
-  (``n`` iterations, ``NetGather``); a constant code (rule 16k, a class token) has the source bank
+  (``n`` iterations, ``NetGather``); a constant code (rule class_token, a class token) has the source bank
   ``0xFF`` and the code in the word field;
-* **AddConst** (rule 17) runs ``Q`` channels a cycle as the table loop does, the constant a ROM
+* **AddConst** (rule add_const) runs ``Q`` channels a cycle as the table loop does, the constant a ROM
   per bank (``kAddc``, at radix ``G``): ``ceil(C/Q) H W`` iterations (``NetAddc``);
-* **Softmax** (rule 19) over rows of ``n`` consecutive words of a bank (the last axis ``W`` of a
+* **Softmax** (rule int_softmax) over rows of ``n`` consecutive words of a bank (the last axis ``W`` of a
   3-D tensor, or ``H`` of a 2-D one), ``Q`` rows at a time: per row three pipelined loops of ``n``
   (the max, ``NetSmaxMax``; the table's ``e`` and their sum, ``NetSmaxSum``; the outputs,
   ``NetSmaxOut``) and one division ``2**K // S`` a bank (:data:`DIV_LATENCY` cycles);
-* **ActMatMul** (rule 18) of ``(G, T, K)`` by ``(G, K, S)`` (heads as channels: head ``g``'s
+* **ActMatMul** (rule act_matmul) of ``(G, T, K)`` by ``(G, K, S)`` (heads as channels: head ``g``'s
   operands and output all in bank ``g % Q``), ``Q`` heads a cycle, one product a head: the
   later-made operand from the activation buffer, the earlier one from the shortcut buffer, the
   exact sum requantized at ``k = K - 1`` (``ceil(G/Q) T S K`` iterations, ``NetAmm``)."""
@@ -87,7 +87,7 @@ def tables(net, place, pc):
             if max(int(sa.max(initial=0)), int(da.max(initial=0))) >= 1 << 24 or pc >= 0xFF:
                 raise InputError(f"network kernel: {op.name}: a tensor beyond 2**24 words a bank, or 255 banks")
             op.f["rom"] = len(g)
-            cs = np.asarray(op.f.get("consts", ()), np.int64)        # rule 16k: bank 0xFF, the code in the word
+            cs = np.asarray(op.f.get("consts", ()), np.int64)        # rule class_token: bank 0xFF, the code in the word
             g += [(int(sb[i]) | int(sa[i]) << 8 if i < len(sb) else 0xFF | (int(cs[i - len(sb)]) & 0xFFFFFF) << 8)
                   | int(db[k]) << 32 | int(da[k]) << 40 for k, i in enumerate(idx)]
         elif op.kind == "addc":
@@ -194,11 +194,11 @@ def buffers(net, tables_):
         return []
     pc = tables_["pc"]
     return [Buffer("kGather", "net_top", "array", 64, (len(t["gather"]),), static=True,
-                   note="rule 16's index patterns: source and destination bank and word an element"),
+                   note="rule attn_gather's index patterns: source and destination bank and word an element"),
             Buffer("kAddc", "net_top", "array", 64, (pc, t["addc"].shape[1]), partition=((1, "complete"),),
-                   static=True, note="rule 17's constants at radix G, a ROM per bank"),
+                   static=True, note="rule add_const's constants at radix G, a ROM per bank"),
             Buffer("kExp", "net_top", "array", at.EXP_BITS + 1, (pc, t["exp"].shape[1]), partition=((1, "complete"),),
-                   static=True, note="rule 19's exponential tables, a copy per bank")]
+                   static=True, note="rule int_softmax's exponential tables, a copy per bank")]
 
 
 def multipliers(net, tables_):

@@ -1,4 +1,4 @@
-"""Rule 15, **LayerNormalization over the channels of each position in integers**: a
+"""Rule layer_norm, **LayerNormalization over the channels of each position in integers**: a
 ``LayerNormalization`` between engine layers whose input is one fixed-point tensor (an engine
 layer's output: ``b``-bit codes ``q`` at radix ``F``) and which normalizes its last axis only:
 the features of an ``(N, K)`` vector (``Linear -> LayerNorm -> Linear``), or the channels of a
@@ -39,14 +39,14 @@ scale's rounding adds ``|n| 2**-(Fg+1)``, the bias's ``2**-(Fg+R+1)``, step 5 ha
 radix ``K`` (tested against float64 on random codes). Zero variance with ``eps`` below a code's
 resolution (``E = 0``) gives ``beta`` (float gives NaN for ``eps = 0``).
 
-**Rule 15s, a norm of a residual sum** (a post-norm block ``LayerNorm(x + f(x))``; a ``Relu``
+**Rule layer_norm_sum, a norm of a residual sum** (a post-norm block ``LayerNorm(x + f(x))``; a ``Relu``
 after the ``Add`` and, for a map, the Transposes to channels-last and back allowed; from program
 revision :data:`REVISION_SUM`): the ``Add``'s operands are ``b``-bit codes ``qa``, ``qb`` at radix
 points ``Fa``, ``Fb``, their sum ``s = (qa << (Fm - Fa)) + (qb << (Fm - Fb))`` exact at ``Fm =
 max(Fa, Fb)`` (``max(s, 0)`` with the ``Relu``). It is converted to ``b``-bit codes ``q =
 shift_round_sat(s, Fm - F, b, rounding)`` at a radix ``F`` chosen when calibrating (DETERMINE on the
 sum's values, :func:`hlsnn.deploy.quantize.quant.host_radix`, the radix an engine layer reading the sum
-would choose; the program's host-layer field ``lnorm_in``), which is netmode rule 4's add op for a
+would choose; the program's host-layer field ``lnorm_in``), which is netmode rule residual_add's add op for a
 consumer at ``F_x = F`` and the layer path's ``to_fixed(s 2**-Fm, F, b)``; then steps 1-5 on ``q`` at
 radix ``F``. The layer path's part is :mod:`hlsnn.deploy.run.lnsum`. The conversion adds the sum's
 rounding to ``b`` bits (and any saturation DETERMINE's overflow ratio allows) to the error above.
@@ -73,7 +73,7 @@ MAX_BITS = 12
 #: the compiled program's revision from which its layer path runs this rule
 #: (:data:`hlsnn.deploy.lower.programrev.LAYERNORM`; an older program ran the norm in float64)
 REVISION = 5
-#: the revision from which its layer path runs rule 15s, a norm of a residual sum
+#: the revision from which its layer path runs rule layer_norm_sum, a norm of a residual sum
 #: (:data:`hlsnn.deploy.lower.programrev.LAYERNORM_SUM`; an older program ran that norm in float64)
 REVISION_SUM = 6
 #: the op kind of this module
@@ -99,7 +99,7 @@ def rsqrt_table():
 
 
 def plan(c, f_in, bits, eps, scale=None, bias=None):
-    """Rule 15's constants for ``c`` channels of ``bits``-bit codes at radix ``f_in``: ``{c, e,
+    """Rule layer_norm's constants for ``c`` channels of ``bits``-bit codes at radix ``f_in``: ``{c, e,
     fg, k, g, b, smax, pbits}`` (module docstring; ``pbits`` the signed bits of ``p_c``), or a
     string saying why not."""
     c = int(c)
@@ -159,7 +159,7 @@ def _attrs(layer):
 
 
 def applies(layer, act):
-    """The layer path runs rule 15 for host ``layer`` on the :class:`~hlsnn.deploy.quantize.quant.Act`
+    """The layer path runs rule layer_norm for host ``layer`` on the :class:`~hlsnn.deploy.quantize.quant.Act`
     ``act``: a ``LayerNormalization`` over the last axis only of a signed fixed-point tensor."""
     if layer.op != "LayerNormalization" or act.fmt is None or not act.fmt[2]:
         return False
@@ -170,7 +170,7 @@ def applies(layer, act):
 
 
 def host_run(layer, act, rounding):
-    """Rule 15 in the layer path: ``y * 2**-K`` (float64, exact; no fixed-point format: the next
+    """Rule layer_norm in the layer path: ``y * 2**-K`` (float64, exact; no fixed-point format: the next
     engine layer converts it at its calibrated radix)."""
     a = layer.attrs
     f, bits, _ = act.fmt
@@ -191,7 +191,7 @@ def _readers(program, t):
 
 
 def lower_host(j, program, w, steps, why):
-    """Lower host layer ``j`` when it is rule 15's (a pending ``("lnorm", {...})`` until its
+    """Lower host layer ``j`` when it is rule layer_norm's (a pending ``("lnorm", {...})`` until its
     engine consumer, :func:`materialize`) or a ``Transpose`` around it (channels to last and
     back: ``SwMove``); True if it was."""
     op, state, shapes = j["op"], w.state, w.shapes
@@ -203,7 +203,7 @@ def lower_host(j, program, w, steps, why):
         if st[0] in ("q", "add") and rank >= 3 and _perm_to_last(perm, rank):
             rd = _readers(program, j["output"])
             if len(rd) == 1 and rd[0]["kind"] == "host" and rd[0]["op"] == "LayerNormalization":
-                if st[0] == "add":                                      # rule 15s: the sum's codes first
+                if st[0] == "add":                                      # rule layer_norm_sum: the sum's codes first
                     src = _sum_codes(rd[0], st, program, w, steps, why)
                 state[j["output"]] = ("lnorm_in", dict(src=src))        # channels last, read by the norm only
                 shapes[j["output"]] = tuple(shapes[src][1:]) + (shapes[src][0],)
@@ -220,9 +220,9 @@ def lower_host(j, program, w, steps, why):
         return False
     if int(program.get("revision", 1)) < REVISION:     # its layer path ran the norm in float64
         raise why(j, f"a program of revision {program.get('revision', 1)} ran this LayerNormalization in float64 "
-                     f"(rule 15 from revision {REVISION}); recompile the model for one kernel start")
+                     f"(rule layer_norm from revision {REVISION}); recompile the model for one kernel start")
     a = j["attrs"]
-    if st is not None and st[0] == "add":                  # rule 15s: a residual sum, converted to codes first
+    if st is not None and st[0] == "add":                  # rule layer_norm_sum: a residual sum, converted to codes first
         src = _sum_codes(j, st, program, w, steps, why)
         st = state[src]
     if st is None or st[0] not in ("q", "lnorm_in"):
@@ -231,7 +231,7 @@ def lower_host(j, program, w, steps, why):
     last = st[0] == "lnorm_in"
     base = st[1]["src"] if last else src
     if w.state[base][1] is None or getattr(steps, "engine", "") == "bfp_systolic":
-        raise why(j, "a LayerNormalization of BFP pairs: rule 15 takes fixed-point codes (fixed8, two-hot)")
+        raise why(j, "a LayerNormalization of BFP pairs: rule layer_norm takes fixed-point codes (fixed8, two-hot)")
     shape = tuple(shapes[base])
     rank = len(shapes[src]) + 1
     if int(a["axis"]) % rank != rank - 1 or (not last and len(shape) != 1):
@@ -248,18 +248,18 @@ def lower_host(j, program, w, steps, why):
 
 
 def _sum_codes(j, st, program, w, steps, why):
-    """Rule 15s: the pending residual Add ``st`` that LayerNorm ``j`` reads (directly or through
+    """Rule layer_norm_sum: the pending residual Add ``st`` that LayerNorm ``j`` reads (directly or through
     its Transpose to channels-last), as codes at the radix its layer path calibrated (``j``'s
-    ``lnorm_in``): netmode rule 4's add op, as for an engine layer with that ``F_x``. Its tensor."""
+    ``lnorm_in``): netmode rule residual_add's add op, as for an engine layer with that ``F_x``. Its tensor."""
     if int(program.get("revision", 1)) < REVISION_SUM:
         raise why(j, f"a program of revision {program.get('revision', 1)} ran this LayerNormalization of a residual "
-                     f"sum in float64 (rule 15s from revision {REVISION_SUM}); recompile the model for one kernel "
+                     f"sum in float64 (rule layer_norm_sum from revision {REVISION_SUM}); recompile the model for one kernel "
                      f"start")
     if st[1].get("p") is not None or "lnorm_in" not in j:
         raise why(j, "a LayerNormalization of a pending pool, or of a residual sum its layer path ran in float64 "
-                     "(no engine layer after it, or no rule 15 for its codes)")
+                     "(no engine layer after it, or no rule layer_norm for its codes)")
     if getattr(steps, "engine", "") == "bfp_systolic" or steps.bits is None:
-        raise why(j, "a LayerNormalization of BFP pairs: rule 15 takes fixed-point codes (fixed8, two-hot)")
+        raise why(j, "a LayerNormalization of BFP pairs: rule layer_norm takes fixed-point codes (fixed8, two-hot)")
     return steps.materialize_add(dict(j, f_x=int(j["lnorm_in"]["f_in"])), st[1], w)
 
 
@@ -290,7 +290,7 @@ def run_last(q, f, bits):
 
 
 def run(op, get, b, bits):
-    """Rule 15 on a batch of ``b`` images: ``(B, C, HW)`` codes in, the consumer's codes out."""
+    """Rule layer_norm on a batch of ``b`` images: ``(B, C, HW)`` codes in, the consumer's codes out."""
     f = op.f
     q = np.asarray(get(op.ins[0]), np.int64).reshape(b, f["c"], f["hw"]).transpose(0, 2, 1)
     return run_last(q, f, bits).transpose(0, 2, 1)
@@ -469,7 +469,7 @@ def buffers(net, tables):
             Buffer("kLnB", "net_top", "array", 64, (pc, words), partition=((1, "complete"),), static=True,
                    note="a LayerNorm's bias codes, a ROM per bank"),
             Buffer("kRsqrt", "net_top", "array", 32, (1 << T_BITS,), static=True,
-                   note="the reciprocal square root table (rule 15)"),
+                   note="the reciprocal square root table (rule layer_norm)"),
             Buffer("ln_s1", "LayerNorm", "array", w["ln_s1_bits"], (hw,), note="a LayerNorm's S1 a position"),
             Buffer("ln_sh", "LayerNorm", "array", w["ln_sh_bits"], (hw,), note="a LayerNorm's half shift a position"),
             Buffer("ln_r", "LayerNorm", "array", w["ln_r_bits"], (hw,),

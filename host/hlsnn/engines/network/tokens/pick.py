@@ -1,10 +1,10 @@
-"""A pick of one step (issue 52, rule 14p): a ``Gather`` of one scalar index along the length of a
+"""A pick of one step (issue 52, rule step_pick): a ``Gather`` of one scalar index along the length of a
 ``C x L`` map, or the height or width of a ``C x H x W`` map (a TCN's last step ``x[:, :, -1]``,
 which the importer keeps as a host ``SwMove``), in the integer network modes (``shift_mac``,
 ``sparse_cluster``).
 
-**Rule 14p.** A pick of index ``k`` (``0 <= k < n``; a negative index counts from the end, as
-numpy's) of an axis of ``n`` steps is rule 14's ``reflect`` pad (:mod:`.move`) with ``k`` before
+**Rule step_pick.** A pick of index ``k`` (``0 <= k < n``; a negative index counts from the end, as
+numpy's) of an axis of ``n`` steps is rule edge_pad's ``reflect`` pad (:mod:`.move`) with ``k`` before
 and ``1 - n - k`` after on that axis (a one-step output: a crop): its one output step reads input
 ``|0 - k| = k``, the picked step, and the other axis is moved as it is. Every output is one input's
 integer, radix unchanged: the layer path's ``np.take`` moves the same values. The kernels run it in
@@ -12,9 +12,9 @@ their ``Move`` loop as such a pad (the mirrored input index starts at ``pt = k``
 start offset), with no new loop and no new field.
 
 A pick of a pending Add (the TCN's last block: ``relu(conv + shortcut)``) first materializes the
-Add requantized to the pick's consumer's ``F_x`` (rule 4): requantizing each value alone commutes
+Add requantized to the pick's consumer's ``F_x`` (rule residual_add): requantizing each value alone commutes
 with the pick, and the layer path converts the picked float sums at that ``F_x`` with ``to_fixed``,
-rule 4's bits. Other pending ops, a pick of the channels or the batch, and several indices are
+rule residual_add's bits. Other pending ops, a pick of the channels or the batch, and several indices are
 refused by name; ``bfp_systolic`` pairs are not taken here (they run layer by layer)."""
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def _consumer(program, t):
 
 
 def fields(j, shape, why):
-    """Rule 14p's pad fields of ``Gather`` layer ``j`` on a tensor of per-image ``shape``."""
+    """Rule step_pick's pad fields of ``Gather`` layer ``j`` on a tensor of per-image ``shape``."""
     from ..program import _chw
     a = j.get("attrs", {})
     idx, axis = a.get("indices"), a.get("axis")
@@ -56,7 +56,7 @@ def fields(j, shape, why):
 
 
 def lower_host(j, program, w, steps, why, op_cls):
-    """Lower host layer ``j`` if it is a pick (rule 14p): appends the pad op (and a pending Add's
+    """Lower host layer ``j`` if it is a pick (rule step_pick): appends the pad op (and a pending Add's
     requantization) and returns True; False for another host op."""
     a = j.get("attrs", {})
     if j["op"] != "SwMove" or a.get("fn") != "Gather":
@@ -81,7 +81,7 @@ def lower_host(j, program, w, steps, why, op_cls):
 
 
 def axis_ok(before, after, n, out, mode):
-    """A pad's two sides of an axis of ``n`` steps to ``out``: rule 14's (0..64 each) or rule 14p's
+    """A pad's two sides of an axis of ``n`` steps to ``out``: rule edge_pad's (0..64 each) or rule step_pick's
     pick (reflect, one output step, ``k`` before and ``1 - n - k`` after)."""
     if 0 <= before <= 64 and 0 <= after <= 64:
         return True

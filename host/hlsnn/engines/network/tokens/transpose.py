@@ -6,7 +6,7 @@ op kind, ``transpose``, of :func:`hlsnn.deploy.lower.program.lower` (the ``shift
 network mode (per-element ``(m, e)`` pairs). The rule (a continuation of
 :mod:`hlsnn.engines.network.move`'s 6-8):
 
-9. **transpose** of an ``R x S`` matrix per image, held as the ``R x S x 1`` map (``R``
+Rule rows_transpose: **transpose** of an ``R x S`` matrix per image, held as the ``R x S x 1`` map (``R``
    channels of ``S`` pixels), into the ``S x R x 1`` map: ``y[s, r] = q[r, s]``; radix (or
    each element's pair) unchanged. It is :func:`hlsnn.deploy.run.hostops.run`'s ``RowsToMap``
    ((T, F) rows to the ``F x T x 1`` map: ``R = T``, ``S = F``) and ``MapToRows`` (the
@@ -16,7 +16,7 @@ network mode (per-element ``(m, e)`` pairs). The rule (a continuation of
 In BFP the layer path's next engine layer quantizes its own patches of the moved float
 tensor (one shared exponent per im2col patch: a 1x1 conv's patch is one row, a dense layer's
 the whole flattened tensor); the network mode's conv takes its patch exponents from the
-moved pairs the same way (netbfp rule 3), so moving pairs is exact however the transpose
+moved pairs the same way (netbfp rule bfp_conv), so moving pairs is exact however the transpose
 regroups the values.
 
 The source must be held on chip as that ``R x S x 1`` map: a tensor made by an op of that
@@ -90,14 +90,14 @@ def check_op(op, ints, bad):
 
 
 def run(op, get, b):
-    """Rule 9 on a batch of ``b`` images: the output integers (B, S, R, 1) int64."""
+    """Rule rows_transpose on a batch of ``b`` images: the output integers (B, S, R, 1) int64."""
     f = op.f
     x = np.asarray(get(op.ins[0]), np.int64).reshape(b, f["r"], f["s"])
     return np.ascontiguousarray(x.transpose(0, 2, 1))[..., None]
 
 
 def run_pairs(op, get, b):
-    """Rule 9 on a batch of ``b`` images of ``(m, e)`` pairs: the output pairs."""
+    """Rule rows_transpose on a batch of ``b`` images of ``(m, e)`` pairs: the output pairs."""
     m, e = get(op.ins[0])
     return tuple(run(op, lambda t, a=a: a, b) for a in (m, e))
 

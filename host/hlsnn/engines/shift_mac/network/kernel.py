@@ -71,11 +71,11 @@ def tables(net, pz, pc):
     unfold = unfold_of(net, place, pc)
     dup, paired = pairs.plan(net, place, pz, pc, unfold)   # tap pairs (.pairs)
     from ...network.gate import lut_roms
-    luts, lut_banks = lut_roms(net, a_bits, pc)    # rule 9ch: a ROM copy per bank, else None
+    luts, lut_banks = lut_roms(net, a_bits, pc)    # rule channel_table: a ROM copy per bank, else None
     from ...network.tokens.layernorm import roms as ln_roms
-    ln_g, ln_b = ln_roms(net, pc)                  # rule 15's scale and bias codes, a ROM per bank
+    ln_g, ln_b = ln_roms(net, pc)                  # rule layer_norm's scale and bias codes, a ROM per bank
     from ...network.tokens import attention, attnkernel
-    attn = attnkernel.tables(net, place, pc)       # rules 16-19's ROMs (hlsnn.engines.network.tokens.attnkernel)
+    attn = attnkernel.tables(net, place, pc)       # rules attn_gather, add_const, act_matmul and int_softmax's ROMs (hlsnn.engines.network.tokens.attnkernel)
     from ...network.joins.chain import wide_bits
     wide_sums = wide_bits(net)                     # chained Adds' exact sums: wider shortcut words
     for op in net.ops:
@@ -286,13 +286,13 @@ def render(net, out_dir):
                max_lut_iter=_most(t, 6), max_gate_iter=_most(t, 7), lut_words=len(t["luts"]), luts=_ints(t["luts"]),
                lut_banks=[_ints(r) for r in t["lut_banks"]] if "lut_banks" in t else None,
                lut_type="int8_t" if net.input["bits"] <= 8 else "int16_t",
-               **layernorm.widths(net, net.input["bits"], pc), ln_words=t["ln_g"].shape[1],   # rule 15
+               **layernorm.widths(net, net.input["bits"], pc), ln_words=t["ln_g"].shape[1],   # rule layer_norm
                ln_g=[_ints(r) for r in t["ln_g"]], ln_b=[_ints(r) for r in t["ln_b"]],
-               **attnkernel.widths(net, t, pc),                                     # rules 16-19 (.attnkernel)
+               **attnkernel.widths(net, t, pc),                                     # rules attn_gather, add_const, act_matmul and int_softmax (.attnkernel)
                lane_of=[j % pz for j in range(pc)], block_of=[j - j % pz for j in range(pc)],
                parts=t["parts"], part_of=[j // pz if t["parts"] > 1 else 0 for j in range(pc)],
                sc_add=sc_add(net, t["place"]), gate_sc=gate_sc(net, t["place"]),
-               split_shift=any("split" in op.f for op in net.ops),   # rule 8m (hlsnn.engines.network.joins.catmix)
+               split_shift=any("split" in op.f for op in net.ops),   # rule mixed_concat (hlsnn.engines.network.joins.catmix)
                act_distance=max(netperf.CONV_DEPTH, netperf.POOL_DEPTH, netperf.ADD_DEPTH),
                **unfold_fields(t["unfold"], pc))
     return render_templates("shift_mac", ctx, out_dir) + (t,)

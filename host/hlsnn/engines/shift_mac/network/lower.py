@@ -1,5 +1,5 @@
 """``shift_mac``'s rules of the integer network mode (:mod:`hlsnn.deploy.lower.program`'s walk, module
-rule 2): two-hot / power-of-two codes as their shift-add values (:func:`_fields`, the kernel's
+rule conv_output): two-hot / power-of-two codes as their shift-add values (:func:`_fields`, the kernel's
 fields), ``saturate_A(acc + bias)``, ReLU and ``shift_round_sat`` with the config's rounding
 (:func:`hlsnn.engines.shift_mac.emulator.output_rule`)."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ from ..emulator import output_rule
 
 
 class ShiftRules:
-    """The ``shift_mac`` layer rules (module rule 2): two-hot / power-of-two codes as their
+    """The ``shift_mac`` layer rules (module rule conv_output): two-hot / power-of-two codes as their
     shift-add values, ``saturate_A(acc + bias)``, ReLU and ``shift_round_sat`` with the config's
     rounding (:func:`hlsnn.engines.shift_mac.emulator.output_rule`)."""
     engine = "shift_mac"

@@ -57,7 +57,7 @@ PAIR_LOGIC = 13
 CONV_DEPTH = 8       # act read (BRAM, 1), shift, the Q-input adder tree (4), accumulate, epilogue (bias, shift)
 
 
-from ...network.tokens.layernorm import LOOPS as LN_LOOPS, OP_CODE as LN_OP  # noqa: E402 - rule 15's loops
+from ...network.tokens.layernorm import LOOPS as LN_LOOPS, OP_CODE as LN_OP  # noqa: E402 - rule layer_norm's loops
 from ...network.tokens.attnkernel import LOOPS as ATT_LOOPS, cycles as attn_cycles, iterations as attn_iterations  # noqa: E402
 
 LOOPS = {0: "NetMac", 1: "NetPool", 2: "NetAdd", 3: "NetMove", 4: "NetConcat", 5: "NetTranspose", 6: "NetLut", 7: "NetGate"}
@@ -75,7 +75,7 @@ def iterations(net, tables):
     it = {"NetLoadWords": words(tables["in_elems"], tables), "NetLoad": tables.get("load_iters", tables["in_elems"]),
           "NetStore": tables["out_elems"], "NetStoreWords": words(tables["out_elems"], tables)}
     for r in tables["rows"]:
-        if _f(r, "op") == LN_OP:                # rule 15's two loops (hlsnn.engines.network.tokens.layernorm)
+        if _f(r, "op") == LN_OP:                # rule layer_norm's two loops (hlsnn.engines.network.tokens.layernorm)
             for k in LN_LOOPS:
                 it[k] = it.get(k, 0) + _f(r, "n_iter")
             continue
@@ -99,7 +99,7 @@ def op_cycles(net, tables, conv_depth=CONV_DEPTH, ii=None):
              + tables.get("load_iters", tables["in_elems"]) * g("NetLoad", 1))]   # load_iters: a pixel of
     # every channel a cycle (the board-sized sparse kernel's unfolded load), else a value a cycle
     for op, r in zip(net.ops, tables["rows"]):
-        if _f(r, "op") == LN_OP:                # rule 15 (hlsnn.engines.network.tokens.layernorm)
+        if _f(r, "op") == LN_OP:                # rule layer_norm (hlsnn.engines.network.tokens.layernorm)
             from ...network.tokens.layernorm import cycles as ln_cycles
             rows.append((op.name, op.kind, ln_cycles({k: _f(r, k) for k in ("zb", "hw")}, ii)))
             continue
@@ -159,7 +159,7 @@ def multipliers(net, tables):
     loop's ``Q`` act_bits x act_bits products (:mod:`hlsnn.engines.network.gate`), when the program has
     a gate; none otherwise (the convs shift and add)."""
     from ....resources import Multiplier
-    from ...network.pools.mean import multipliers as mean_multipliers      # a mean's division (rule 13)
+    from ...network.pools.mean import multipliers as mean_multipliers      # a mean's division (rule mean_divide)
     from .dsp import multipliers as dsp_multipliers                  # the DSP banks' packed products
     if not any(op.kind == "gate" for op in net.ops):
         return mean_multipliers(net, tables) + dsp_multipliers(tables)
@@ -205,7 +205,7 @@ def datapath(net, tables):
       LUT6 levels of a ``64 / lane_bits``:1 multiplexer), and each channel's current and next word
       (``2 * C * 64`` flip-flops);
     * ``wpool`` (``Q``, a program with an average pool): :func:`wpool_logic`;
-    * ``linwide`` (a program with rule 12w's resize): :func:`hlsnn.engines.network.joins.linwide.logic`;
+    * ``linwide`` (a program with rule linear_wide's resize): :func:`hlsnn.engines.network.joins.linwide.logic`;
     * ``mean`` (a mean over a count that is not a power of two): :func:`mean_logic`;
     * ``split`` (a pool or gate of a concat's mixed map): :func:`hlsnn.engines.network.joins.catmix.logic`;
     * ``axi``, ``control``: :data:`AXI_MASTER` x 2, :data:`AXI_LITE`, :data:`CONTROL`.
@@ -243,10 +243,10 @@ def datapath(net, tables):
     from .dsp import logic as dsp_logic         # the DSP banks' split
     parts.update(dsp_logic(tables))
     parts.update(wpool_logic(net, pc, a, wb))
-    from ...network.joins.linwide import logic as linwide_logic      # rule 12w's LinWide loop
+    from ...network.joins.linwide import logic as linwide_logic      # rule linear_wide's LinWide loop
     parts.update(linwide_logic(net, pc, a, wb))
     parts.update(mean_logic(net, tables))
-    from ...network.joins.catmix import logic as split_logic         # rule 8m's channel-range shifts
+    from ...network.joins.catmix import logic as split_logic         # rule mixed_concat's channel-range shifts
     parts.update(split_logic(net, tables))
     return parts
 
@@ -263,7 +263,7 @@ def tree_levels(n):
 
 
 def mean_logic(net, tables):
-    """``{"mean": (LUT, FF)}`` of rule 13's datapath (:mod:`hlsnn.engines.network.pools.mean`) beside
+    """``{"mean": (LUT, FF)}`` of rule mean_divide's datapath (:mod:`hlsnn.engines.network.pools.mean`) beside
     its products (:func:`hlsnn.engines.network.pools.mean.multipliers`, one site each, in the loops
     whose ops divide): the left
     shift by ``pre`` (``shifter_luts(db, 31)``), the offset's adder (``db``), the right shift by
@@ -298,7 +298,7 @@ def resources(net, tables, ps):
     its parts)."""
     import math
     from ....resources import build
-    from ...network.tokens import attnkernel, layernorm      # rule 15's, rules 16-19's ROMs, DSPs and logic
+    from ...network.tokens import attnkernel, layernorm      # rule layer_norm's, rules attn_gather, add_const, act_matmul and int_softmax's ROMs, DSPs and logic
     m = build(buffers(net, tables) + layernorm.buffers(net, tables) + attnkernel.buffers(net, tables),
               multipliers(net, tables) + layernorm.multipliers(net, tables) + attnkernel.multipliers(net, tables), ps)
     logic = dict(datapath(net, tables), **layernorm.logic(net, tables), **attnkernel.logic(net, tables))

@@ -18,7 +18,7 @@ non-zero weights among those ``Q`` values (a ``Q:1`` select per multiplier). A z
 no slot, so a block needs at least ``max_l ceil(n_l / M)`` steps (``n_l`` the lane's non-zeros)
 and at least as many as the most taps one bank must read; the greedy schedule comes close to
 the larger of the two. A block with no non-zero weight at all keeps one empty step (its
-outputs are the output rule of the bias alone). A conv taking its input in two terms (rule 12t,
+outputs are the output rule of the bias alone). A conv taking its input in two terms (rule two_term_input,
 :mod:`hlsnn.engines.network.lintwo`) has per block the schedule of its ``hi`` channels, then that
 of its ``lo`` channels; the ``kShl`` flag of the first ``lo`` step shifts the accumulators left by 7
 (its two terms made by the ``LinWide`` loop or, from a plain Add, by the ``Add`` loop in two
@@ -136,7 +136,7 @@ def tables(net, pz, pc, pm):
         wl = [[[] for _ in range(pm)] for _ in range(pz)]
     bl, sl = [[] for _ in range(pz)], [[] for _ in range(pz)]
     wins = []                                      # per block: its window's base (kWinBase)
-    shl = []                                       # per step: rule 12t's shift of the accumulator
+    shl = []                                       # per step: rule two_term_input's shift of the accumulator
     nib = []                                       # per step: lowbit's nibble of the input (0 all, 1 hi, 2 lo)
     boff = 0
     sum_bits, add_bits = 18, 16
@@ -145,23 +145,23 @@ def tables(net, pz, pc, pm):
     from ...network.joins.chain import wide_bits
     wide_sums = wide_bits(net)                     # chained Adds' exact sums: wider shortcut words, Add one pixel a cycle
     fast_add = bool(sz) and sub >= 2 and all(op.f["hw"] % 2 == 0 for op in net.ops if op.kind == "add") \
-        and not wide_sums and not lintwo.add_used(net)   # rule 12t's add: the one-pixel Add loop
+        and not wide_sums and not lintwo.add_used(net)   # rule two_term_input's add: the one-pixel Add loop
     from ...network.gate import lut_roms
-    luts, lut_banks = lut_roms(net, a_bits, pc)    # rule 9ch: a ROM copy per bank, else None
+    luts, lut_banks = lut_roms(net, a_bits, pc)    # rule channel_table: a ROM copy per bank, else None
     from ...network.tokens.layernorm import roms as ln_roms
     if sz and any(op.kind == "lnorm" for op in net.ops):
-        raise InputError("network kernel: a LayerNormalization (rule 15) in a board-sized sparse kernel (net_shape: "
+        raise InputError("network kernel: a LayerNormalization (rule layer_norm) in a board-sized sparse kernel (net_shape: "
                          "board): its loop is in the plain kernel only so far; this network runs layer by layer")
-    ln_g, ln_b = ln_roms(net, pc)                  # rule 15's scale and bias codes, a ROM per bank
+    ln_g, ln_b = ln_roms(net, pc)                  # rule layer_norm's scale and bias codes, a ROM per bank
     from ...network.tokens import attention, attnkernel
     if sz and any(op.kind in attention.KINDS for op in net.ops):
-        raise InputError("network kernel: attention's ops (rules 16-19) in a board-sized sparse kernel (net_shape: "
+        raise InputError("network kernel: attention's ops (rules attn_gather, add_const, act_matmul and int_softmax) in a board-sized sparse kernel (net_shape: "
                          "board): their loops are in the plain kernel only so far; this network runs layer by layer")
-    attn = attnkernel.tables(net, place, pc)       # rules 16-19's ROMs (hlsnn.engines.network.tokens.attnkernel)
+    attn = attnkernel.tables(net, place, pc)       # rules attn_gather, add_const, act_matmul and int_softmax's ROMs (hlsnn.engines.network.tokens.attnkernel)
     for op in net.ops:
         f, d = descriptor_head(op, unfold, place, name, pz, pc, sc_transpose=True)
         if op.kind == "conv":
-            two = f.get("terms", 1) == 2               # rule 12t (hlsnn.engines.network.lintwo): hi and lo
+            two = f.get("terms", 1) == 2               # rule two_term_input (hlsnn.engines.network.lintwo): hi and lo
             z, g = f["z"], f["group"]
             codes = np.asarray(f["codes"], np.int64)
             if f is not op.f:                  # (z, C, kh, kw) -> (z, kw*C, kh, 1): channel kx*C + c
@@ -188,7 +188,7 @@ def tables(net, pz, pc, pm):
             sched = (lambda cd: netsize.schedule(cd, pc, sub, pz)) if sz else (lambda cd: schedule(cd, pc, pm, pz))
             blocks = sched(codes)
             first_lo = [None] * len(blocks)
-            if two:                            # per block: the hi steps, then the lo steps (rule 12t)
+            if two:                            # per block: the hi steps, then the lo steps (rule two_term_input)
                 first_lo = [len(b) for b in blocks]
                 blocks = [bh + bl for bh, bl in zip(blocks, sched(lo_codes))]
             elif xm == "nib":                  # lowbit: per block the steps on hi nibbles, then on lo ones
@@ -231,10 +231,10 @@ def tables(net, pz, pc, pm):
             attnkernel.descriptor(net, op, d, place, name, pc)
         else:
             ab = pool_or_add(op, f, d, place, name, pc, a_bits, wide_sums)
-            if op.kind == "add" and f.get("terms", 1) == 2:   # rule 12t: hi, then lo (network.lintwo)
+            if op.kind == "add" and f.get("terms", 1) == 2:   # rule two_term_input: hi, then lo (network.lintwo)
                 ab = lintwo.add_descriptor(op, f, d, pc, ab, net)
             add_bits = max(add_bits, ab)
-            if op.kind == "add" and "clip" in f:        # rule 4q: a low-bit Quant's clamp (network.addclip)
+            if op.kind == "add" and "clip" in f:        # rule add_clip: a low-bit Quant's clamp (network.addclip)
                 d.update(clo=f["clip"][0], chi=f["clip"][1])
             if op.kind == "add" and fast_add:           # two pixels a cycle (network.cpp.j2 AddPairs)
                 d["n_iter"] //= 2
@@ -317,11 +317,11 @@ def render(net, out_dir):
                has_lut=any(op.kind == "lut" for op in net.ops), has_gate=any(op.kind == "gate" for op in net.ops),
                max_lut_iter=_most(t, 6), max_gate_iter=_most(t, 7), lut_words=len(t["luts"]), luts=_ints(t["luts"]),
                lut_banks=[_ints(r) for r in t["lut_banks"]] if "lut_banks" in t else None,
-               **layernorm.widths(net, 8, pc), ln_words=t["ln_g"].shape[1],        # rule 15 (engines/network/layernorm)
+               **layernorm.widths(net, 8, pc), ln_words=t["ln_g"].shape[1],        # rule layer_norm (engines/network/layernorm)
                ln_g=[_ints(r) for r in t["ln_g"]], ln_b=[_ints(r) for r in t["ln_b"]],
-               **attnkernel.widths(net, t, pc),                                     # rules 16-19 (.attnkernel)
+               **attnkernel.widths(net, t, pc),                                     # rules attn_gather, add_const, act_matmul and int_softmax (.attnkernel)
                sc_add=sc_add(net, t["place"]), gate_sc=gate_sc(net, t["place"]),
-               split_shift=any("split" in op.f for op in net.ops),   # rule 8m (hlsnn.engines.network.joins.catmix)
+               split_shift=any("split" in op.f for op in net.ops),   # rule mixed_concat (hlsnn.engines.network.joins.catmix)
                act_distance=max(sparseperf.CONV_DEPTH, netperf.POOL_DEPTH, netperf.ADD_DEPTH),
                **netkernel.unfold_fields(t["unfold"], pc))
     return netkernel.render_templates("sparse_cluster", ctx, out_dir) + (t,)

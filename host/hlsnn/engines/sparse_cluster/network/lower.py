@@ -1,4 +1,4 @@
-"""The network mode's ``sparse_cluster`` layers (:mod:`hlsnn.deploy.lower.program`, rule 2 with
+"""The network mode's ``sparse_cluster`` layers (:mod:`hlsnn.deploy.lower.program`, rule conv_output with
 this engine's weights and output rule); the specification of the ``sparse_cluster`` network
 kernel (:mod:`hlsnn.engines.sparse_cluster.network.kernel`).
 
@@ -17,7 +17,7 @@ input at radix ``F_in``:
   geometry (stride, padding and groups as such) and forms only the outputs the layer keeps.
   Integer sums do not depend on their order or on the zero products left out, so this gives
   the bits of the stride-1 convolution sampled by the stride.
-* **Accumulator**: ``acc[z, y, x] = sum q[...] * w[...]`` over the window (netmode rule 2),
+* **Accumulator**: ``acc[z, y, x] = sum q[...] * w[...]`` over the window (netmode rule conv_output),
   exact (int64; the kernel sizes its sum from the weights: :mod:`hlsnn.engines.sparse_cluster.network.kernel`).
 * **Output** (the engine's emulator rules 2, 3 and 5, :func:`hlsnn.engines.sparse_cluster.emulator.postprocess`):
   ``t = acc + bias[z]`` exact (no saturation: the layer-by-layer path adds K-tiled and
@@ -25,9 +25,9 @@ input at radix ``F_in``:
   shift_round_sat(t, shift[z], 8, rounding)`` with the *accel config's* rounding, ``shift =
   F_in + F_w - F_out``; ``bias = rint(b * 2**(F_in + F_w))``, an error unless ``|bias| <
   2**30`` (the deployment's own check). The engine's 2x2 pooling flag is not used by a
-  deployment: a ``MaxPool`` is netmode rule 3.
-* **Activations** are int8 (signed) throughout: the input's rule 1 and the residual Add's
-  requantization (netmode rule 4) saturate to 8 bits.
+  deployment: a ``MaxPool`` is netmode rule max_pool.
+* **Activations** are int8 (signed) throughout: the input's rule input_quantize and the residual Add's
+  requantization (netmode rule residual_add) saturate to 8 bits.
 """
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ class SparseRules:
     def banks(p):
         """The network kernel's channel banks ``Q`` (``shape(p)[1]`` of
         :mod:`hlsnn.engines.sparse_cluster.network.kernel`: ``net_banks`` board-sized, else
-        ``max_z``): rule 12t's ``lo`` term starts at a multiple of them."""
+        ``max_z``): rule two_term_input's ``lo`` term starts at a multiple of them."""
         return int(p["net_banks"]) if "net_sub" in p else int(p["max_z"])
 
     @staticmethod
