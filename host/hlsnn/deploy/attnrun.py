@@ -8,6 +8,8 @@ same bits. Before program revision :data:`~hlsnn.engines.network.attention.REVIS
 in float64 (and a ``MatMulAct`` at per-sample radix points)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..engines.network import attention as at, layernorm
@@ -43,13 +45,61 @@ def _radix(dep, layer, values, bits, calibrate):
     return radix[layer.name]
 
 
+def bfp_applies(dep):
+    """True when ``dep``'s layer path runs :mod:`hlsnn.engines.bfp_systolic.network.attnpairs`'
+    rules (BFP pairs): a ``MatMulAct`` in the network, every engine layer on ``bfp_systolic``,
+    not ``dynamic``."""
+    got = dep.__dict__.get("_attn_pairs")
+    if got is None:
+        exs = list(dep.execs.values())
+        got = bool(exs) and not dep.dynamic and any(getattr(la, "op", "") == "MatMulAct" for la in dep.net.layers) \
+            and all(ex.acc.config.engine == "bfp_systolic" for ex in exs)
+        dep._attn_pairs = got
+    return got
+
+
+#: the host ops whose BFP input rule 20 writes as codes first (rules 17b, 19b, 15b)
+PAIR_OPS = ("AddConst", "LayerNormalization")
+
+
+def _pair_codes(dep, layer, act, calibrate):
+    """Rule 20 of :mod:`~hlsnn.engines.bfp_systolic.network.attnpairs` in the layer path: the
+    exact BFP values of ``act`` as ``M``-bit codes at the op's calibrated radix (``dep.pair_in``,
+    the program's field ``pair_in``; DETERMINE on the values when calibrating), or None for a
+    loaded program without it (that program's float64 op runs)."""
+    from .quant import Act, host_radix
+    from ..engines.bfp_systolic.network.gate import codes, pairs_of
+    bits = int(next(iter(dep.execs.values())).p["mantissa_bits"])
+    radix = dep.__dict__.setdefault("pair_in", {})
+    if calibrate:
+        radix[layer.name] = int(host_radix(act.values, bits, True, dep.overflow_ratio))
+    if layer.name not in radix:
+        return None
+    f = radix[layer.name]
+    q = codes(*pairs_of(act.values), f, bits, dep.rounding)
+    return Act(np.ldexp(q.astype(np.float64), -f), (f, bits, True))
+
+
 def layer_run(dep, layer, ins, calibrate, env):
     """The :class:`~hlsnn.deploy.quant.Act` of host ``layer`` on ``ins`` by rules 17-19 and 15c
-    in ``dep``'s layer path, or None where they do not apply (the caller's other rules run;
-    ``env`` the run's tensors by name)."""
+    in ``dep``'s layer path (on BFP pairs: rules 17b, 19b, 15b, their inputs written as codes by
+    rule 20 first), or None where they do not apply (the caller's other rules run; ``env`` the
+    run's tensors by name)."""
     from .quant import Act
     if not applies(dep):
-        return None
+        a = layer.attrs
+        if layer.op == "Scale" and bfp_applies(dep) and ins[0].fmt is None and not a.get("divide") and \
+                np.size(a["c"]) == 1 and (calibrate or dep.__dict__.get("pair_in")):     # rule 16s
+            from ..engines.bfp_systolic.network.attnpairs import odd_pair
+            cm, ce = odd_pair(float(np.asarray(a["c"], np.float64).reshape(-1)[0]))
+            return Act(ins[0].values * math.ldexp(cm, ce), None)                    # exact: 8 x 24 bits
+        if not bfp_applies(dep) or ins[0].fmt is not None or not (
+                layer.op in PAIR_OPS or layer.op == "SwCompute" and a.get("fn") == "Softmax" and at.last_axis(a)):
+            return None
+        got = _pair_codes(dep, layer, ins[0], calibrate)
+        if got is None:
+            return None
+        ins = [got] + list(ins[1:])
     if layer.op == "LayerNormalization" and ins[0].fmt is None:       # 15s: the residual sum's codes first
         from . import lnsum
         from .quant import host_radix, to_fixed

@@ -75,6 +75,9 @@ def check_ops(net):
         elif op.kind in ("gather", "addc", "actmm", "softmax"):     # attention's rules 16-19
             from ..engines.network.attention import check_op
             check_op(op, ints, bad)
+        elif op.kind in ("plnorm", "pscale"):            # rules 15b, 16s on BFP pairs
+            from ..engines.bfp_systolic.network.attnpairs import check_op
+            check_op(op, ints, bad)
         elif op.kind == "lnorm":
             from ..engines.network.layernorm import check_op
             check_op(op, ints, bad)

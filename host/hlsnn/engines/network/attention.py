@@ -454,13 +454,15 @@ def check_op(op, ints, bad):
 
 
 def refuse_kernel(net):
-    """:class:`InputError` naming the first op of rules 16-19 in ``net``: no network kernel has a
-    loop for it yet, so on csim, sim and pynq the network runs layer by layer."""
+    """:class:`InputError` naming the first op of rules 16-19 in ``net`` (or of their forms on BFP
+    pairs, 16b-19b, 16s and 15b of :mod:`hlsnn.engines.bfp_systolic.network.attnpairs`) that its network
+    kernel has no loop for, so on csim, sim and pynq the network runs layer by layer."""
     from ...errors import InputError
     for op in net.ops:
-        if op.kind in KINDS and op.kind not in KERNEL_KINDS.get(net.engine, ()):
+        if op.kind in KINDS + ("plnorm", "pscale") and op.kind not in KERNEL_KINDS.get(net.engine, ()):
+            rule = "15b" if op.kind == "plnorm" else "16s" if op.kind == "pscale" else f"{16 + KINDS.index(op.kind)}{'b' if op.f.get('pairs') else ''}"
             raise InputError(f"network kernel: op {op.name} ({op.kind}, attention's rule "
-                             f"{16 + KINDS.index(op.kind)}) runs in the emu network mode only so far; the "
+                             f"{rule}) runs in the emu network mode only so far; the "
                              f"{net.engine} network kernel's C++ has no loop for it, so on csim, sim and pynq this "
                              f"network runs layer by layer")
 

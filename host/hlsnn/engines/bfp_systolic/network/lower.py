@@ -153,6 +153,9 @@ class BfpSteps:
         if st[0] == "input" and j["op"] not in ALIAS_OPS + ("RowsToMap", "Concat"):     # Concat: netmove rule 8i
             raise _why(j, "a host op on the float input")
         from .gate import lower_host as gate_host
+        from .attnpairs import lower_host as attn_host
+        if attn_host(self, j, st, w):                      # attention on pairs: rules 16b-19b, 15b
+            return True
         if gate_host(self, j, st, w):                      # rules 9b, 10b: tables and the gate on pairs
             return True
         if j["op"] == "Relu" and st[0] == "q":
@@ -542,6 +545,9 @@ def _run(net, xq, keep):
             env[op.out] = run_pairs(op, get, bsz)
         elif op.kind == "avgpool":
             env[op.out] = avgpool_pairs(op, get, bsz, eb)
+        elif op.kind in ("gather", "addc", "actmm", "softmax", "plnorm", "pscale"):
+            from .attnpairs import run as attn_run       # attention on pairs: rules 16b-19b, 15b
+            env[op.out] = attn_run(op, get, bsz, p)
         elif op.kind in ("lut", "gate"):
             from .gate import run as gate_run
             ym, ye, ok = gate_run(op, get, shaped, eb - 1)
