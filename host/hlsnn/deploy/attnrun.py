@@ -93,7 +93,7 @@ def layer_run(dep, layer, ins, calibrate, env):
             from ..engines.bfp_systolic.network.attnpairs import odd_pair
             cm, ce = odd_pair(float(np.asarray(a["c"], np.float64).reshape(-1)[0]))
             return Act(ins[0].values * math.ldexp(cm, ce), None)                    # exact: 8 x 24 bits
-        if not bfp_applies(dep) or ins[0].fmt is not None or not (
+        if not bfp_applies(dep) or not (
                 layer.op in PAIR_OPS or layer.op == "SwCompute" and a.get("fn") == "Softmax" and at.last_axis(a)):
             return None
         got = _pair_codes(dep, layer, ins[0], calibrate)

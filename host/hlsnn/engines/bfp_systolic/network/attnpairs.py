@@ -165,8 +165,12 @@ def lower_host(steps, j, st, w):
         w.state[j["output"]], w.shapes[j["output"]] = ("q", None), at._per_image(a["out_shape"])
         return True
     if op == "SwMove":
-        return at.lower_host(dict(j), dict(program, revision=max(int(program.get("revision", 1)), at.REVISION)), w,
-                             _CodeView(steps), _why, Op)
+        n = len(w.ops)
+        if not at.lower_host(dict(j), program, w, _CodeView(steps), _why, Op):
+            return False
+        for o in w.ops[n:]:
+            o.f["pairs"] = True                                       # rule 16b: pairs move
+        return True
     if op == "Scale" and not a.get("divide") and np.size(a["c"]) == 1:          # rule 16s: q and k scaled
         cm, ce = odd_pair(float(np.asarray(a["c"], np.float64).reshape(-1)[0]))
         w.ops.append(Op("pscale", j["name"], [ins[0]], j["output"], dict(cm=int(cm), ce=int(ce))))
