@@ -65,12 +65,13 @@ def block(m, e, p, axis):
     """Rule 3's blocks of pairs along ``axis``: ``(xm, xe)``, mantissas (``M`` bits) and one
     exponent per block (``axis`` kept, of size 1). An all-zero block's exponent is its clamped
     ``kLow`` (its mantissas are 0: no output reads it but as a zero)."""
-    from .lower import _lop, _round_patches, patch_exponent
+    from ....primitives import msb_index, shift_round_sat
     m, e = np.asarray(m, np.int64), np.asarray(e, np.int64)
-    lop = _lop(m, e).max(axis=axis, keepdims=True)
-    lop = np.where(lop == np.iinfo(np.int64).min, 0, lop)
-    xe = patch_exponent(lop, p)
-    return _round_patches(m, e - xe, p["mantissa_bits"], p["rounding"]), xe
+    low = np.iinfo(np.int64).min
+    lop = np.where(m != 0, msb_index(np.abs(m)) + e, low).max(axis=axis, keepdims=True)
+    E = p["exponent_bits"]
+    xe = np.clip(np.where(lop == low, 0, lop) - (p["mantissa_bits"] - 2), -(1 << (E - 1)), (1 << (E - 1)) - 1)
+    return shift_round_sat(m, np.clip(xe - e, -63, 63), p["mantissa_bits"], p["rounding"])[0], xe
 
 
 def actmm_pairs(a, b, p):
