@@ -48,12 +48,15 @@ def _radix(dep, layer, values, bits, calibrate):
 def bfp_applies(dep):
     """True when ``dep``'s layer path runs :mod:`hlsnn.engines.bfp_systolic.network.attnpairs`'
     rules (BFP pairs): a ``MatMulAct`` in the network, every engine layer on ``bfp_systolic``,
-    not ``dynamic``."""
+    not ``dynamic``, and a program of revision 8 on (a deployment being made is)."""
     got = dep.__dict__.get("_attn_pairs")
     if got is None:
+        from ..engines.bfp_systolic.network.attnpairs import REVISION
+        rev = (getattr(dep, "origin", None) or {}).get("revision", REVISION)
         exs = list(dep.execs.values())
-        got = bool(exs) and not dep.dynamic and any(getattr(la, "op", "") == "MatMulAct" for la in dep.net.layers) \
-            and all(ex.acc.config.engine == "bfp_systolic" for ex in exs)
+        got = bool(exs) and rev >= REVISION and not dep.dynamic and \
+            any(getattr(la, "op", "") == "MatMulAct" for la in dep.net.layers) and \
+            all(ex.acc.config.engine == "bfp_systolic" for ex in exs)
         dep._attn_pairs = got
     return got
 
@@ -89,7 +92,7 @@ def layer_run(dep, layer, ins, calibrate, env):
     if not applies(dep):
         a = layer.attrs
         if layer.op == "Scale" and bfp_applies(dep) and ins[0].fmt is None and not a.get("divide") and \
-                np.size(a["c"]) == 1 and (calibrate or dep.__dict__.get("pair_in")):     # rule 16s
+                np.size(a["c"]) == 1:                                                         # rule 16s
             from ..engines.bfp_systolic.network.attnpairs import odd_pair
             cm, ce = odd_pair(float(np.asarray(a["c"], np.float64).reshape(-1)[0]))
             return Act(ins[0].values * math.ldexp(cm, ce), None)                    # exact: 8 x 24 bits

@@ -60,8 +60,9 @@ is rule 9's transpose then rule 4's global pool. GELU (``UnaryChain``) and the `
 and k are rule 9's tables of codes already.
 
 The plain ``sparse_cluster`` network kernel and the ``shift_mac`` one run these ops in their loops
-(:mod:`.attnkernel`); an engine without them (``bfp_systolic``: its network mode has no rule for BFP
-pairs here) refuses by the op's name (:func:`refuse_kernel`).
+(:mod:`.attnkernel`). On BFP pairs (``bfp_systolic``) the same ops are the rules of
+:mod:`hlsnn.engines.bfp_systolic.network.attnpairs` (16b-19b, 16s, 15b: rules 17, 19 and 15c on codes
+of the pairs); a kernel without loops for an op refuses it by name (:func:`refuse_kernel`).
 """
 from __future__ import annotations
 

@@ -55,6 +55,9 @@ from .gate import codes, pairs_of
 #: the op kinds of the rules above (``plnorm`` is 15b; the others share rule 16-19's names, with
 #: the field ``pairs``)
 KINDS = ("gather", "addc", "actmm", "softmax", "plnorm", "pscale")
+#: the compiled program's revision from which the layer path runs these rules
+#: (:data:`hlsnn.deploy.programrev.ATTENTION_PAIRS`; before: float64 on the host)
+REVISION = 8
 #: rule 16s: the widest constant mantissa (a float32's significand)
 SCALE_BITS = 24
 
@@ -136,12 +139,12 @@ def lnorm_plan(c, f_in, bits, attrs):
 
 def lower_host(steps, j, st, w):
     """Lower host layer ``j`` of a BFP attention network (a compiled program of revision
-    :data:`hlsnn.engines.network.attention.REVISION` or later with a ``MatMulAct``) when it is one
+    :data:`REVISION` or later with a ``MatMulAct``) when it is one
     of the rules above; True if it was."""
     from ...network.program import Op, _why
     program = steps.program
     op, a = j["op"], j.get("attrs") or {}
-    if int(program.get("revision", 1)) < at.REVISION or \
+    if int(program.get("revision", 1)) < REVISION or \
             not any(lj.get("op") == "MatMulAct" for lj in program["layers"]):
         return False
     ins = list(j["inputs"])
