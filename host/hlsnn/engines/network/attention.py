@@ -460,6 +460,8 @@ def refuse_kernel(net):
     kernel has no loop for, so on csim, sim and pynq the network runs layer by layer."""
     from ...errors import InputError
     for op in net.ops:
+        if net.engine == "bfp_systolic" and (op.f.get("pairs") or op.kind in ("plnorm", "pscale")):
+            continue                                  # the bfp kernel's loops on pairs (bfp_systolic.network.attnkern)
         if op.kind in KINDS + ("plnorm", "pscale") and op.kind not in KERNEL_KINDS.get(net.engine, ()):
             rule = "15b" if op.kind == "plnorm" else "16s" if op.kind == "pscale" else f"{16 + KINDS.index(op.kind)}{'b' if op.f.get('pairs') else ''}"
             raise InputError(f"network kernel: op {op.name} ({op.kind}, attention's rule "

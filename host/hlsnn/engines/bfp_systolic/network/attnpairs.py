@@ -18,8 +18,11 @@ rounds by the accel config's, as the engine does).
     constants are pairs of their float values (exact: :func:`pairs_of`), no rounding. 16s: a
     ``Scale`` of q and k by a constant ``c`` is the exact product ``(m cm, e + ce)`` by ``c``
     rounded to :data:`SCALE_BITS` significant bits, ``cm 2**ce`` (:func:`odd_pair`; relative
-    error ``2**-SCALE_BITS``; the layer path multiplies the exact values by the same constant in
-    float64, exactly); the next rule 18b re-blocks it.
+    error ``2**-SCALE_BITS``), held rounded to odd at :data:`ODD_BITS` significant bits (the
+    kernel's element; rule 4o's argument: rule 18b's blocks round it to ``M <= ODD_BITS - 1``
+    bits at an exponent no finer than its own leading one's less ``M - 2``, so they round it as the
+    exact product). The layer path multiplies the exact values by the same constant in float64,
+    exactly, and its rule 18b gives the same bits.
 17b. **addc** (a position embedding ``x + P``): rule 20's codes at ``F_i``, then rule 17 on
     them (:func:`~hlsnn.engines.network.attention.addc`, codes at the calibrated ``F_o``, field
     ``codes``); the output pairs are ``(y, -F_o)``.
@@ -60,6 +63,9 @@ KINDS = ("gather", "addc", "actmm", "softmax", "plnorm", "pscale")
 REVISION = 8
 #: rule 16s: the widest constant mantissa (a float32's significand)
 SCALE_BITS = 24
+#: rule 16s: the product's significant bits, rounded to odd (:data:`.reduce.ODD_BITS`'s argument:
+#: ``>= M + 1``, so rule 18b's rounding of it is the exact product's)
+ODD_BITS = 25
 
 
 # ---- the rules (the specification) -------------------------------------------------------------
@@ -124,8 +130,15 @@ def odd_pair(c):
 
 
 def scale_pairs(x, cm, ce):
-    """Rule 16s on pairs: ``(m * cm, e + ce)``, exact."""
-    return np.asarray(x[0], np.int64) * int(cm), np.asarray(x[1], np.int64) + int(ce)
+    """Rule 16s on pairs: the exact product ``(m * cm, e + ce)`` held rounded to odd at
+    :data:`ODD_BITS` significant bits (``|m| < 2**26``)."""
+    from ....primitives import msb_index
+    p = np.asarray(x[0], np.int64) * int(cm)
+    a = np.abs(p)
+    r = np.maximum(msb_index(a) - (ODD_BITS - 1), 0)
+    kept = a >> r
+    o = kept | ((kept << r) != a).astype(np.int64)
+    return np.where(p < 0, -o, o), np.asarray(x[1], np.int64) + int(ce) + r
 
 
 def lnorm_plan(c, f_in, bits, attrs):
@@ -169,11 +182,12 @@ def lower_host(steps, j, st, w):
         w.state[j["output"]], w.shapes[j["output"]] = ("q", None), at._per_image(a["out_shape"])
         return True
     if op == "SwMove":
-        n = len(w.ops)
+        before = {id(o) for o in w.ops}
         if not at.lower_host(dict(j), program, w, _CodeView(steps), _why, Op):
             return False
-        for o in w.ops[n:]:
-            o.f["pairs"] = True                                       # rule 16b: pairs move
+        for o in w.ops:
+            if id(o) not in before:
+                o.f["pairs"] = True                                   # rule 16b: pairs move
         return True
     if op == "Scale" and not a.get("divide") and np.size(a["c"]) == 1:          # rule 16s: q and k scaled
         cm, ce = odd_pair(float(np.asarray(a["c"], np.float64).reshape(-1)[0]))
