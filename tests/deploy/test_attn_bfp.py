@@ -251,3 +251,98 @@ def test_bfp8_attention_lowers_to_one_program_with_the_layer_paths_bits(model):
     assert (got == want).all()
     at.refuse_kernel(net)                                       # the bfp kernel has the loops on pairs
     assert all(op.f.get("pairs") for op in net.ops if op.kind in at.KINDS)
+
+
+# ---- the bfp_systolic network kernel's loops (C-simulation, the simulated board) ------------------
+
+def _images(arrays, n):
+    x0 = arrays["check/x"]
+    r = np.random.default_rng(11)
+    x = x0[r.integers(0, len(x0), n)] + r.normal(0, float(x0.std()), (n,) + x0.shape[1:])
+    return x.astype(np.float32).astype(np.float64)
+
+
+@pytest.mark.csim
+@pytest.mark.strict_csim
+def test_bfp8_attention_one_kernel_start_bit_exact_on_csim_and_sim(model):
+    """The strict C-simulation of the bfp network kernel and the simulated board give the layer
+    path's bits in one start; the loop counters are the cycle model's iterations; every bank's
+    access sites within its ports."""
+    from hlsnn.engines.bfp_systolic.network import perf as bfpperf
+    from hlsnn.network import artifact
+    prog, arrays = artifact.read(model)[:2]
+    x = _images(arrays, 40)
+    with hlsnn.load(model, "emu", network=False) as ref:
+        want = np.asarray(ref.logits(x))
+    with hlsnn.load(model, "csim", network=True) as net:
+        got = np.asarray(net.logits(x))
+        assert net.last_kernel_starts == 1
+        k = net._kernel
+        assert k.strict and all(b["sites"] <= b["ports"] for b in k.strict_report["banks"])
+        want_it = {m: len(x) * v for m, v in bfpperf.iterations(net.network, k.tables).items()}
+        assert {m: k.counters[m][0] for m in want_it} == want_it
+        for loop in ("NetGather", "NetPScale", "NetAmmBExp", "NetAmmAExp", "NetAmm", "NetAmmOut", "NetSmaxOut",
+                     "NetPlnSum", "NetPlnStat", "NetPlnOut"):
+            assert want_it[loop] > 0
+    np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
+    with hlsnn.load(model, "sim") as net:
+        np.testing.assert_array_equal(np.asarray(net.logits(x[:8])).view(np.uint64), want[:8].view(np.uint64))
+        assert net.last_kernel_starts == 1
+
+
+@pytest.fixture(scope="module")
+def encoder(tmp_path_factory):
+    pytest.importorskip("onnx")
+    from hlsnn.network.build import compile_model
+    d = tmp_path_factory.mktemp("enc")
+    (d / "a.yaml").write_text((ROOT / "docs/beyond/attention.yaml").read_text().replace("../../tests",
+                                                                                         str(ROOT / "tests")))
+    compile_model(str(d / "a.yaml"), "bfp8", str(d / "m.hlsnn"))
+    return d / "m.hlsnn"
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+@pytest.mark.parametrize("plant", ["gather", "pscale", "addc", "actmm", "softmax", "plnorm"])
+def test_bfp8_encoder_planted_kernel_bit_fails_the_comparison(encoder, monkeypatch, plant):
+    """One planted one-bit change in each attention loop's data (a gather's source bank, the Scale's
+    exponent, the position constant's bit at the output radix, the MatMul's operand order, the
+    Softmax's output radix, the LayerNorm's output shift) makes the C-simulation differ from the
+    emulator."""
+    from hlsnn.engines.bfp_systolic.network import attnkern
+    from hlsnn.network import artifact
+    prog, arrays = artifact.read(encoder)[:2]
+    x = _images(arrays, 20)
+    with hlsnn.load(encoder, "emu", network=False) as ref:
+        want = np.asarray(ref.logits(x))
+    real_tables, real_desc, real_fields = attnkern.tables, attnkern.descriptor, attnkern.fields
+
+    def tables(net, place, pc, eb):
+        t = real_tables(net, place, pc, eb)
+        if plant == "gather":
+            t["gather"] = t["gather"] ^ np.uint64(1)                  # every element's source bank, low bit
+        if plant == "addc":
+            g = next(op.f for op in net.ops if op.kind == "addc")
+            t["addc"] = t["addc"] ^ (1 << (g["g"] - g["f_out"]))      # the constant's bit at F_o
+        return t
+
+    def descriptor(net, op, d, place, name, pc):
+        real_desc(net, op, d, place, name, pc)
+        if plant == "pscale" and op.kind == "pscale":
+            d["sb"] ^= 1                                              # the constant's exponent, bit 0
+        if plant == "actmm" and op.kind == "actmm":
+            d["single"] ^= 1                                          # A and B swapped
+        if plant == "plnorm" and op.kind == "plnorm":
+            d["kh"] += 1                                              # the output's shift
+
+    def fields(net, t, rows, pc, eb):
+        w = real_fields(net, t, rows, pc, eb)
+        if plant == "softmax":
+            w["smax_fp"] -= 1
+        return w
+    monkeypatch.setattr(attnkern, "tables", tables)
+    monkeypatch.setattr(attnkern, "descriptor", descriptor)
+    monkeypatch.setattr(attnkern, "fields", fields)
+    with hlsnn.load(encoder, "csim", network=True, self_check=False) as net:
+        got = np.asarray(net.logits(x))
+    assert (got != want).any()

@@ -62,7 +62,9 @@ and k are rule 9's tables of codes already.
 The plain ``sparse_cluster`` network kernel and the ``shift_mac`` one run these ops in their loops
 (:mod:`.attnkernel`). On BFP pairs (``bfp_systolic``) the same ops are the rules of
 :mod:`hlsnn.engines.bfp_systolic.network.attnpairs` (16b-19b, 16s, 15b: rules 17, 19 and 15c on codes
-of the pairs); a kernel without loops for an op refuses it by name (:func:`refuse_kernel`).
+of the pairs), which the ``bfp_systolic`` network kernel runs in loops of its own
+(:mod:`hlsnn.engines.bfp_systolic.network.attnkern`); a kernel without loops for an op refuses it by
+name (:func:`refuse_kernel`).
 """
 from __future__ import annotations
 

@@ -42,11 +42,9 @@ rounds by the accel config's, as the engine does).
     (:func:`hlsnn.engines.network.layernorm.normalized`), then ``shift_round_sat`` to ``M`` bits
     at the calibrated ``F_o`` (field ``codes``; rule 15c); the output pairs are ``(y, -F_o)``.
 
-The residual ``Add``, the token mean and the tables (GELU, the ``Scale`` of q and k) are the
-network mode's rules 5, 6 and 9b as in every BFP network. The ``bfp_systolic`` network kernel has
-no loops for rules 16b-19b and 15b yet:
-:func:`hlsnn.engines.network.attention.refuse_kernel` names the first such op, so on csim,
-sim and pynq such a network runs layer by layer (``hlsnn.load(..., network=False)``).
+The residual ``Add``, the token mean and the GELU table are the network mode's rules 5, 6 and 9b
+as in every BFP network. The ``bfp_systolic`` network kernel runs the rules above in its loops
+(:mod:`.attnkern`, ``hls/engines/bfp_systolic/network_attention.j2``).
 """
 from __future__ import annotations
 
@@ -129,6 +127,19 @@ def odd_pair(c):
     return m, e
 
 
+def odd_pairs(m, e):
+    """Pairs with odd mantissas (trailing zero bits moved to the exponent; zero: ``(0, 0)``), the
+    same values: a float32 constant's mantissa then fits the kernel's element."""
+    m, e = np.asarray(m, np.int64).copy(), np.asarray(e, np.int64).copy()
+    for _ in range(64):
+        even = (m != 0) & (m % 2 == 0)
+        if not even.any():
+            break
+        m[even] //= 2
+        e[even] += 1
+    return m, np.where(m != 0, e, 0)
+
+
 def scale_pairs(x, cm, ce):
     """Rule 16s on pairs: the exact product ``(m * cm, e + ce)`` held rounded to odd at
     :data:`ODD_BITS` significant bits (``|m| < 2**26``)."""
@@ -176,7 +187,7 @@ def lower_host(steps, j, st, w):
         if got is None:
             return False
         cs = [np.asarray(v, np.float64).reshape(-1) for k, v in a["operands"] if k == "c"]
-        cm, ce = pairs_of(np.concatenate(cs) if cs else np.zeros(0))
+        cm, ce = odd_pairs(*pairs_of(np.concatenate(cs) if cs else np.zeros(0)))
         w.ops.append(Op("gather", j["name"], [ins[0]], j["output"], dict(n=len(got[0]), idx=got[0], cm=cm, ce=ce,
                                                                          pairs=True)))
         w.state[j["output"]], w.shapes[j["output"]] = ("q", None), at._per_image(a["out_shape"])
