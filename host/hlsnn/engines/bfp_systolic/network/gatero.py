@@ -28,6 +28,13 @@ product reaches ``2**30``: the WaveNet's gated activation ran layer by layer on 
      (an Add, a table, the output) would read other values: the rule is not taken then, and the
      product keeps rule 10b and its run-time check.
 
+10w. **The product of two tables' outputs read by an Add** (an LSTM cell's ``i * g`` in ``c = f * c +
+     i * g``: rule 10r does not apply) keeps rule 10b's exact product, and the program's elements
+     are :data:`~hlsnn.engines.bfp_systolic.network.prelu.WIDE_ELEM_BITS`-bit (:func:`wide`, as rule
+     9w's: :func:`~hlsnn.engines.bfp_systolic.network.lower.elem_bits`), so the product (below
+     ``2**31``) and the cell's exact sum (below ``2**52``, the layer path's float64 exact sum; the
+     status bit beyond) fit the element. The layer path is the same exact arithmetic.
+
 The layer path is unchanged (its float64 product, rounded by the next layer). The kernels of
 other networks are unchanged: the ``Gate`` loop has its ``RoundOdd`` only in a kernel with such a
 gate, where the gate's descriptor field ``odd`` (rule 4o's) selects it.
@@ -69,3 +76,10 @@ def mark(ops, aliases, out_name, m_bits):
             held.add(op.out)
         if ok and name(out_name) not in held:
             g.f["odd"] = True
+
+
+def wide(net):
+    """Rule 10w: ``net`` (a lowered bfp program) has a gate of two tables' outputs that rule 10r
+    does not hold rounded to odd (an Add reads it), so its elements are wide."""
+    ops, aliases = getattr(net, "ops", ()), getattr(net, "aliases", {})
+    return any(g.kind == "gate" and not g.f.get("odd") and _tables(g, ops, aliases) for g in ops)

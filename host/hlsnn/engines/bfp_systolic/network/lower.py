@@ -386,10 +386,12 @@ def conv_pairs(x, f, p):
 
 def elem_bits(net):
     """The kernel's element mantissa bits for ``net``: :data:`.prelu.WIDE_ELEM_BITS` with a
-    rule-9w op (:mod:`.prelu`), else :data:`ELEM_BITS` (the bound of rules 5, 10b and 11 is
+    rule-9w op (:mod:`.prelu`) or a rule-10w gate (:mod:`.gatero`: an LSTM cell's ``i * g``), else
+    :data:`ELEM_BITS` (the bound of rules 5, 10b and 11 is
     ``2**(bits - 1)``)."""
+    from .gatero import wide
     from .prelu import WIDE_ELEM_BITS, is_wide
-    return WIDE_ELEM_BITS if any(is_wide(op) for op in getattr(net, "ops", ())) else ELEM_BITS
+    return WIDE_ELEM_BITS if any(is_wide(op) for op in getattr(net, "ops", ())) or wide(net) else ELEM_BITS
 
 def _exact_sum_check(parts, e, name, bits=EXACT_BITS, elem=ELEM_BITS):
     """Raise unless ``sum |m_i| 2**(e_i - e) < 2**bits`` (rules 5, 6; ``elem``: the element's bits)."""
