@@ -26,10 +26,10 @@ is the host's own work. Medians over ``--calls`` calls, after a warm-up, in micr
   call for a network ``nethost.softmax_rule`` accepts) less the same call without it, timed
   alternately in one loop (medians of each);
 * ``softmax``: the numpy host layers after the logits on the values the C call dequantized
-  (:func:`hlsnn.deploy.program.finish` with ``values``, as the loader calls it: the numpy
+  (:func:`hlsnn.deploy.lower.program.finish` with ``values``, as the loader calls it: the numpy
   Softmax of 10 values, no second dequantization); ``softmax_with_dequantize``: the same with
   the Python dequantization of the integers the loader no longer runs;
-* ``python_quantize``: the numpy rule 1 it replaces (:func:`hlsnn.deploy.program.quantize_input`).
+* ``python_quantize``: the numpy rule 1 it replaces (:func:`hlsnn.deploy.lower.program.quantize_input`).
 
 Usage::
 
@@ -60,7 +60,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "host"))
 
 from hlsnn.network import artifact, nethost  # noqa: E402
-from hlsnn.deploy import program as netmode  # noqa: E402
+from hlsnn.deploy.lower import program as netmode  # noqa: E402
 from hlsnn.network.board import io_words  # noqa: E402
 from _common import median_us  # noqa: E402
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Benchmark: a U-Net's fixed8 calibration (a regression deployment's defaults: ``radix: search``,
 ``equalize: channels``, ``weight_scale: channel``, ``bias_correction: empirical``), its radix
-search's runs through the compiled network mode (:mod:`hlsnn.deploy.fast`, which runs a U-Net's
+search's runs through the compiled network mode (:mod:`hlsnn.deploy.run.fast`, which runs a U-Net's
 data moves and average pools since session 27) against the numpy integer program that ran them
 before (``fast.build`` refusing a program with such ops, as it did).
 
@@ -33,10 +33,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "host"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from hlsnn.deploy import datasets, fast as netfast, program as netmode, task_formats  # noqa: E402
+from hlsnn.deploy import datasets
+from hlsnn.deploy.run import fast as netfast
+from hlsnn.deploy.lower import program as netmode
+from hlsnn.deploy.quantize import task_formats  # noqa: E402
 from hlsnn.deploy.config import Assignment, FormatSpec  # noqa: E402
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.runner import Deployment  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.run.runner import Deployment  # noqa: E402
 from hlsnn.runtime import Accelerator  # noqa: E402
 from _common import interleaved_medians  # noqa: E402
 

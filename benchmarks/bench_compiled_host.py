@@ -5,7 +5,7 @@ For resnet8_digits32 (bfp16 on bfp16_pynq-z2, two-hot on shift8_pynq-z2), batch 
 sim`` (the real pynq driver path on the simulated board), over ``--images`` test images after one
 warm-up image:
 
-* ``deploy``: the deployment runner (``hlsnn.deploy.runner.Deployment``, calibrated on 8
+* ``deploy``: the deployment runner (``hlsnn.deploy.run.runner.Deployment``, calibrated on 8
   training images), the path ``hlsnn deploy`` takes;
 * ``compiled``: the compiled model (``hlsnn compile`` then ``hlsnn.load(path, target="sim")``),
   when this tree has it.
@@ -38,9 +38,9 @@ sys.path.insert(0, os.environ.get("HLSNN_BENCH_HOST") or str(ROOT / "host"))
 
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.deploy.config import load_deploy_config  # noqa: E402
-from hlsnn.deploy.evaluate import open_accelerators  # noqa: E402
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.runner import Deployment  # noqa: E402
+from hlsnn.deploy.reports.evaluate import open_accelerators  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.run.runner import Deployment  # noqa: E402
 
 CONFIG = ROOT / "configs" / "models" / "resnet8_digits32.yaml"
 

@@ -55,9 +55,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.deploy.config import load_deploy_config  # noqa: E402
-from hlsnn.deploy.evaluate import _layout, open_accelerators  # noqa: E402
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.runner import Deployment  # noqa: E402
+from hlsnn.deploy.reports.evaluate import _layout, open_accelerators  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.run.runner import Deployment  # noqa: E402
 from _common import interleaved_medians  # noqa: E402
 
 CONFIGS = [ROOT / "configs" / "models" / "resnet8_digits32.yaml",

@@ -441,7 +441,7 @@ def _profile(call, calls):
     areas, funcs = {}, []
     for (fname, line, name), (_, nc, tt, ct, _) in st.stats.items():
         f = fname.replace("\\", "/")
-        if f.endswith("hlsnn/csim.py") and name == "run_stream":
+        if f.endswith("hlsnn/csim/__init__.py") and name == "run_stream":
             area = "kernel: csim C call (in CsimLibrary.run_stream)"
         elif "hlsnn/runtime/sim/" in f:
             area = "hlsnn.runtime.sim (simulated MMIO, DMA, streams, memory)"

@@ -11,8 +11,8 @@ path of :mod:`hlsnn.network.nethost`, :meth:`CompiledNet._run_c`) runs, per star
    values itself: a network with a prefix or a ``bfp_systolic`` network (``finite``: fixed + per
    value, fitted on images of 64 and 16,384 values); any other input goes through
    ``_check_input`` (``uint8 -> float64``: a ``bfp_systolic`` network's uint8 image, converted);
-2. the host ops on the float input before the start (:mod:`hlsnn.deploy.netprefix`): each op's
-   ``hlsnn.deploy.hostops.run`` (``ops``: fixed + per element, per op kind, fitted on 64 and
+2. the host ops on the float input before the start (:mod:`hlsnn.deploy.lower.netprefix`): each op's
+   ``hlsnn.deploy.run.hostops.run`` (``ops``: fixed + per element, per op kind, fitted on 64 and
    16,384 elements), and for a ``bfp_systolic`` kernel its first layer's patches
    (``bfp_patches``: fixed + per element, one patch per image);
 3. the C call (:meth:`CHost.run`; its Python and rule 1 measured by ``bench_c_host.py``), inside
@@ -20,7 +20,7 @@ path of :mod:`hlsnn.network.nethost`, :meth:`CompiledNet._run_c`) runs, per star
    register file and syncs: the driver's time less the same call against ``netin.c``'s null
    register file, ``null_call``) and ``sim_context`` (``NetSimBoard.run_image``'s lock and the
    simulated device's context, less the inner ``NetBoard.run_image``); neither exists on a board;
-4. the host ops after the output that run in Python (:func:`hlsnn.deploy.program.finish` less
+4. the host ops after the output that run in Python (:func:`hlsnn.deploy.lower.program.finish` less
    the same call with no ops after it: ``after_ops``; Softmax's cost per element in ``ops``); a
    Softmax over each image's output vector runs in the C call (``nethost.softmax_rule``: its
    cost is ``bench_c_host.py``'s ``softmax_c``) and costs nothing here;
@@ -41,7 +41,7 @@ Usage::
 
     OMP_NUM_THREADS=1 python benchmarks/bench_loader_host.py --hlsnn /tmp/hrep/*.hlsnn --calls 2000
 
-``--fallback`` times a ``--host-fallback`` GRU and LSTM node (``hlsnn.deploy.hostops.run`` of the
+``--fallback`` times a ``--host-fallback`` GRU and LSTM node (``hlsnn.deploy.run.hostops.run`` of the
 imported layer: onnx's reference evaluator built once per layer and run on each sample; input 16,
 hidden 32, 4 and 32 steps, batch 1) and fits a fixed cost and a cost per step; then one run of the
 node over a batch of 1 and 32 sequences (32 steps) for the cost per step of each further sequence:
@@ -67,8 +67,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "host"))
 
 import hlsnn  # noqa: E402
-from hlsnn.deploy import hostops, netprefix  # noqa: E402
-from hlsnn.deploy import program as netmode  # noqa: E402
+from hlsnn.deploy.run import hostops
+from hlsnn.deploy.lower import netprefix  # noqa: E402
+from hlsnn.deploy.lower import program as netmode  # noqa: E402
 from hlsnn.network.loader import CompiledNet  # noqa: E402
 from _common import median_us  # noqa: E402
 
@@ -126,7 +127,7 @@ def _fallback_layer(op, steps, f=16, h=32):
     import tempfile
     import onnx
     from onnx import TensorProto, helper, numpy_helper
-    from hlsnn.deploy.onnx_import import load_onnx
+    from hlsnn.deploy.importer.onnx_import import load_onnx
     g = 3 if op == "GRU" else 4
     rng = np.random.default_rng(0)
     inits = [numpy_helper.from_array((rng.normal(size=sh) * 0.3).astype(np.float32), n) for n, sh in
@@ -137,7 +138,7 @@ def _fallback_layer(op, steps, f=16, h=32):
               numpy_helper.from_array(np.zeros(5, np.float32), "bf")]
     nodes = [helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0, 2]),
              helper.make_node(op, ["xt", "W", "R", "B"], ["Y"], hidden_size=h, clip=1e4),  # never binds: the
-             #                                      unrolling (hlsnn.deploy.rnnunroll) refuses a clip, the node falls back
+             #                                      unrolling (hlsnn.deploy.rewrite.rnnunroll) refuses a clip, the node falls back
              helper.make_node("Squeeze", ["Y", "ax1"], ["ys"]), helper.make_node("Transpose", ["ys"], ["yb"], perm=[1, 0, 2]),
              helper.make_node("Reshape", ["yb", "shape"], ["flat"]),
              helper.make_node("Gemm", ["flat", "wf", "bf"], ["y"], transB=1)]

@@ -18,7 +18,7 @@ batch) at batch 1, after a warm-up call, over ``--calls`` calls; medians of:
   Python and numpy, the part a board runs as well (its MMIO a store to a mapped page, its
   syncs a cache-maintenance call that is not modelled here);
 * ``quantize`` and ``finish``: rule 1 (the input's integers) and rule 5 (the logits'
-  dequantization and the host layers after them) of :mod:`hlsnn.deploy.program`.
+  dequantization and the host layers after them) of :mod:`hlsnn.deploy.lower.program`.
 
 With ``--hlsnn NAME.hlsnn ...`` (compiled models, e.g. the one-start models of
 ``scripts/variant_sixth.py``; several side by side in one run, so that their ratios share the
@@ -34,7 +34,7 @@ C-simulation in every call); medians of:
   between (it evicts the host's caches, as on a board the kernel does not);
 * ``warm_us``: the same with the kernel's answer replayed after one real start (as ``driver``
   above), over ten times the calls; of which ``prefix_us`` (the host ops before the start,
-  :mod:`hlsnn.deploy.netprefix`) and ``driver_us`` (the C call less the kernel: rule 1, the
+  :mod:`hlsnn.deploy.lower.netprefix`) and ``driver_us`` (the C call less the kernel: rule 1, the
   simulated board's registers and syncs, the read-back);
 * ``model_x86_us``: the latency model's host time for the same call on this machine
   (``hlsnn perf NAME.hlsnn --board x86-sim``: the C call of :data:`hlsnn.network.hostmodel.X86`,
@@ -70,7 +70,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "host"))
 
 import hlsnn  # noqa: E402
-from hlsnn.deploy import program as netmode  # noqa: E402
+from hlsnn.deploy.lower import program as netmode  # noqa: E402
 from hlsnn.network.build import compile_model  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 
@@ -107,7 +107,7 @@ def _cpu_median(fn, n):
 
 def compiled(paths, calls):
     """The ``--hlsnn`` rows (module docstring), one per compiled model."""
-    from hlsnn.deploy import netprefix
+    from hlsnn.deploy.lower import netprefix
     from hlsnn.network import latency
     rows = []
     for p in paths:

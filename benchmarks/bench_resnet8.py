@@ -7,7 +7,7 @@ Per format (every assignment of the deployment config), on the emu target:
 * accuracy on the test split, and top-1 agreement with onnxruntime's float outputs;
 * images/s of the emulation (``Deployment.run`` over the test images, calibration excluded);
 * the modelled board latency per image (batch 1), per engine layer and in total, from the cycle
-  counts (``hlsnn.deploy.report.layer_cycles``: the kernel calls of each layer costed by the
+  counts (``hlsnn.deploy.reports.report.layer_cycles``: the kernel calls of each layer costed by the
   cycle model of ``hlsnn perf``, at the accel config's clock). Host work (im2col, the residual
   Adds, requantization) and DMA set-up are not in it; sparse layers are counted on a synthetic
   layer at the densities the run measured. A model, not a measurement.
@@ -38,10 +38,10 @@ sys.path.insert(0, str(ROOT / "host"))
 
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.deploy.config import load_deploy_config  # noqa: E402
-from hlsnn.deploy.evaluate import _layout, open_accelerators  # noqa: E402
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.report import engine_input_shapes, layer_cycles  # noqa: E402
-from hlsnn.deploy.runner import Deployment  # noqa: E402
+from hlsnn.deploy.reports.evaluate import _layout, open_accelerators  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.reports.report import engine_input_shapes, layer_cycles  # noqa: E402
+from hlsnn.deploy.run.runner import Deployment  # noqa: E402
 
 
 def main():

@@ -688,7 +688,7 @@ BEYOND = [
     # attention on the layer path (engine placement), at today's II
     _bf("at II 1 the engine placement gives mha_clf {e2e_us:,.0f} us", _beyond("mha_clf_ts17", "bfp8")),
     _bf("us and encoder_clf {e2e_us:,.0f} us (`hlsnn perf", _beyond("encoder_clf_dynamo", "bfp8")),
-    # fixed8's layer-path figures of that day are history; since issue 79 one start (engines.network.attention)
+    # fixed8's layer-path figures of that day are history; since issue 79 one start (engines.network.tokens.attention)
     _bf("sparse network kernel, mha_clf {e2e_us:,.0f} us and", _beyond("mha_clf_ts17", "fixed8")),
     _bf("encoder_clf {e2e_us:,.0f} us end to end in one start, re-modelled", _beyond("encoder_clf_dynamo", "fixed8")),
     # the fourth family: g_glu and g_tcn
@@ -985,7 +985,7 @@ LAYERNORM = [
     _bf("convnext's two-hot kernel, {lut:,} LUT,", _ln("convnext", "twohot")),
 ]
 
-# --- docs/deploy-beyond-cnn.md: attention in one start (issue 79: hlsnn.engines.network.attention) ---
+# --- docs/deploy-beyond-cnn.md: attention in one start (issue 79: hlsnn.engines.network.tokens.attention) ---
 ATT, VIT, BPAGE = "docs/beyond/attention.yaml", "docs/beyond/vit.yaml", "docs/deploy-beyond-cnn.md"
 ATTENTION = [
     Figure(BPAGE, "It models {e2e_us:.0f} us end to end ({kernel_us:.0f} us of kernel)", Net(ATT, "fixed8")),

@@ -1,4 +1,4 @@
-"""Accuracy with and without ``bias_correction: empirical`` (:mod:`hlsnn.deploy.biascorr`): each
+"""Accuracy with and without ``bias_correction: empirical`` (:mod:`hlsnn.deploy.quantize.biascorr`): each
 format of a deployment config run twice on emu, as it is (``bias_correction: none``) and with the
 correction, through ``hlsnn deploy``'s own evaluation; one Markdown table on stdout
 (``docs/history/deploy-models.md`` and ``docs/history/deploy-beyond-cnn.md`` show them)::

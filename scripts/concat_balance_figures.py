@@ -1,10 +1,10 @@
 """Relative error of dense (U-Net) ONNX files on emu in bfp8 and fixed8, with the skip-Concat
-balance of hlsnn.deploy.equalize off (before) and on (after)::
+balance of hlsnn.deploy.quantize.equalize off (before) and on (after)::
 
     PYTHONPATH=host python scripts/concat_balance_figures.py tests/data/torch/beyond/*unet*.onnx
 """
 import sys, tempfile, pathlib
-from hlsnn.deploy import equalize
+from hlsnn.deploy.quantize import equalize
 from hlsnn.evaluation.run import deploy
 orig = equalize.plan
 for name in sys.argv[1:]:

@@ -23,7 +23,7 @@ exported, and absorbed by the BN means, so the ONNX Conv nodes carry a non-zero 
 The exported graphs use opset 15, float32 initializers, input ``input``, output ``probs`` and
 a symbolic batch dimension ``N``; :meth:`Mlp.predict_proba` and :meth:`Cnn.predict_proba` are
 the numpy forward passes they compute. From opset 14 on the stock ``ReferenceEvaluator`` is
-right; :func:`hlsnn.deploy.reference.reference_evaluator` also evaluates older models (onnx's
+right; :func:`hlsnn.deploy.importer.reference.reference_evaluator` also evaluates older models (onnx's
 reference BatchNormalization of opsets 9-13 is wrong in inference mode, see there).
 """
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Dict
 
 import numpy as np
 
-from hlsnn.deploy.reference import reference_evaluator, reference_probs  # noqa: F401 (re-exported)
+from hlsnn.deploy.importer.reference import reference_evaluator, reference_probs  # noqa: F401 (re-exported)
 
 OPSET = 15
 IR_VERSION = 8            # the IR version of opset 15 (ONNX 1.10)

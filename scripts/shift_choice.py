@@ -1,5 +1,5 @@
 """The per-model choice of a shift format's radix rule and codes' fit (``radix: auto``,
-``weight_fit: auto``, :mod:`hlsnn.deploy.shift_auto`) against each pair set by hand: one JSON
+``weight_fit: auto``, :mod:`hlsnn.deploy.quantize.shift_auto`) against each pair set by hand: one JSON
 line per deployment config (``docs/history/deploy-models.md`` shows the figures).
 
     python scripts/shift_choice.py OUT.jsonl configs/models/digits_cnn.yaml tests/data/torch/tiny/*_ts17.yaml
@@ -36,7 +36,7 @@ def main(argv=None):
     ap.add_argument("--only", default=",".join(VARIANTS), help="variants, comma-separated: " + ", ".join(VARIANTS))
     a = ap.parse_args(argv)
     from hlsnn.config import read_yaml
-    from hlsnn.deploy import shift_auto
+    from hlsnn.deploy.quantize import shift_auto
     from hlsnn.evaluation.run import deploy
     shift_auto.HOLD_OUT = a.held_out
     variants = {k: VARIANTS[k] for k in a.only.split(",")}

@@ -1,5 +1,5 @@
 """Every (radix, weight_fit) pair of a shift format on a classifier, and the rules that choose among
-them (:mod:`hlsnn.deploy.shift_auto`) scored on the test images after the fact::
+them (:mod:`hlsnn.deploy.quantize.shift_auto`) scored on the test images after the fact::
 
     python scripts/shift_pairs.py dump OUT_DIR MODEL.onnx ...             # digits, 128 calibration images
     DATA=digits32 NCAL=64 python scripts/shift_pairs.py dump OUT_DIR tests/data/torch/tiny/dscnn_ts17.onnx
@@ -56,10 +56,10 @@ TINY = ("mobilenet_relu6_ts17", "mobilenet_relu_ts17", "dscnn_ts17", "resnet8_ts
 def dump(out, models):
     from hlsnn.deploy import datasets
     from hlsnn.deploy.config import load_deploy_config
-    from hlsnn.deploy.evaluate import _layout, open_accelerators
-    from hlsnn.deploy.hostops import float_tensors
-    from hlsnn.deploy.onnx_import import load_onnx
-    from hlsnn.deploy.runner import Deployment
+    from hlsnn.deploy.reports.evaluate import _layout, open_accelerators
+    from hlsnn.deploy.run.hostops import float_tensors
+    from hlsnn.deploy.importer.onnx_import import load_onnx
+    from hlsnn.deploy.run.runner import Deployment
     typ, ncal, off = os.environ.get("TYPE", "twohot"), int(os.environ.get("NCAL", 128)), int(os.environ.get("OFF", 0))
     Path(out).mkdir(parents=True, exist_ok=True)
     for m in models:
@@ -129,7 +129,7 @@ def choose(d, m, z=None, agreement_first=False):
     images: McNemar at ``shift_auto.Z``; ``agreement_first``: the rule before 2026-11-26, the
     agreeing images first, then the error), then with ``z`` the labels' step (McNemar,
     ``b - c > z sqrt(b + c)``)."""
-    from hlsnn.deploy.shift_auto import Z
+    from hlsnn.deploy.quantize.shift_auto import Z
     o = int(d["off"]) if "off" in d else 0
     qs = {p: d[f"{p}/train"][o:o + m] for p in PAIRS}
     f, y = d["f_train"][o:o + m], d["y_train"][o:o + m]
@@ -184,11 +184,11 @@ def rules(*outs):
 def layers(model, pair):
     from hlsnn.deploy import datasets
     from hlsnn.deploy.config import load_deploy_config
-    from hlsnn.deploy.evaluate import _layout, open_accelerators
-    from hlsnn.deploy.hostops import float_tensors
-    from hlsnn.deploy.onnx_import import load_onnx
-    from hlsnn.deploy.quant import Act
-    from hlsnn.deploy.runner import Deployment
+    from hlsnn.deploy.reports.evaluate import _layout, open_accelerators
+    from hlsnn.deploy.run.hostops import float_tensors
+    from hlsnn.deploy.importer.onnx_import import load_onnx
+    from hlsnn.deploy.quantize.quant import Act
+    from hlsnn.deploy.run.runner import Deployment
     ncal, accel = int(os.environ.get("NCAL", 128)), os.environ.get("ACCEL", "shift8_pynq-z2")
     radix, _, fit = pair.partition("+")
     with tempfile.TemporaryDirectory() as d:
@@ -241,10 +241,10 @@ def layers(model, pair):
 def sets(models):
     from hlsnn.deploy import datasets
     from hlsnn.deploy.config import load_deploy_config
-    from hlsnn.deploy.evaluate import _layout, open_accelerators
-    from hlsnn.deploy.hostops import float_tensors
-    from hlsnn.deploy.onnx_import import load_onnx
-    from hlsnn.deploy.runner import Deployment
+    from hlsnn.deploy.reports.evaluate import _layout, open_accelerators
+    from hlsnn.deploy.run.hostops import float_tensors
+    from hlsnn.deploy.importer.onnx_import import load_onnx
+    from hlsnn.deploy.run.runner import Deployment
     typ = os.environ.get("TYPE", "twohot")
     for m in models:
         m = Path(m).resolve()

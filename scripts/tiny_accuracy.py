@@ -1,6 +1,6 @@
 """Accuracy of issue 32's tiny models (``tests/data/torch/tiny/``) in bfp8, two-hot and fixed8,
 with two-hot codes chosen for the output (``weight_fit: output``, the default) and by nearest
-rounding (``weight_fit: nearest``, as before hlsnn.deploy.shift_fit), and power-of-two both
+rounding (``weight_fit: nearest``, as before hlsnn.deploy.quantize.shift_fit), and power-of-two both
 ways: one Markdown table on stdout (``docs/deploy-models.md`` shows it).
 
     python scripts/tiny_accuracy.py                      # every model, all 360 test images

@@ -6,7 +6,7 @@
 Writes ``digits_mlp.onnx`` (64 -> 32 -> 10 MLP) and ``digits_cnn.onnx`` (two conv-BN-relu-pool
 blocks -> fc), trained with numpy only (scripts/digits_models.py; deterministic for a seed), and
 prints their train/test accuracy as the ONNX float reference computes it
-(``hlsnn.deploy.reference.reference_evaluator``: onnx's ReferenceEvaluator with inference-mode
+(``hlsnn.deploy.importer.reference.reference_evaluator``: onnx's ReferenceEvaluator with inference-mode
 BatchNormalization per the spec).
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="seed of the initial weights and batch order (default: 0)")
     ap.add_argument("--opset", type=int, default=train.OPSET,
                     help="ONNX opset of the exported models (default: %(default)s; 14+ also evaluates correctly "
-                         "under the stock ReferenceEvaluator, see hlsnn.deploy.reference.reference_evaluator)")
+                         "under the stock ReferenceEvaluator, see hlsnn.deploy.importer.reference.reference_evaluator)")
     ap.add_argument("--verbose", action="store_true", help="print the accuracy after every epoch")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -493,9 +493,9 @@ def _ort_reference(path, x):
 
 def _format_errors(cfg, x_cal, x):
     """Each format's relative error against onnxruntime on x, calibrated on x_cal (or the error)."""
-    from hlsnn.deploy.evaluate import open_accelerators
-    from hlsnn.deploy.onnx_import import load_onnx
-    from hlsnn.deploy.runner import Deployment
+    from hlsnn.deploy.reports.evaluate import open_accelerators
+    from hlsnn.deploy.importer.onnx_import import load_onnx
+    from hlsnn.deploy.run.runner import Deployment
     ref = _ort_reference(cfg.model, x)
     net = load_onnx(cfg.model)
     accs = open_accelerators(cfg, "emu")
@@ -550,8 +550,8 @@ def _deploy_formats(row, cfg_path, task):
 
 def deploy_all(out, only=None):
     from hlsnn.deploy import datasets
-    from hlsnn.deploy.onnx_import import load_onnx
-    from hlsnn.deploy.runner import float_forward
+    from hlsnn.deploy.importer.onnx_import import load_onnx
+    from hlsnn.deploy.run.runner import float_forward
     manifest = json.loads((out / "MANIFEST.json").read_text())
     results_path = out / "results.json"
     results = json.loads(results_path.read_text()) if results_path.exists() and only else {}
@@ -687,8 +687,8 @@ def probe(out, probes=None, export=None, examples=1):
     import torch
     from torch import nn
     from export_torch_models import _export, _ort_outputs
-    from hlsnn.deploy.onnx_import import load_onnx
-    from hlsnn.deploy.runner import float_forward
+    from hlsnn.deploy.importer.onnx_import import load_onnx
+    from hlsnn.deploy.run.runner import float_forward
     export = export or _export
     torch.set_num_threads(1)
     torch.manual_seed(0)

@@ -315,7 +315,7 @@ def _reference(path, x):
     try:
         return _ORT_REFERENCE(path, x)
     except Exception:               # noqa: BLE001
-        from hlsnn.deploy.evaluate import float_reference
+        from hlsnn.deploy.reports.evaluate import float_reference
         return float_reference(path, x).astype(np.float32)
 
 

@@ -414,8 +414,8 @@ def _tokens(out, key, entry):
 
 
 def deploy_all(out, only=None):
-    from hlsnn.deploy.onnx_import import load_onnx
-    from hlsnn.deploy.runner import float_forward
+    from hlsnn.deploy.importer.onnx_import import load_onnx
+    from hlsnn.deploy.run.runner import float_forward
     manifest = json.loads((out / "MANIFEST.json").read_text())
     results_path = out / "results.json"
     results = json.loads(results_path.read_text()) if results_path.exists() else {}

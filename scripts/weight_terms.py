@@ -1,5 +1,5 @@
 """Accuracy with one and two shift codes per weight (``weight_terms: 1`` / ``2``,
-:mod:`hlsnn.deploy.twoterm`): each two-hot format of a deployment config run twice on emu.
+:mod:`hlsnn.deploy.quantize.twoterm`): each two-hot format of a deployment config run twice on emu.
 
     python scripts/weight_terms.py family --out /tmp/v --only dw_a_ts17 dw_b_ts17   # variant_family.py's models
     python scripts/weight_terms.py beyond --only se_cnn_ts17                          # tests/data/torch/beyond
@@ -65,10 +65,10 @@ def sets(model, accel, n_sets=4):
     import numpy as np
     from hlsnn.deploy import datasets
     from hlsnn.deploy.config import load_deploy_config
-    from hlsnn.deploy.evaluate import open_accelerators
-    from hlsnn.deploy.hostops import float_tensors
-    from hlsnn.deploy.onnx_import import load_onnx
-    from hlsnn.deploy.runner import Deployment
+    from hlsnn.deploy.reports.evaluate import open_accelerators
+    from hlsnn.deploy.run.hostops import float_tensors
+    from hlsnn.deploy.importer.onnx_import import load_onnx
+    from hlsnn.deploy.run.runner import Deployment
     fm = {"t1": {"type": "twohot", "accel": accel}, "t2": {"type": "twohot", "accel": accel, "weight_terms": 2},
           "fixed8": {"type": "fixed", "accel": "sparse8_pynq-z2"}}
     with tempfile.TemporaryDirectory() as d:

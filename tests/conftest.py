@@ -265,14 +265,14 @@ SLOW_DYNAMO_FILES = ("test_torch_fifth.py", "test_network_maxlate.py", "test_rep
 
 @contextlib.contextmanager
 def first_pair():
-    """While active, a shift format's ``radix: auto`` / ``weight_fit: auto`` (hlsnn.deploy.shift_auto)
+    """While active, a shift format's ``radix: auto`` / ``weight_fit: auto`` (hlsnn.deploy.quantize.shift_auto)
     tries only its first candidate pair (the likeliest choice) instead of every pair: one
     calibration and one scoring run per deployment instead of four or five. For the tests whose
     subject is another rule (the network path's bits, a target's bits), not the choice or a
     default's accuracy: the choice keeps its own tests (tests/deploy/test_shift_auto.py,
     test_netcal.py's shipped models, test_shift_fit.py ...) and the defaults' accuracy theirs
     (test_deploy.py, test_torch_*.py, test_qimport.py)."""
-    from hlsnn.deploy import shift_auto
+    from hlsnn.deploy.quantize import shift_auto
     candidates = shift_auto.candidates
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(shift_auto, "candidates", lambda formats: candidates(formats)[:1])

@@ -1,4 +1,4 @@
-"""The C-simulation's precompiled header of the ap_types headers (hlsnn.csim_pch): built once per
+"""The C-simulation's precompiled header of the ap_types headers (hlsnn.csim.pch): built once per
 flags and reused, loaded by g++ (-Winvalid-pch says nothing), and a broken PCH or one that cannot
 be built means the plain compile, never a failure."""
 import os
@@ -7,7 +7,8 @@ import subprocess
 
 import pytest
 
-from hlsnn import csim, csim_pch
+from hlsnn import csim
+from hlsnn.csim import pch as csim_pch
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 

@@ -101,7 +101,7 @@ def test_a_layer_name_with_dollars_draws_as_text_in_the_report():
     charts and weight figures; matplotlib took a pair of ``$`` as mathtext and stopped the report
     with a ParseFatalException/ValueError."""
     pytest.importorskip("matplotlib")
-    from hlsnn.deploy import report
+    from hlsnn.deploy.reports import report
     new = report._matplotlib()
     fig = report._bars(new, [MATH, "b"], {MATH: [1.0, 2.0]}, "y", log=True, hline=(1.0, MATH), title=MATH)
     assert report._img(fig, MATH).startswith('<img src="data:image/png;base64,')
@@ -141,7 +141,7 @@ def test_an_op_type_or_domain_is_a_printable_name(tmp_path, op_type, domain, fal
     unsupported-node list, so a newline in it forged lines there; with --host-fallback it was
     imported into the host layer as it was."""
     pytest.importorskip("onnx")
-    from hlsnn.deploy.onnx_import import load_onnx
+    from hlsnn.deploy.importer.onnx_import import load_onnx
     from hlsnn.errors import ModelError
     with pytest.raises(ModelError, match=r"m\.onnx: op (type|domain) ") as e:
         load_onnx(_onnx_with(tmp_path, op_type, domain), host_fallback=fallback)
@@ -150,7 +150,7 @@ def test_an_op_type_or_domain_is_a_printable_name(tmp_path, op_type, domain, fal
 
 def test_a_custom_op_of_a_plain_name_is_still_listed(tmp_path):
     pytest.importorskip("onnx")
-    from hlsnn.deploy.onnx_import import load_onnx
+    from hlsnn.deploy.importer.onnx_import import load_onnx
     from hlsnn.errors import UnsupportedModelError
     with pytest.raises(UnsupportedModelError, match=r"r \(MyOp\)"):
         load_onnx(_onnx_with(tmp_path, "MyOp", "com.example"))
@@ -188,7 +188,7 @@ def test_a_nul_in_a_config_path_or_a_model_path_is_one_line(tmp_path, capsys):
     ValueError traceback from `hlsnn deploy` and `hlsnn compile`; so did load_onnx("a\\0b")."""
     pytest.importorskip("onnx")
     import re
-    from hlsnn.deploy.onnx_import import load_onnx
+    from hlsnn.deploy.importer.onnx_import import load_onnx
     from hlsnn.errors import InputError
     text = (ROOT / "configs" / "models" / "digits_mlp.yaml").read_text()
     text = re.sub(r"(?m)^model:.*$", r'model: "a\\0b.onnx"', text).replace("../accel/", f"{ROOT}/configs/accel/")

@@ -11,6 +11,8 @@ import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "host" / "hlsnn"
 MAX_LINES = 700
+#: a folder (a room) of hlsnn holds at most this many modules besides its __init__, and lines (issue 80)
+MAX_FOLDER_MODULES, MAX_FOLDER_LINES = 26, 5000
 #: the parts every engine package has (``engines/<engine>/``), the network mode's included
 ENGINE_PARTS = ("__init__.py", "spec.py", "protocol.py", "emulator.py", "kernel.py", "cases.py",
                 "network/__init__.py", "network/lower.py", "network/kernel.py", "network/perf.py")
@@ -126,6 +128,16 @@ def test_no_module_over_700_lines():
     assert not long, f"modules over {MAX_LINES} lines (split them by idea): {long}"
 
 
+def test_no_folder_over_26_modules_or_5000_lines():
+    big = {}
+    for d in [PKG, *(p for p in PKG.rglob("*") if p.is_dir() and p.name != "__pycache__")]:
+        mods = [p for p in d.glob("*.py") if p.name != "__init__.py"]
+        lines = sum(len(p.read_text().splitlines()) for p in d.glob("*.py"))
+        if len(mods) > MAX_FOLDER_MODULES or lines > MAX_FOLDER_LINES:
+            big[str(d.relative_to(PKG.parent))] = (len(mods), lines)
+    assert not big, f"folders over {MAX_FOLDER_MODULES} modules or {MAX_FOLDER_LINES} lines (split them by stage or idea): {big}"
+
+
 def _room(module):
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else None
@@ -169,9 +181,9 @@ def test_the_rules_catch_what_they_forbid():
     assert _room("hlsnn.engines.bfp_systolic.spec") == "engines" and _room("hlsnn") is None
     # deploy below network: the runner importing the loader runs back up; the loader importing
     # the runner, and any room importing a base file, do not
-    up, pairs = _upward({"hlsnn.deploy.runner": {"hlsnn.network.loader": 1, "hlsnn.errors": 2},
-                         "hlsnn.network.loader": {"hlsnn.deploy.runner": 3}})
-    assert up == ["hlsnn.deploy.runner -> hlsnn.network.loader"] and pairs == {("deploy", "network")}
+    up, pairs = _upward({"hlsnn.deploy.run.runner": {"hlsnn.network.loader": 1, "hlsnn.errors": 2},
+                         "hlsnn.network.loader": {"hlsnn.deploy.run.runner": 3}})
+    assert up == ["hlsnn.deploy.run.runner -> hlsnn.network.loader"] and pairs == {("deploy", "network")}
 
 
 @pytest.mark.parametrize("engine", ["bfp_systolic", "shift_mac", "sparse_cluster"])

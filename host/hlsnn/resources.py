@@ -317,11 +317,6 @@ def within_margins(used: dict, board_resources, keys=None) -> bool:
     return not [k for k, *_ in over_budget(used, board_resources) if keys is None or k in keys]
 
 
-def over_margin(est: dict, board_resources) -> list:
-    """Resources of an engine estimate ``est`` above :data:`MARGINS`: ``[(resource, used, limit), ...]``."""
-    return [(k, used, limit) for k, used, limit, _ in over_budget(est["resources"], board_resources)]
-
-
 def over_budget(used: dict, board_resources) -> list:
     """The resources of ``used`` (``{"lut": ..., "ff": ..., ...}``) above the fit budget
     (:data:`FIT_SHARE` of the board's): ``[(resource, used, budget, available), ...]`` in the

@@ -47,7 +47,7 @@ def env(tmp_path, monkeypatch, capsys):
 
 def _lowered(model):
     from hlsnn.network import artifact
-    from hlsnn.deploy import program as netmode
+    from hlsnn.deploy.lower import program as netmode
     from hlsnn.network.loader import config_of
     prog, arrays = artifact.read(model)
     net = netmode.lower(prog, arrays)
@@ -84,7 +84,7 @@ def test_what_a_network_build_refuses(model, env, monkeypatch):
                       ((model, "--check"), "--check: not for the network kernel yet")):
         rc, out, err = main(*args)
         assert rc != 0 and msg in err and "Traceback" not in err, err
-    from hlsnn.deploy import program as netmode
+    from hlsnn.deploy.lower import program as netmode
     from hlsnn.errors import InputError
 
     def refuse(prog, arrays):
@@ -129,7 +129,7 @@ def test_full_network_build_with_the_fake_tools(model, env):
 @pytest.mark.csim
 def test_a_csim_mismatch_stops_the_network_build_before_the_tools(model, env, monkeypatch):
     tmp, main = env
-    from hlsnn.deploy import program as netmode
+    from hlsnn.deploy.lower import program as netmode
     real = netmode.run_ints
     monkeypatch.setattr(netmode, "run_ints", lambda net, xq, **kw: np.asarray(real(net, xq, **kw)) ^ 1)
     rc, out, err = main(model)

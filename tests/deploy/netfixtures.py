@@ -162,11 +162,11 @@ POOL_ROUNDINGS = ("nearest_even", "nearest_away", "truncate")
 
 
 def lowered_pool(attrs, q, f_in, f_x, rounding):
-    """The AveragePool of ONNX attributes ``attrs`` lowered on its own (hlsnn.engines.network.linpool,
+    """The AveragePool of ONNX attributes ``attrs`` lowered on its own (hlsnn.engines.network.pools.linpool,
     8 bits) on the integer maps ``q`` at radix ``f_in``, materialized at the consumer's ``f_x``:
     ``(its integer result, the lowered op)``."""
-    from hlsnn.deploy import program as netmode
-    from hlsnn.engines.network import linpool
+    from hlsnn.deploy.lower import program as netmode
+    from hlsnn.engines.network.pools import linpool
     j = dict(kind="host", op="AveragePool", name="p", inputs=["x"], output="y", attrs=attrs)
     state, shapes, ops = {"x": ("q", f_in)}, {"x": q.shape[1:]}, []
     assert linpool.lower_host(j, state, shapes, ops, 8, netmode._why, netmode.Op)
@@ -184,7 +184,7 @@ def check_pool_is_onnx_reference(q, attrs, check_op=None):
     import onnx
     from onnx import helper
     from onnx.reference import ReferenceEvaluator
-    from hlsnn.deploy.quant import to_fixed
+    from hlsnn.deploy.quantize.quant import to_fixed
     for f_in, f_x in POOL_RADIXES:
         x = np.ldexp(q.astype(np.float64), -f_in)
         g = helper.make_graph([helper.make_node("AveragePool", ["x"], ["y"], **attrs)], "g",
@@ -280,8 +280,8 @@ def lse_calibrates_as_the_layer_path(fast, ref, msb, x_cal, x):
     on ``x``; ``msb`` (DETERMINE's rule) calibrated on ``x_cal`` too; the output layer ``fc`` alone
     keeps DETERMINE's rule, and no radix is coarser than DETERMINE's. Returns the layers whose
     output radix lse moved (finer)."""
-    from hlsnn.deploy import calibrate as netcal
-    from hlsnn.deploy import radix_lse
+    from hlsnn.deploy.quantize import calibrate as netcal
+    from hlsnn.deploy.quantize import radix_lse
     assert netcal.calibrate(fast, x_cal), "the compiled calibration did not apply"
     ref.fast = False
     ref.calibrate(x_cal)
@@ -368,11 +368,11 @@ class PerFormat:
 def classifier_fixed_defaults():
     """A regression deployment's fixed/sparse ``auto`` fields resolved as a classifier's (``radix:
     lse``, ``weight_scale: auto``, no bias correction, no equalization: what they were before
-    hlsnn.deploy.task_formats), for the tests whose subject is another rule or the network path's
+    hlsnn.deploy.quantize.task_formats), for the tests whose subject is another rule or the network path's
     bits, not the regression defaults (these cost seconds of calibration per deploy; their own
     tests: tests/deploy/test_task_formats.py). Use: ``pytestmark = pytest.mark.usefixtures(
     "classifier_fixed_defaults")`` with the name imported from here."""
-    from hlsnn.deploy import task_formats
+    from hlsnn.deploy.quantize import task_formats
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(task_formats, "resolve", lambda formats, task, net=None: formats)
         yield
@@ -380,14 +380,15 @@ def classifier_fixed_defaults():
 
 def check_two_term_map(path, x, kinds, tensor, cols):
     """The compiled model at ``path`` whose layer ``c3`` takes its input in two int8 terms
-    (``input_terms: 2``, :mod:`hlsnn.deploy.twoin`), lowered to the ops ``kinds``: its last two ops
+    (``input_terms: 2``, :mod:`hlsnn.deploy.quantize.twoin`), lowered to the ops ``kinds``: its last two ops
     (the terms' maker and the conv) carry ``terms`` 2 with lo at channel 16 of a 24-channel map,
     and the map's integers on ``x`` are numpy's two terms of the layer path's float64 ``tensor``
     (``cols`` values a channel): ``hi`` rounded at ``F_x``, ``lo`` the residual rounded 7 bits
     finer, both saturated to int8; channels 8-15 zero; lo not all zero. Returns
     ``(c3, the conv op)``."""
     import hlsnn
-    from hlsnn.deploy import program as netmode, twoin
+    from hlsnn.deploy.lower import program as netmode
+    from hlsnn.deploy.quantize import twoin
     from hlsnn.network import artifact
     prog, arrays = artifact.read(str(path))
     (c3,) = [j for j in prog["layers"] if j["name"] == "c3"]

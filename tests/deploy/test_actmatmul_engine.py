@@ -1,5 +1,5 @@
 """Attention's MatMul of two activations on the engines (issue 52): bfp on bfp_systolic
-(hlsnn.deploy.actmm_engine), fixed8 on sparse_cluster (hlsnn.deploy.actmm_sparse). The engine's
+(hlsnn.deploy.run.actmm_engine), fixed8 on sparse_cluster (hlsnn.deploy.run.actmm_sparse). The engine's
 result against an independent numpy reference of the rule, the block-diagonal calls against
 one call per GEMM, emu == csim == sim on a small attention model, and the calls counted where
 the deploy report and ``hlsnn perf`` show them."""
@@ -10,7 +10,7 @@ import pytest
 
 import hlsnn
 from conftest import ROOT
-from hlsnn.deploy import actmm_engine, actmm_sparse
+from hlsnn.deploy.run import actmm_engine, actmm_sparse
 from hlsnn.engines.bfp_systolic.protocol import samples_per_call
 
 onnx = pytest.importorskip("onnx")
@@ -192,9 +192,9 @@ FORMATS = {"bfp": "bfp8_zcu104", "fixed": "sparse8_pynq-z2"}
 
 def _run_on(path, target, x, fmt="bfp"):
     from hlsnn.deploy.config import load_deploy_config
-    from hlsnn.deploy.evaluate import open_accelerators
-    from hlsnn.deploy.onnx_import import load_onnx
-    from hlsnn.deploy.runner import Deployment
+    from hlsnn.deploy.reports.evaluate import open_accelerators
+    from hlsnn.deploy.importer.onnx_import import load_onnx
+    from hlsnn.deploy.run.runner import Deployment
     cfg = path.parent / "c.yaml"
     cfg.write_text(f"name: mha\nmodel: {path}\ndata: digits\nlayout: ntf\n"
                    f"formats:\n  f: {{type: {fmt}, accel: {FORMATS[fmt]}}}\nassignments:\n  f: {{default: f}}\n")
@@ -231,7 +231,7 @@ def test_emu_csim_sim_give_the_same_bits(tmp_path, fmt):
     path = _mha(tmp_path / "mha.onnx")
     x = np.random.default_rng(4).normal(size=(5, T, F))
     runs = {t: _run_on(path, t, x, fmt) for t in ("emu", "csim", "sim")}
-    # bfp: on the engine; fixed8: attention's rule 18 on codes (hlsnn.deploy.attnrun), no engine call
+    # bfp: on the engine; fixed8: attention's rule 18 on codes (hlsnn.deploy.run.attnrun), no engine call
     assert all((v[1] > 0) == (fmt == "bfp") for v in runs["emu"][2].values())
     for t in ("csim", "sim"):
         for name in ("s", "o", "y"):
@@ -241,13 +241,13 @@ def test_emu_csim_sim_give_the_same_bits(tmp_path, fmt):
 
 def test_the_deploy_report_and_the_latency_model_count_the_engine_calls(tmp_path):
     """``hlsnn deploy`` of a torch-exported attention classifier in bfp8 (fixed8, one network
-    kernel start, and two-hot below): on the emu layer path both MatMuls of two activations ran
-    on bfp_systolic (100 test images x 2 heads = 200 GEMMs each, packed up to the stores' limit),
-    and the end-to-end model (batch 1) is one start of the bfp network kernel (its attention
-    loops on BFP pairs, hlsnn.engines.bfp_systolic.network.attnkern)."""
-    from hlsnn.deploy.evaluate import format_result
+    kernel start, and two-hot below): both MatMuls of two
+    activations ran on bfp_systolic (100 test images x 2 heads = 200 GEMMs each, packed up
+    to the stores' limit), and the end-to-end model (batch 1) adds their kernel starts (one per
+    MatMul: the two heads' GEMMs in one call) to the engine layers' one each."""
+    from hlsnn.deploy.reports.evaluate import format_result
     from hlsnn.evaluation.run import deploy
-    from hlsnn.deploy.onnx_import import load_onnx
+    from hlsnn.deploy.importer.onnx_import import load_onnx
     model = ROOT / "tests" / "data" / "torch" / "beyond" / "mha_clf_ts17.onnx"
     cfg = tmp_path / "mha.yaml"
     cfg.write_text(f"name: mha\nmodel: {model}\ndata: digits\nlayout: ntf\n"
@@ -260,13 +260,13 @@ def test_the_deploy_report_and_the_latency_model_count_the_engine_calls(tmp_path
     g = actmm_engine.packs(hlsnn.load_config("bfp8_zcu104").params, 8, 8, 8)
     assert sorted(v["on"] for v in e["act_matmul"].values()) == ["bfp_systolic"] * 2
     # the emu runner takes the batch in slices of Deployment.chunk images, each its own packs
-    from hlsnn.deploy.runner import Deployment
+    from hlsnn.deploy.run.runner import Deployment
     calls = sum(-(-2 * min(Deployment.chunk, n_test - i) // g) for i in range(0, n_test, Deployment.chunk))
     assert all(v["gemms"] == 2 * n_test and v["kernel_calls"] == calls for v in e["act_matmul"].values())
     assert len(load_onnx(model).engine_layers()) > 1
     assert e["end_to_end"]["kernel_starts"] == 1        # the bfp network kernel's attention loops (issue 79)
     assert "MatMul of two activations on the engine" in format_result(res)
-    # fixed8 and two-hot: attention's integer rules (hlsnn.engines.network.attention: rule 18 on codes,
+    # fixed8 and two-hot: attention's integer rules (hlsnn.engines.network.tokens.attention: rule 18 on codes,
     # no layer kernel call), the whole model in one start of the sparse or shift_mac network kernel
     fx, th = res["assignments"]["fixed8"], res["assignments"]["twohot"]
     assert [(v["on"], v["gemms"], v["kernel_calls"]) for v in fx["act_matmul"].values()] == [
@@ -283,9 +283,9 @@ def test_a_compiled_attention_model_runs_its_matmuls_on_the_engine_as_deployed(t
     compile-time emulator) and gives the deployment's bits."""
     from hlsnn.deploy import datasets
     from hlsnn.deploy.config import load_deploy_config
-    from hlsnn.deploy.evaluate import open_accelerators
-    from hlsnn.deploy.onnx_import import load_onnx
-    from hlsnn.deploy.runner import Deployment
+    from hlsnn.deploy.reports.evaluate import open_accelerators
+    from hlsnn.deploy.importer.onnx_import import load_onnx
+    from hlsnn.deploy.run.runner import Deployment
     from hlsnn.network.build import compile_model
     model = ROOT / "tests" / "data" / "torch" / "beyond" / "encoder_clf_dynamo.onnx"
     cfg_path = tmp_path / "enc.yaml"

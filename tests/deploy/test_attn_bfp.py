@@ -13,7 +13,7 @@ import pytest
 import hlsnn
 from hlsnn.config import load_config
 from hlsnn.engines.bfp_systolic.network import attnpairs as ap
-from hlsnn.engines.network import attention as at
+from hlsnn.engines.network.tokens import attention as at
 from hlsnn.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -147,7 +147,7 @@ def test_softmax_pairs_exact_steps_near_float_and_planted_bit(monkeypatch):
 # ---- rule 17b: a position embedding on pairs ---------------------------------------------------------
 
 def test_addc_pairs_is_to_fixed_of_the_codes_sum_and_planted_bit(monkeypatch):
-    from hlsnn.deploy.quant import to_fixed
+    from hlsnn.deploy.quantize.quant import to_fixed
     r = np.random.default_rng(5)
     m, e = _pairs(r, (50, 64), 8, -8, -3)
     c = r.normal(0, 0.4, 64).astype(np.float32).astype(float)
@@ -231,7 +231,7 @@ def model(request, tmp_path_factory):
 def test_bfp8_attention_lowers_to_one_program_with_the_layer_paths_bits(model):
     """One network program on pairs (no host op) whose bits are the layer path's: the compiled
     self-check pairs and 100 more images near them; the bfp network kernel refuses it by name."""
-    from hlsnn.deploy import program as netmode
+    from hlsnn.deploy.lower import program as netmode
     from hlsnn.network import artifact
     prog, arrays = artifact.read(model)[:2]
     net = netmode.lower(prog, arrays)

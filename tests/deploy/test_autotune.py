@@ -1,5 +1,5 @@
 """``hlsnn autotune`` (issue 78) and the kernel-shaped deploy-time pruning it searches over
-(``prune_shape: kernel``, :mod:`hlsnn.deploy.kprune`).
+(``prune_shape: kernel``, :mod:`hlsnn.deploy.quantize.kprune`).
 
 References: the pruner of ``hlsnn.train`` (torch) for the mask's shape, numpy's least squares
 for the refit, the step schedule's own count of the pruned weights for the modelled time, the
@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
-from hlsnn.deploy import kprune  # noqa: E402
+from hlsnn.deploy.quantize import kprune  # noqa: E402
 from hlsnn.evaluation import autotune  # noqa: E402
 from hlsnn.errors import HlsnnError  # noqa: E402
 

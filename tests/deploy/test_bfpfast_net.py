@@ -1,4 +1,4 @@
-"""The BFP network on emu through ``hlsnn.deploy.bfpfast`` (issue 32's evaluation speed)
+"""The BFP network on emu through ``hlsnn.deploy.run.bfpfast`` (issue 32's evaluation speed)
 against the layer path it replaces (``Deployment.fast = False``: ``BfpExec.run`` ->
 ``Kernel.gemm_rows`` per layer and slice, the reference): the outputs' bits and each layer's
 ``sat_count``, ``input_density``, ``calls`` and ``in_shape``, on random networks (convolutions of
@@ -10,10 +10,10 @@ import yaml
 
 pytest.importorskip("onnx")
 from conftest import ROOT  # noqa: E402
-from hlsnn.deploy import bfpfast as netbfpfast  # noqa: E402
+from hlsnn.deploy.run import bfpfast as netbfpfast  # noqa: E402
 from hlsnn.deploy.config import Assignment, FormatSpec  # noqa: E402
-from hlsnn.deploy.graph import Layer, Network  # noqa: E402
-from hlsnn.deploy.runner import Deployment  # noqa: E402
+from hlsnn.deploy.importer.graph import Layer, Network  # noqa: E402
+from hlsnn.deploy.run.runner import Deployment  # noqa: E402
 from hlsnn.runtime import Accelerator  # noqa: E402
 
 ACCELS = ROOT / "configs" / "accel"
@@ -259,8 +259,8 @@ MODELS = [(ROOT / "tests" / "data" / "torch" / "tiny" / "mobilenet_relu6_ts17.ya
 def test_shipped_models_equal_the_layer_path(cfg_path, fmt, ran):
     from hlsnn.deploy import datasets
     from hlsnn.deploy.config import load_deploy_config
-    from hlsnn.deploy.evaluate import _layout, open_accelerators
-    from hlsnn.deploy.onnx_import import load_onnx
+    from hlsnn.deploy.reports.evaluate import _layout, open_accelerators
+    from hlsnn.deploy.importer.onnx_import import load_onnx
     cfg = load_deploy_config(cfg_path)
     net = load_onnx(cfg.model)
     ds = datasets.load(cfg.data, layout=_layout(net, cfg.layout))

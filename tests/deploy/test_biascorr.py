@@ -1,4 +1,4 @@
-"""Empirical bias correction (a format's ``bias_correction``, :mod:`hlsnn.deploy.biascorr`):
+"""Empirical bias correction (a format's ``bias_correction``, :mod:`hlsnn.deploy.quantize.biascorr`):
 after it, the network's output has the float64 network's per-channel mean on the calibration
 images; the corrected deployment runs the same bits on its compiled paths as layer by layer;
 the config refuses values it does not know."""
@@ -9,12 +9,12 @@ onnx = pytest.importorskip("onnx")
 
 from test_deploy import ROOT, _base, _write  # noqa: E402
 
-from hlsnn.deploy import biascorr  # noqa: E402
+from hlsnn.deploy.quantize import biascorr  # noqa: E402
 from hlsnn.deploy.config import load_deploy_config  # noqa: E402
-from hlsnn.deploy.evaluate import open_accelerators  # noqa: E402
-from hlsnn.deploy.hostops import float_tensors  # noqa: E402
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.runner import Deployment  # noqa: E402
+from hlsnn.deploy.reports.evaluate import open_accelerators  # noqa: E402
+from hlsnn.deploy.run.hostops import float_tensors  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.run.runner import Deployment  # noqa: E402
 from hlsnn.errors import ConfigError  # noqa: E402
 
 FORMATS = (("bfp8", "bfp", "bfp8_zcu104"), ("twohot", "twohot", "shift8_pynq-z2"), ("fixed8", "fixed", "sparse8_pynq-z2"))
@@ -90,7 +90,7 @@ def test_corrected_bias_is_the_mean_difference():
     """corrected_bias by its formula, against the float64 outputs written out here: the
     corrected layer's mean output on x_quant (with the quantized weights) equals the float
     layer's mean output on x_float."""
-    from hlsnn.deploy.graph import Layer
+    from hlsnn.deploy.importer.graph import Layer
     from hlsnn.engines.convgeom import conv_float
     rng = np.random.default_rng(0)
     layer = Layer("c", "conv", ["x"], "y", w=rng.normal(0, 0.5, (4, 2, 3, 3)), b=rng.normal(0, 0.1, 4), pad=1)
@@ -106,7 +106,7 @@ def test_corrected_bias_is_the_mean_difference():
 
 def test_corrected_deployment_runs_the_same_bits_compiled(tmp_path):
     """The corrected biases reach the compiled paths (the integer network program of
-    twohot/fixed8, hlsnn.deploy.bfpfast of bfp8): their outputs equal the layer path's bit for bit."""
+    twohot/fixed8, hlsnn.deploy.run.bfpfast of bfp8): their outputs equal the layer path's bit for bit."""
     x = _images()
     cfg, net = _deployments(tmp_path, "empirical")
     accs = open_accelerators(cfg, "emu")
@@ -191,7 +191,7 @@ def test_float_means_are_the_float_networks_mean_inputs(tmp_path):
     assert biascorr.float_means(net, x) is got
     other = biascorr.float_means(net, x[:8])
     np.testing.assert_allclose(other["fc"], env[net.layer("fc").inputs[0]][:8].mean(axis=0, keepdims=True), atol=1e-12)
-    # a copy of the network with other layers (hlsnn.deploy.equalize's balanced copy): its own means
+    # a copy of the network with other layers (hlsnn.deploy.quantize.equalize's balanced copy): its own means
     import copy
     scaled = copy.copy(net)
     scaled.layers = [copy.copy(la) for la in net.layers]
@@ -204,7 +204,7 @@ def test_float_means_are_the_float_networks_mean_inputs(tmp_path):
 
 
 def test_bfp_calibration_pass_corrects_as_the_layer_path(tmp_path, monkeypatch):
-    """bfp8 with the correction: the calibrating pass through hlsnn.deploy.bfpfast (each layer
+    """bfp8 with the correction: the calibrating pass through hlsnn.deploy.run.bfpfast (each layer
     corrected just before it runs) gives the layer path's biases, statistics and outputs."""
     used = []
     real = biascorr._bfp_pass
@@ -238,7 +238,7 @@ def test_bfp_rebuilt_is_the_constructors_exec(tmp_path):
     layer: the same attributes, chunks (mantissas and exponents), fresh state and statistics."""
     import copy
 
-    from hlsnn.deploy.executors import BfpExec
+    from hlsnn.deploy.run.executors import BfpExec
     x = _images()[:32]
     cfg, net = _deployments(tmp_path, "none")
     accs = open_accelerators(cfg, "emu")

@@ -9,9 +9,9 @@ import pytest
 pytest.importorskip("onnx")
 from conftest import ROOT  # noqa: E402
 from hlsnn.deploy.config import Assignment, FormatSpec  # noqa: E402
-from hlsnn.deploy.graph import Layer, Network  # noqa: E402
+from hlsnn.deploy.importer.graph import Layer, Network  # noqa: E402
 from hlsnn.engines.convgeom import kernel_blocks  # noqa: E402
-from hlsnn.deploy.runner import Deployment  # noqa: E402
+from hlsnn.deploy.run.runner import Deployment  # noqa: E402
 from hlsnn.engines.convgeom import ConvGeom  # noqa: E402
 from hlsnn.runtime import Accelerator  # noqa: E402
 

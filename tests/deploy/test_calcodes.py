@@ -1,4 +1,4 @@
-"""deploy.calcodes.codes_at_radix (the step rules 9e and 10c share in the layer path) against
+"""deploy.run.calcodes.codes_at_radix (the step rules 9e and 10c share in the layer path) against
 numpy's own arithmetic: the codes are the values rounded at radix F and saturated, read back as
 q * 2**-F; a calibration takes the max-based radix; without a radix outside a calibration it
 refuses with the caller's message."""
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from hlsnn.deploy.calcodes import codes_at_radix
+from hlsnn.deploy.run.calcodes import codes_at_radix
 from hlsnn.errors import InputError
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))

@@ -1,7 +1,7 @@
-"""One config -> :class:`~hlsnn.deploy.runner.Deployment` rule (:func:`hlsnn.deploy.config.deployment_kwargs`):
+"""One config -> :class:`~hlsnn.deploy.run.runner.Deployment` rule (:func:`hlsnn.deploy.config.deployment_kwargs`):
 a non-default value of every ``calibration`` key (and ``rounding``) reaches the Deployment in each
 path that builds one from a config: ``hlsnn deploy`` (:func:`hlsnn.evaluation.run.deploy`),
-:func:`hlsnn.deploy.evaluate.open_deployment` and ``hlsnn compile``
+:func:`hlsnn.deploy.reports.evaluate.open_deployment` and ``hlsnn compile``
 (:func:`hlsnn.network.build.compile_model`); hlsnn.train's ``deployed`` is checked in
 tests/train/test_strided_stats.py. The expected values are the YAML's, written out here; a
 recorder stands in for the Deployment (the arguments bound to its signature, defaults filled; ``qmap``
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hlsnn.deploy import runner
+from hlsnn.deploy.run import runner
 
 MODELS = Path(__file__).resolve().parents[2] / "configs" / "models"
 SIG = inspect.signature(runner.Deployment.__init__)
@@ -74,7 +74,7 @@ def test_hlsnn_deploy(tmp_path, monkeypatch, case):
 
 @pytest.mark.parametrize("case", [DYNAMIC, KEPT], ids=["dynamic_e5", "kept"])
 def test_open_deployment(tmp_path, monkeypatch, case):
-    from hlsnn.deploy import evaluate
+    from hlsnn.deploy.reports import evaluate
     seen = []
     monkeypatch.setattr(evaluate, "Deployment", _recorder(seen))
     with pytest.raises(_Stop):

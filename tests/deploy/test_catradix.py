@@ -1,10 +1,10 @@
 """The reader of a Concat of the graph input takes the first layer's input radix under
-``radix: lse`` when that radix is in its window (:mod:`hlsnn.deploy.catradix`), worked examples
+``radix: lse`` when that radix is in its window (:mod:`hlsnn.deploy.quantize.catradix`), worked examples
 on a three-layer graph: conv a reads x; Concat([a, x]) viewed by an Unsqueeze; conv b reads it."""
 from types import SimpleNamespace
 
-from hlsnn.deploy import catradix
-from hlsnn.deploy.graph import Layer, Network
+from hlsnn.deploy.quantize import catradix
+from hlsnn.deploy.importer.graph import Layer, Network
 
 
 def _dep(radix="lse", cat_inputs=("a", "x")):

@@ -3,7 +3,7 @@
 ``ReduceMean`` / ``ReduceMax`` over axis 1 (an attribute at opset 17, an input at 18), a
 ``Concat``, a ``Conv(2 -> 1, 7x7, pads 3)``, a ``Sigmoid`` and a ``Mul`` whose 1 x H x W gate
 broadcasts over the channels. The layer path imports and deploys it (the reductions are
-:mod:`hlsnn.deploy.hostextra`'s ``ReduceAxes``, float64 of exact values that the 7x7 conv
+:mod:`hlsnn.deploy.run.hostextra`'s ``ReduceAxes``, float64 of exact values that the 7x7 conv
 requantizes); the network path runs it in one start on every engine (reduce rule 4c: the channel mean
 and max as a transpose, a pool per pixel and a transpose back; gate rule 10p: the 1 x H x W gate; on BFP
 pairs :mod:`hlsnn.engines.bfp_systolic.network.reduce`)."""
@@ -57,8 +57,8 @@ def _ort(path, x):
 def test_spatial_attention_imports_as_onnxruntime_computes_it(tmp_path, c, opset):
     """The imported float graph (channel mean and max over axis 1, the 1 x H x W gate broadcast
     over C) is onnxruntime's, with the axes as an attribute (opset 17) and as an input (18)."""
-    from hlsnn.deploy.onnx_import import load_onnx
-    from hlsnn.deploy.runner import float_forward
+    from hlsnn.deploy.importer.onnx_import import load_onnx
+    from hlsnn.deploy.run.runner import float_forward
     path = spatial_net(tmp_path / "sp.onnx", c=c, opset=opset)
     net = load_onnx(path)
     red = [la for la in net.layers if la.op == "ReduceAxes"]
@@ -96,7 +96,7 @@ def test_channel_mean_and_max_ops_are_the_exact_values_rounded_once(tmp_path, c)
     division) is each pixel's exact channel mean ``sum / C`` rounded once, at one radix for all
     pixels, with the deployment's rounding (a Fraction reference)."""
     from fractions import Fraction
-    from hlsnn.deploy.program import run_ints
+    from hlsnn.deploy.lower.program import run_ints
     from netfixtures import round_array, round_fraction
     path = spatial_net(tmp_path / "sp.onnx", c=c, opset=17 if c == 8 else 18)
     art = compile_onnx(tmp_path, "sp", path, "twohot", formats={"twohot": FORMATS["twohot"]}, check_samples=2,
@@ -123,14 +123,14 @@ def test_channel_mean_and_max_ops_are_the_exact_values_rounded_once(tmp_path, c)
 
 def test_perf_counts_a_same_padded_7x7_conv_beyond_max_ksize_as_the_runners_blocks():
     """CBAM's ``Conv2d(2, 1, 7, padding=3)`` on sparse8_pynq-z2 (max_ksize 5): the runner's executor
-    takes it as blocks of taps (:mod:`hlsnn.deploy.blocks`, one raw call each: 2 input channels and
+    takes it as blocks of taps (:mod:`hlsnn.deploy.run.blocks`, one raw call each: 2 input channels and
     1 output fit one call), so the layer-by-layer cycle model counts one call per block (it used
     to refuse the layer: "kernel size k = 7 exceeds max_ksize = 5")."""
     from conftest import ROOT
     from hlsnn.config import load_config
     from hlsnn.deploy.config import Assignment, FormatSpec
-    from hlsnn.deploy.graph import Layer, Network
-    from hlsnn.deploy.runner import Deployment
+    from hlsnn.deploy.importer.graph import Layer, Network
+    from hlsnn.deploy.run.runner import Deployment
     from hlsnn.measure.layers import layer_kernel_cycles
     from hlsnn.runtime import Accelerator
     cfg_path = ROOT / "configs" / "accel" / "sparse8_pynq-z2.yaml"
@@ -221,7 +221,7 @@ def test_spatial_attention_kernel_on_csim_and_the_simulated_board(tmp_path, fmt,
 @pytest.mark.parametrize("fmt", ["twohot", "fixed8", "bfp8"])
 def test_spatial_attention_after_a_channel_gate_takes_rule_10c_codes(tmp_path, fmt):
     """CBAM's order (channel gate, then the spatial attention): the channel mean and max read the
-    channel gate's product as rule 10c's codes at a calibrated radix (hlsnn.deploy.gatecodes, the
+    channel gate's product as rule 10c's codes at a calibrated radix (hlsnn.deploy.run.gatecodes, the
     layer path; the compiled host layer's gate_in), which the network mode materializes before
     rule 4c: the same bits; the layer path stays near onnxruntime's outputs. On BFP pairs the
     reductions read the product's exact pairs (no codes) and the spatial gate takes rule 10c's."""

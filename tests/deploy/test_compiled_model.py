@@ -19,9 +19,9 @@ from hlsnn.network import artifact  # noqa: E402
 from hlsnn.network.build import compile_model  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.deploy.config import load_deploy_config  # noqa: E402
-from hlsnn.deploy.evaluate import open_accelerators  # noqa: E402
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.runner import Deployment  # noqa: E402
+from hlsnn.deploy.reports.evaluate import open_accelerators  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.run.runner import Deployment  # noqa: E402
 from hlsnn.errors import HlsnnError, InputError  # noqa: E402
 
 MODELS = ROOT / "configs" / "models"

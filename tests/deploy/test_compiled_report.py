@@ -89,7 +89,7 @@ def test_report_of_a_compiled_model_refuses_bad_output_and_names_it(compiled, tm
 
 def test_report_of_a_compiled_model_checks_the_out_path_before_modelling(compiled, tmp_path, monkeypatch):
     """A folder that does not exist is refused before the latency model runs (every refusal of
-    ``deploy.report.page_out``: ``test_report.test_bad_output_path``)."""
+    ``deploy.reports.report.page_out``: ``test_report.test_bad_output_path``)."""
     from hlsnn.errors import InputError
     from hlsnn.network import latency
     from hlsnn.network.report import write_report

@@ -157,7 +157,7 @@ def test_a_bug_after_the_schema_passed_is_an_internal_error_not_a_damaged_file(g
     while a model ran; now a model that passed the schema is not blamed: the error says it is a
     bug of hlsnn, names the file and chains the original."""
     import hlsnn
-    from hlsnn.deploy import hostops
+    from hlsnn.deploy.run import hostops
     real = hostops.run
 
     def buggy(layer, inputs):

@@ -1,5 +1,5 @@
 """A skip Concat of two scales, balanced by powers of two before a fixed-point calibration
-(:mod:`hlsnn.deploy.equalize`). ``v_unet_ct2`` (``scripts/variant_family.py``: a two-level
+(:mod:`hlsnn.deploy.quantize.equalize`). ``v_unet_ct2`` (``scripts/variant_family.py``: a two-level
 U-Net, ``ConvTranspose2d(k=2, s=2)`` up, MaxPool down) concatenates its encoder's skip (at most
 about 3) with a transposed convolution's output (at most about 24): one radix point for both
 left the skip three bits short (fixed8 4.19 % relative error, bfp8 1.38 %)."""
@@ -11,11 +11,12 @@ import pytest
 pytest.importorskip("onnx")
 
 from conftest import ROOT  # noqa: E402
-from hlsnn.deploy import datasets, equalize  # noqa: E402
+from hlsnn.deploy import datasets
+from hlsnn.deploy.quantize import equalize  # noqa: E402
 from hlsnn.deploy.config import Assignment, FormatSpec  # noqa: E402
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.hostops import float_tensors  # noqa: E402
-from hlsnn.deploy.runner import float_forward  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.run.hostops import float_tensors  # noqa: E402
+from hlsnn.deploy.run.runner import float_forward  # noqa: E402
 from hlsnn.evaluation.run import deploy  # noqa: E402
 from netfixtures import classifier_fixed_defaults  # noqa: E402,F401
 
@@ -136,7 +137,7 @@ def test_per_layer_compares_a_scaled_layer_with_the_files_tensor_unscaled(tmp_pa
 
 def _synthetic(between):
     """x -> conv a (skip, small) and conv b (large, 16x), Concat, ``between`` host ops, conv c."""
-    from hlsnn.deploy.graph import Layer, Network
+    from hlsnn.deploy.importer.graph import Layer, Network
     rng = np.random.default_rng(3)
     conv = lambda n, i, o, w: Layer(n, "conv", [i], o, op="Conv", w=w, b=np.full(w.shape[0], 0.1), relu=True)  # noqa: E731
     layers = [conv("a", "x", "ya", rng.normal(size=(2, 1, 3, 3)) * 0.3),
@@ -161,7 +162,7 @@ def test_a_synthetic_skip_of_sixteen_times_is_balanced_through_moves(between):
 
 
 def test_a_skip_read_elsewhere_too_is_not_balanced():
-    from hlsnn.deploy.graph import Layer
+    from hlsnn.deploy.importer.graph import Layer
     net = _synthetic(("Relu",))
     net.layers.insert(-1, Layer("other", "host", ["h0"], "z", op="Relu"))        # a second reader
     x = np.random.default_rng(4).uniform(0, 1, size=(8, 1, 6, 6))
@@ -172,8 +173,8 @@ def _bilinear_seg(gap):
     """x -> conv a (small, ReLU) read by an average pool and by the skip Concat; pool -> conv b
     (``gap`` times larger, ReLU) -> linear Resize x2 -> the Concat's second part -> conv c: the
     shape of ``scripts/variant_dense.py``'s d_seg_bilinear."""
-    from hlsnn.deploy.graph import Layer, Network
-    from hlsnn.deploy.hostextra import _axis_matrix
+    from hlsnn.deploy.importer.graph import Layer, Network
+    from hlsnn.deploy.run.hostextra import _axis_matrix
     rng = np.random.default_rng(5)
     conv = lambda n, i, o, w, relu=True: Layer(n, "conv", [i], o, op="Conv", w=w, b=np.full(w.shape[0], 0.05),  # noqa: E731
                                                relu=relu, pads=[1, 1, 1, 1])
@@ -322,7 +323,7 @@ def test_a_one_bit_scale_down_is_left_alone(monkeypatch):
     (it lost on every model measured, the module docstring); three bits apply, as under a
     classifier's rule."""
     import dataclasses
-    from hlsnn.deploy.graph import Layer, Network
+    from hlsnn.deploy.importer.graph import Layer, Network
     conv = lambda n, i, o, w: Layer(n, "conv", [i], o, op="Conv", w=w, b=np.full(w.shape[0], 0.1), relu=True,  # noqa: E731
                                     pads=[1, 1, 1, 1])
     wide = {"fixed8": dataclasses.replace(FIXED["fixed8"], equalize="channels")}

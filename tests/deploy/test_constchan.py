@@ -1,4 +1,4 @@
-"""A pruned model's dead channels folded into the layers that read them (:mod:`hlsnn.deploy.constchan`).
+"""A pruned model's dead channels folded into the layers that read them (:mod:`hlsnn.deploy.rewrite.constchan`).
 
 Expected values: onnxruntime on the file as written (the function must not change), the weights
 the rule zeroes (read off the graph), and the deployed accuracy against the float model's."""
@@ -11,7 +11,7 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import helper, numpy_helper  # noqa: E402
 
-from hlsnn.deploy import constchan  # noqa: E402
+from hlsnn.deploy.rewrite import constchan  # noqa: E402
 from hlsnn.evaluation.run import deploy  # noqa: E402
 from netfixtures import f32_init, save_net, write_config  # noqa: E402
 

@@ -13,8 +13,8 @@ from onnx.reference import ReferenceEvaluator  # noqa: E402
 
 from conftest import ROOT  # noqa: E402
 from hlsnn.engines import convgeom as conv  # noqa: E402
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.runner import float_forward  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.run.runner import float_forward  # noqa: E402
 
 # (name, C, Z, kernel (kh, kw), attributes, input H x W)
 GEOMETRIES = [
@@ -86,7 +86,7 @@ FORMATS = [("bfp", "bfp16_pynq-z2", 0.02), ("twohot", "shift8_zcu104", 0.15), ("
 
 def _deploy(net, fmt_type, accel, x, target="emu"):
     from hlsnn.deploy.config import Assignment, FormatSpec
-    from hlsnn.deploy.runner import Deployment
+    from hlsnn.deploy.run.runner import Deployment
     from hlsnn.runtime import Accelerator
     acc = Accelerator(ROOT / "configs" / "accel" / f"{accel}.yaml", target)
     try:
@@ -136,7 +136,7 @@ def test_report_counts_the_stride1_rewrite_on_sparse(tmp_path):
     r = layer_cycles(layer, cfg, 1, in_hw=hw)
     assert r["m"] == 5 * 5                                 # the layer's outputs per image
     # the same weights as a stride-1 "same" layer: 9 x 9 outputs, the work the kernel does
-    from hlsnn.deploy.graph import Layer
+    from hlsnn.deploy.importer.graph import Layer
     same = Layer("s", "conv", ["x"], "y", w=layer.w, b=layer.b, pad=1)
     r1 = layer_cycles(same, cfg, 1, in_hw=hw)
     assert 0.8 < r["cycles"] / r1["cycles"] < 1.3

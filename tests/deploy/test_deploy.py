@@ -14,11 +14,11 @@ pytest.importorskip("sklearn")
 from hlsnn.cli import main  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.deploy.config import load_deploy_config  # noqa: E402
-from hlsnn.deploy.evaluate import open_accelerators  # noqa: E402
+from hlsnn.deploy.reports.evaluate import open_accelerators  # noqa: E402
 from hlsnn.evaluation.run import deploy  # noqa: E402
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.runner import Deployment  # noqa: E402
-from hlsnn.deploy.quant import host_radix  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.run.runner import Deployment  # noqa: E402
+from hlsnn.deploy.quantize.quant import host_radix  # noqa: E402
 from hlsnn.errors import ConfigError  # noqa: E402
 from hlsnn.formats import shift as sfmt  # noqa: E402
 from hlsnn.primitives import shift_round_sat  # noqa: E402

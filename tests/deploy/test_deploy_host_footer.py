@@ -35,7 +35,7 @@ def _footer_host_layers(text):
 @pytest.mark.slow
 def test_deploy_footer_agrees_with_compile(tmp_path, capsys):
     """A residual QDQ file: the footer's host layers are compile's, its Add is on the fabric (about 5 CPU-s)."""
-    from hlsnn.deploy.evaluate import format_result
+    from hlsnn.deploy.reports.evaluate import format_result
     from hlsnn.evaluation.run import deploy
     cfg = _config(tmp_path)
     assert main(["compile", str(cfg), "--assignment", "fixed8", "-o", str(tmp_path / "r.hlsnn"), "--json"]) == 0
@@ -71,7 +71,7 @@ def _result(groups):
 
 
 def test_footer_splits_host_and_fabric_by_assignment():
-    from hlsnn.deploy.evaluate import format_result
+    from hlsnn.deploy.reports.evaluate import format_result
     text = format_result(_result({"net": ["add1"]}))
     assert _footer_host_layers(text) == ["softmax"], text
     assert "  on the fabric, in the network kernel (1 layer(s), every assignment): add1 (Add)" in text

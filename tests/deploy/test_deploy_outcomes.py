@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("onnx")
 from conftest import ROOT  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
-from hlsnn.deploy.evaluate import float_reference, format_result, infer_task  # noqa: E402
+from hlsnn.deploy.reports.evaluate import float_reference, format_result, infer_task  # noqa: E402
 from hlsnn.evaluation.run import deploy  # noqa: E402
 
 MLP = ROOT / "configs" / "models" / "digits_mlp.onnx"

@@ -2,7 +2,7 @@
 recurrent node has several outputs of which the network reads one (a GRU's ``Y`` without its
 ``Y_h``, an LSTM's ``Y_h`` without ``Y``), and in a file whose batch is fixed at 1 it reads the
 input transposed to (T, 1, F), a tensor that holds the batch on another axis (a *lifted* one,
-hlsnn.deploy.samplewise). Both were refused even with ``--host-fallback`` (the message said the
+hlsnn.deploy.run.samplewise). Both were refused even with ``--host-fallback`` (the message said the
 flag would run them); the node now runs on each sample with onnx's reference, and the float path
 equals onnxruntime run on each sample of the file, whose batch is 1. A one-direction cell without
 ``clip`` is unrolled onto the engines at import (issue 79, tests/deploy/test_rnnunroll.py): these
@@ -15,12 +15,12 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.runner import float_forward  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.run.runner import float_forward  # noqa: E402
 from hlsnn.errors import UnsupportedModelError  # noqa: E402
 
 T, F, H, C = 3, 2, 4, 5
-#: a clip far beyond every pre-activation here (it changes no value): hlsnn.deploy.rnnunroll refuses it
+#: a clip far beyond every pre-activation here (it changes no value): hlsnn.deploy.rewrite.rnnunroll refuses it
 CLIP = 1e4
 
 
@@ -138,7 +138,7 @@ def test_the_fallback_session_is_built_once_per_layer_and_gives_a_fresh_evaluato
     import gc
     import pickle
     import onnx.reference
-    from hlsnn.deploy import hostops
+    from hlsnn.deploy.run import hostops
     path = _rnn_model(tmp_path, "GRU", ["", "Y_h"], _head("Y_h", H), "gru_h")
     (fb,) = [la for la in load_onnx(path, host_fallback=True).layers if la.op == "fallback"]
     built = []
@@ -217,8 +217,8 @@ def test_the_compiled_lstm_runs_each_sample_as_the_deployment(tmp_path):
     most of it the compile's self-check)."""
     import hlsnn
     from hlsnn.deploy.config import load_deploy_config
-    from hlsnn.deploy.evaluate import open_accelerators
-    from hlsnn.deploy.runner import Deployment
+    from hlsnn.deploy.reports.evaluate import open_accelerators
+    from hlsnn.deploy.run.runner import Deployment
     from hlsnn.network.build import compile_model
     path = _rnn_model(tmp_path, "LSTM", ["Y", "Y_h"], _head("Y_h", H), "lstm")
     rng = np.random.default_rng(3)
@@ -259,7 +259,7 @@ def test_a_batch_first_recurrent_node_runs_a_whole_batch(tmp_path, op):
     size from the time axis), and onnxruntime refuses it. hlsnn's reference runs it; compared with
     onnxruntime on the same node at ``layout=0`` between Transposes, on a batch of 4 with an initial
     state, through the float reference and the ``--host-fallback`` import."""
-    from hlsnn.deploy.reference import reference_probs
+    from hlsnn.deploy.importer.reference import reference_probs
     rng = np.random.default_rng(11)
     gates = {"GRU": 3, "LSTM": 4, "RNN": 1}[op]
     n = 4

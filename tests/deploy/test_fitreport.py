@@ -1,4 +1,4 @@
-"""What the output-layer rules did, in ``hlsnn deploy``'s result (hlsnn.deploy.fitreport; issue 52):
+"""What the output-layer rules did, in ``hlsnn deploy``'s result (hlsnn.deploy.reports.fitreport; issue 52):
 a ``weight_fit: network`` refit kept and one rejected, with errors checked against onnxruntime's
 float outputs, and an output conv taking two input terms, with both errors written out in numpy."""
 import json
@@ -10,11 +10,12 @@ from onnx import TensorProto, helper, numpy_helper
 from test_outfit import _model, _ort, _yaml
 from test_twoin import _cancelling, _round, _run
 
-from hlsnn.deploy import datasets, fitreport
+from hlsnn.deploy import datasets
+from hlsnn.deploy.reports import fitreport
 from hlsnn.deploy.config import load_deploy_config
-from hlsnn.deploy.evaluate import format_result, open_accelerators
-from hlsnn.deploy.onnx_import import load_onnx
-from hlsnn.deploy.runner import Deployment
+from hlsnn.deploy.reports.evaluate import format_result, open_accelerators
+from hlsnn.deploy.importer.onnx_import import load_onnx
+from hlsnn.deploy.run.runner import Deployment
 from hlsnn.engines import convgeom
 
 
@@ -120,7 +121,7 @@ def test_hlsnn_deploy_json_and_table_say_it(tmp_path, capsys):
 
 
 def test_the_html_report_has_a_row_per_rule():
-    from hlsnn.deploy.report import _output_rules
+    from hlsnn.deploy.reports.report import _output_rules
     A = {"fixed8": {"output_fit": {"c": {"kept": False, "error_before": 0.0205, "error_after": 0.0205,
                                          "held_out_before": 0.02, "held_out_after": 0.025, "why": "w<hy"}},
                     "input_terms": {"c": {"terms": 2, "one_term_error": 0.034, "two_term_error": 0.0002, "why": "y"}}},

@@ -1,7 +1,7 @@
 """`hlsnn deploy --per-layer` prints each layer's figures in its table, not only in --json
 (docs/tutorials/deploy-pytorch.md: "Add `--per-layer` for each layer's error against the float
 network"; the text output had dropped them)."""
-from hlsnn.deploy.evaluate import format_result
+from hlsnn.deploy.reports.evaluate import format_result
 
 
 def _result(per_layer):

@@ -4,7 +4,7 @@ variances, weights) and random input sizes. Whatever the graph, hlsnn either ref
 clear hlsnn error, or both its float reference (onnx's ReferenceEvaluator with hlsnn's overrides)
 and its import (float_forward) compute what onnxruntime computes, to float32 rounding.
 onnxruntime is the independent oracle: the fuzzing found onnx's own reference pools wrong for
-asymmetric pads and ceil_mode (hlsnn.deploy.reference._pool_ops). Derandomized and small, so CI runs the same examples
+asymmetric pads and ceil_mode (hlsnn.deploy.importer.reference._pool_ops). Derandomized and small, so CI runs the same examples
 in a few seconds; explore locally with ``--hypothesis-seed=N`` and a larger ``max_examples``."""
 import numpy as np
 import pytest
@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from hlsnn.deploy.evaluate import float_reference  # noqa: E402
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.runner import float_forward  # noqa: E402
+from hlsnn.deploy.reports.evaluate import float_reference  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.run.runner import float_forward  # noqa: E402
 from hlsnn.errors import HlsnnError  # noqa: E402
 
 FUZZ = settings(max_examples=60, deadline=None, derandomize=True,
@@ -153,7 +153,7 @@ def test_the_float_reference_pools_as_onnxruntime_does(op, k, strides, pads, cei
     ceil_mode): it is held to onnxruntime."""
     ort = pytest.importorskip("onnxruntime")
     ort.set_default_logger_severity(3)
-    from hlsnn.deploy.reference import reference_evaluator
+    from hlsnn.deploy.importer.reference import reference_evaluator
     pads = [min(p, kk - 1) for p, kk in zip(pads, k + k)]
     attrs = dict(kernel_shape=list(k), strides=list(strides), pads=pads, ceil_mode=int(ceil))
     if op == "AveragePool":

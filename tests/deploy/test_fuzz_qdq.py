@@ -16,7 +16,7 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
 from hlsnn.errors import HlsnnError, InputError  # noqa: E402
 
 FUZZ = settings(max_examples=120, deadline=None, derandomize=True,

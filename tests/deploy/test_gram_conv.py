@@ -1,4 +1,4 @@
-"""The exact int8 Gram of a convolution's im2col rows (hlsnn.deploy.shift_fit._grams through
+"""The exact int8 Gram of a convolution's im2col rows (hlsnn.deploy.quantize.shift_fit._grams through
 native/gram.c): the stride-1 shifted autocorrelation (hlsnn_gram_conv_s1_i8) and the im2col rows
 (hlsnn_gram_conv_i8) both equal the float64 ``r.T @ r`` and ``r.mean(axis=0)`` bit for bit, on
 many geometries, with its VNNI and its portable loops."""
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from hlsnn import native
-from hlsnn.deploy import shift_fit
-from hlsnn.deploy.graph import Layer
+from hlsnn.deploy.quantize import shift_fit
+from hlsnn.deploy.importer.graph import Layer
 from hlsnn.engines import convgeom
 from compiled_fixtures import assert_grams_are_the_products
 

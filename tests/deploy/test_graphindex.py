@@ -1,4 +1,4 @@
-""":func:`hlsnn.deploy.graphindex.copy_fresh`, the copy and the new names of the importer's
+""":func:`hlsnn.deploy.importer.graphindex.copy_fresh`, the copy and the new names of the importer's
 rewrites (gatherup2d, repeatup, unshuffle, bnforward, pixelshuffle, subneg): a new tensor's name
 is never one the graph has, nor one an earlier ``fresh`` gave (two rewrites of one graph would
 otherwise write two initializers of one name, or one over a node's output). The expected names
@@ -9,7 +9,8 @@ import pytest
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from hlsnn.deploy import graphindex, subneg  # noqa: E402
+from hlsnn.deploy.importer import graphindex
+from hlsnn.deploy.rewrite import subneg  # noqa: E402
 
 
 def _model(extra_init=()):

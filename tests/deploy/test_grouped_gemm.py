@@ -11,8 +11,8 @@ import pytest
 pytest.importorskip("onnx")
 from hlsnn.config import load_config  # noqa: E402
 from hlsnn.deploy.config import Assignment, FormatSpec  # noqa: E402
-from hlsnn.deploy.graph import Layer, Network  # noqa: E402
-from hlsnn.deploy.runner import Deployment, float_forward  # noqa: E402
+from hlsnn.deploy.importer.graph import Layer, Network  # noqa: E402
+from hlsnn.deploy.run.runner import Deployment, float_forward  # noqa: E402
 from hlsnn.engines.convgeom import dense_weight  # noqa: E402
 from hlsnn.measure.layers import layer_cycles  # noqa: E402
 from hlsnn.runtime import Accelerator  # noqa: E402

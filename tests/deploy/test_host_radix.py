@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from hlsnn import native
-from hlsnn.deploy.quant import host_radix
+from hlsnn.deploy.quantize.quant import host_radix
 from hlsnn.formats import fixed
 
 from conftest import stable_seed

@@ -501,7 +501,7 @@ EVIL = 'x\n__attribute__((constructor)) static void pwn() { __builtin_trap(); }\
 
 
 def _lowered(path, name=None, op_name=None):
-    from hlsnn.deploy import program as netmode
+    from hlsnn.deploy.lower import program as netmode
     net = netmode.lower(*artifact.read(path))
     if name is not None:
         net.name = name
@@ -542,7 +542,7 @@ def test_hostile_names_render_kernels_that_compile_and_run_no_code(good, tmp_pat
     constructor slipped past a comment would trap the process first)."""
     from hlsnn.engines.bfp_systolic.network import kernel as bfpkernel
     from hlsnn.engines.network import kernel as netkernel
-    from hlsnn.deploy import program as netmode
+    from hlsnn.deploy.lower import program as netmode
     from hlsnn.engines.shift_mac.network import kernel as shiftkernel
     from hlsnn.engines.sparse_cluster.network import kernel as sparsekernel
     monkeypatch.setenv("HLSNN_BUILD", str(tmp_path / "build"))
@@ -606,7 +606,7 @@ def test_comment_form_cannot_leave_a_comment(text):
                                          ("group", 0), ("bias", np.zeros(3, np.int64)), ("shift", np.full(8, 70)),
                                          ("codes", np.zeros((8, 2, 3, 3), np.int64)), ("c", 10 ** 9)])
 def test_check_ops_refuses_fields_the_c_helpers_cannot_take(good, field, value):
-    from hlsnn.deploy import program as netmode
+    from hlsnn.deploy.lower import program as netmode
     net = _lowered(good["twohot"])
     op = next(o for o in net.ops if o.kind == "conv")
     op.f[field] = value
@@ -616,7 +616,7 @@ def test_check_ops_refuses_fields_the_c_helpers_cannot_take(good, field, value):
 
 @pytest.mark.parametrize("field,value", [("sa", 40), ("sb", -1), ("shift", 99), ("hw", 0)])
 def test_check_ops_refuses_undefined_add_shifts(field, value):
-    from hlsnn.deploy import program as netmode
+    from hlsnn.deploy.lower import program as netmode
     op = netmode.Op("add", "add1", ["a", "b"], "c", dict(c=4, hw=4, sa=0, sb=1, shift=2))
     op.f[field] = value
     net = netmode.NetProgram("n", [op], {}, {}, {}, [], {}, "acc", {})
@@ -676,7 +676,7 @@ def test_non_finite_regression_targets_are_refused(tmp_path, bad, split):
 
 
 def test_integer_regression_targets_are_used_not_dropped():
-    from hlsnn.deploy.evaluate import _targets
+    from hlsnn.deploy.reports.evaluate import _targets
     y_ref = np.zeros((3, 2))
     got = _targets("d", np.array([[1, 2], [3, 4], [5, 6]]), y_ref)
     assert got.dtype == np.float64 and got.tolist() == [[1, 2], [3, 4], [5, 6]]
@@ -698,7 +698,7 @@ class _Dense:
 def test_a_dense_layer_of_40960_inputs_fits_without_its_gram(monkeypatch):
     """K = 40,960 would need a 12.5 GiB K x K Gram; beyond MAX_FEEDBACK_K none is built (a
     Gram helper that is called fails the test), and the bias correction uses the exact means."""
-    from hlsnn.deploy import shift_fit
+    from hlsnn.deploy.quantize import shift_fit
     from hlsnn.formats import shift_codes as codes
     monkeypatch.setattr(shift_fit, "_grams", lambda *a: pytest.fail("a Gram was built"))
     layer, k = _Dense(40960), 40960
@@ -713,7 +713,7 @@ def test_a_dense_layer_of_40960_inputs_fits_without_its_gram(monkeypatch):
 
 
 def test_a_gram_beyond_the_bound_is_refused_naming_the_layer(monkeypatch):
-    from hlsnn.deploy import shift_fit
+    from hlsnn.deploy.quantize import shift_fit
     from hlsnn.formats import shift_codes as codes
     monkeypatch.setattr(shift_fit, "MAX_GRAM_BYTES", 1000)
     layer = _Dense(64)
@@ -727,7 +727,7 @@ def test_a_gram_beyond_the_bound_is_refused_naming_the_layer(monkeypatch):
 def test_gemm_with_a_wrong_length_bias_is_a_model_error(tmp_path, bias_shape):
     import onnx
     from onnx import TensorProto, helper, numpy_helper
-    from hlsnn.deploy.onnx_import import load_onnx
+    from hlsnn.deploy.importer.onnx_import import load_onnx
     w = numpy_helper.from_array(np.ones((4, 4), np.float32), "W")
     b = numpy_helper.from_array(np.ones(bias_shape, np.float32), "B")
     g = helper.make_graph([helper.make_node("Gemm", ["x", "W", "B"], ["y"], name="gemm")], "g",
@@ -745,7 +745,7 @@ def test_gemm_with_a_wrong_length_bias_is_a_model_error(tmp_path, bias_shape):
 def test_hostile_onnx_names_are_refused_at_import(tmp_path, where, name):
     import onnx
     from onnx import TensorProto, helper, numpy_helper
-    from hlsnn.deploy.onnx_import import load_onnx
+    from hlsnn.deploy.importer.onnx_import import load_onnx
     n = {k: (name if k == where else k) for k in ("node", "tensor", "initializer", "input", "output")}
     w = numpy_helper.from_array(np.ones((4, 2), np.float32), n["initializer"])
     nodes = [helper.make_node("MatMul", [n["input"], n["initializer"]], [n["tensor"]], name=n["node"]),

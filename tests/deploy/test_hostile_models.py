@@ -11,8 +11,8 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from hlsnn.cli import main  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
-from hlsnn.deploy.evaluate import float_reference  # noqa: E402
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.reports.evaluate import float_reference  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
 from hlsnn.errors import InputError, ModelError, UnsupportedModelError  # noqa: E402
 
 
@@ -161,7 +161,7 @@ def test_external_data_shorter_than_declared(tmp_path):
 
 
 def test_an_initializer_beyond_the_bound_is_refused_before_it_is_read(tmp_path, monkeypatch):
-    import hlsnn.deploy.onnx_import as imp
+    import hlsnn.deploy.importer.onnx_import as imp
     monkeypatch.setattr(imp, "MAX_INITIALIZER_ELEMENTS", 100)   # 600 MB stands for 12 values here
     p = _save(tmp_path, [helper.make_node("MatMul", ["x", "w"], ["y"], name="fc")], [_f("w", np.ones((4, 30)))])
     with pytest.raises(ModelError, match=r"initializer 'w' declares 120 values"):

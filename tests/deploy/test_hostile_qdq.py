@@ -15,7 +15,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
 from hlsnn.errors import InputError, ModelError  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data"

@@ -1,12 +1,12 @@
-"""The ``BatchNormalization`` host op (:func:`hlsnn.deploy.hostops.run`, before or after a
+"""The ``BatchNormalization`` host op (:func:`hlsnn.deploy.run.hostops.run`, before or after a
 network kernel and in the layer path): its scale ``gamma / sqrt(var + eps)`` and the reshaped
-per-channel arrays are worked out once per layer (:func:`hlsnn.deploy.hostops.bn_terms`), and
+per-channel arrays are worked out once per layer (:func:`hlsnn.deploy.run.hostops.bn_terms`), and
 the outputs are bit for bit those of the per-call expression it replaced, written out here:
 ``(x - mean) * (gamma / sqrt(var + eps)) + beta``, broadcast over axis 1."""
 import numpy as np
 import pytest
 
-from hlsnn.deploy import hostops
+from hlsnn.deploy.run import hostops
 
 
 def _old(x, params, eps):

@@ -2,7 +2,7 @@
 network kernel with ``net_bits: 4`` (:mod:`hlsnn.engines.sparse_cluster.lowbit`) forms four int4 x
 uint4 products per DSP48E1 and builds its other products from LUTs at 24 each, so the sizer fits
 three read ports per bank on the PYNQ-Z2 where int8 fits two; a residual Add's low-bit ``Quant``
-is the Add's clamp (rule 4q, :mod:`hlsnn.engines.network.addclip`).
+is the Add's clamp (rule 4q, :mod:`hlsnn.engines.network.joins.addclip`).
 
 References: the products ``w * x`` themselves (the packed quad's split over every operand), qonnx's
 executor on the W4A4 ResNet-8 file (``configs/models/resnet8_w4a4_digits32.onnx``, Brevitas
@@ -85,7 +85,7 @@ def test_a_bad_net_bits_is_refused_by_name(extra, match, tmp_path):
 
 
 def test_a_clip_after_an_add_is_taken_only_for_engine_readers():
-    from hlsnn.engines.network.addclip import _engine_readers
+    from hlsnn.engines.network.joins.addclip import _engine_readers
     layers = [{"kind": "host", "op": "Reshape", "inputs": ["c"], "output": "r"},
               {"kind": "dense", "inputs": ["r"], "output": "y"},
               {"kind": "host", "op": "GlobalAveragePool", "inputs": ["d"], "output": "g"}]
@@ -97,8 +97,8 @@ def test_the_input_clamp_is_the_clip_then_the_quantization(rounding):
     """An input Quant's Clip folded into rule 1 (netprefix._fold_clip): the codes of the clipped
     float input, at ties and beyond the bounds, also on the fallback path (a wide radix)."""
     from types import SimpleNamespace
-    from hlsnn.deploy import program
-    from hlsnn.deploy.quant import to_fixed
+    from hlsnn.deploy.lower import program
+    from hlsnn.deploy.quantize.quant import to_fixed
     rng = np.random.default_rng(0)
     x = np.concatenate([rng.normal(0.4, 0.8, 2000), np.arange(-40, 40) / 32.0])
     for f in (4, 30):               # 30: |x| 2**54 beyond 2**52, the fallback (to_fixed)
@@ -148,7 +148,7 @@ def test_the_w4a4_resnet_is_qonnx_bit_for_bit_in_one_start_on_both_kernels(compi
 def test_the_python_api_path_is_qonnx_bit_for_bit(assignment):
     """open_deployment -> calibrate -> run (the tutorial's path): every layer exact, qonnx's bits."""
     from hlsnn.deploy import datasets
-    from hlsnn.deploy.evaluate import open_deployment
+    from hlsnn.deploy.reports.evaluate import open_deployment
     ds = datasets.load("digits32", layout="nchw")
     x = ds.x_test[:8]
     with open_deployment(CFG, assignment) as dep:

@@ -1,4 +1,4 @@
-"""``torch.maximum(x, c * x)`` imported as ``LeakyRelu(alpha=c)`` (issue 52, :mod:`hlsnn.deploy.maxleaky`).
+"""``torch.maximum(x, c * x)`` imported as ``LeakyRelu(alpha=c)`` (issue 52, :mod:`hlsnn.deploy.rewrite.maxleaky`).
 
 ``max(x, c x)`` equals the leaky ReLU of slope ``c`` for one number ``0 <= c <= 1``; other ``c``
 (outside ``[0, 1]``, or more than one number) stays a ``Max`` of two computed tensors, refused by
@@ -11,8 +11,8 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.runner import float_forward  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.run.runner import float_forward  # noqa: E402
 from hlsnn.errors import UnsupportedModelError  # noqa: E402
 from netfixtures import onnxruntime_rows  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""The compiled calibration (hlsnn.deploy.calibrate; issue 32: calibration as fast per image as
+"""The compiled calibration (hlsnn.deploy.quantize.calibrate; issue 32: calibration as fast per image as
 the run) against its specification, the layer path's calibration (Deployment.run(x,
 calibrate=True)): the same radix points, histograms, statistics, refitted codes and biases,
 and so the same outputs afterwards. On random networks (strided, rectangular, asymmetric,
@@ -10,10 +10,11 @@ import pytest
 
 pytest.importorskip("onnx")
 from conftest import ROOT  # noqa: E402
-from hlsnn.deploy import calibrate as netcal, fast as netfast, shift_auto  # noqa: E402
+from hlsnn.deploy.quantize import calibrate as netcal, shift_auto
+from hlsnn.deploy.run import fast as netfast  # noqa: E402
 from hlsnn.deploy.config import Assignment, FormatSpec  # noqa: E402
-from hlsnn.deploy.graph import Layer, Network  # noqa: E402
-from hlsnn.deploy.runner import Deployment  # noqa: E402
+from hlsnn.deploy.importer.graph import Layer, Network  # noqa: E402
+from hlsnn.deploy.run.runner import Deployment  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 from hlsnn.runtime import Accelerator  # noqa: E402
 
@@ -132,7 +133,7 @@ def test_random_networks_calibrate_as_the_layer_path(seed, engine, monkeypatch):
 def test_the_radix_of_a_sum_is_host_radix(seed):
     """netcal.sum_radix (from MSB counts, the count of -1 and the largest magnitude) equals
     host_radix on the values themselves: sums of every scale, only {-1, 0}, all zero."""
-    from hlsnn.deploy.quant import host_radix
+    from hlsnn.deploy.quantize.quant import host_radix
     from hlsnn.primitives import msb_histogram
     rng = np.random.default_rng(seed)
     top = int(rng.integers(0, 31))
@@ -287,8 +288,8 @@ SLOW = [pytest.param("configs/models/resnet8_digits32.yaml", ["twohot", "pot"], 
 def test_shipped_models_calibrate_as_the_layer_path(path, assignments):
     from hlsnn.deploy import datasets
     from hlsnn.deploy.config import load_deploy_config
-    from hlsnn.deploy.evaluate import _layout, open_accelerators
-    from hlsnn.deploy.onnx_import import load_onnx
+    from hlsnn.deploy.reports.evaluate import _layout, open_accelerators
+    from hlsnn.deploy.importer.onnx_import import load_onnx
     cfg = load_deploy_config(ROOT / path)
     net = load_onnx(cfg.model)
     ds = datasets.load(cfg.data, layout=_layout(net, cfg.layout))

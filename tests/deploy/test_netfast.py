@@ -1,4 +1,4 @@
-"""The integer network mode compiled (hlsnn.deploy.fast, native/netint.c; issue 32's
+"""The integer network mode compiled (hlsnn.deploy.run.fast, native/netint.c; issue 32's
 evaluation speed) against its specification, netmode.run_ints (numpy, int64), on random
 programs: every geometry the network mode takes (strides, asymmetric pads, rectangular and
 big kernels, groups, depthwise, dense), both engines' output rules, every rounding mode,
@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from hlsnn import native
-from hlsnn.deploy import fast as netfast, program as netmode
+from hlsnn.deploy.run import fast as netfast
+from hlsnn.deploy.lower import program as netmode
 from hlsnn.errors import InputError
 from hlsnn.primitives import saturate, shift_round_sat
 
@@ -194,7 +195,7 @@ def test_compiled_input_quantization_is_to_fixed(f, rounding, chw, monkeypatch):
     """Rule 1 in C (netfast.quantize_nhwc: hlsnn_net_quantize, or quantize_input where its fast
     path does not apply: truncation, values beyond 2**52 at the wide radix, NaN) against the
     deployment's to_fixed, ties and near-ties included, into NHWC maps; a batch in slices."""
-    from hlsnn.deploy.quant import to_fixed
+    from hlsnn.deploy.quantize.quant import to_fixed
     rng = np.random.default_rng(f + 40)
     k = rng.integers(-300, 300, 120).astype(np.float64)
     x = np.concatenate([np.ldexp(k + 0.5, -f), np.ldexp(k + 0.5 - 2.0 ** -30, -f), np.ldexp(k + 0.5 + 2.0 ** -26, -f),
@@ -260,8 +261,8 @@ def digits_cnn():
     from conftest import ROOT
     from hlsnn.deploy import datasets
     from hlsnn.deploy.config import load_deploy_config
-    from hlsnn.deploy.evaluate import _layout
-    from hlsnn.deploy.onnx_import import load_onnx
+    from hlsnn.deploy.reports.evaluate import _layout
+    from hlsnn.deploy.importer.onnx_import import load_onnx
     cfg = load_deploy_config(ROOT / "configs" / "models" / "digits_cnn.yaml")
     net = load_onnx(cfg.model)
     ds = datasets.load(cfg.data, layout=_layout(net, cfg.layout))
@@ -272,8 +273,8 @@ def digits_cnn():
 def test_deployment_fast_path_is_the_layer_path(digits_cnn, assignment):
     """Deployment.run on emu takes the compiled network; its outputs, saturation counts and
     input densities are the layer-by-layer path's."""
-    from hlsnn.deploy.evaluate import open_accelerators
-    from hlsnn.deploy.runner import Deployment
+    from hlsnn.deploy.reports.evaluate import open_accelerators
+    from hlsnn.deploy.run.runner import Deployment
     cfg, net, ds = digits_cnn
     if assignment not in cfg.assignments:
         pytest.skip(f"{assignment} not in {cfg.path}")
@@ -304,8 +305,8 @@ def test_deployment_fast_path_is_the_layer_path(digits_cnn, assignment):
 
 
 def test_an_input_of_another_size_is_refused_on_both_paths(digits_cnn):
-    from hlsnn.deploy.evaluate import open_accelerators
-    from hlsnn.deploy.runner import Deployment
+    from hlsnn.deploy.reports.evaluate import open_accelerators
+    from hlsnn.deploy.run.runner import Deployment
     from hlsnn.errors import InputError
     cfg, net, ds = digits_cnn
     accs = open_accelerators(cfg, "emu", ["fixed8"])

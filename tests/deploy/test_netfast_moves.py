@@ -1,8 +1,8 @@
-"""The compiled integer network mode (hlsnn.deploy.fast) on the programs of dense models: data moves
+"""The compiled integer network mode (hlsnn.deploy.run.fast) on the programs of dense models: data moves
 (upsample with and without its bilinear edge, zero-stuffing, reflect and edge pads, a concat that
 requantizes its parts), average pools (a power-of-two count, and rule 13's division), a global mean
 that divides, and transposes, which it runs by their numpy rules between its compiled convs. Property:
-on random inputs it gives :func:`hlsnn.deploy.program.run_ints`' integers (the specification), on
+on random inputs it gives :func:`hlsnn.deploy.lower.program.run_ints`' integers (the specification), on
 random programs of those ops and on the lowered programs of the family's U-Nets at random radix
 points (what ``radix: search`` tries); before, it refused such programs and the search ran numpy."""
 import sys
@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from hlsnn.deploy import fast as netfast, program as netmode
-from hlsnn.engines.network import mean, uncounted
+from hlsnn.deploy.run import fast as netfast
+from hlsnn.deploy.lower import program as netmode
+from hlsnn.engines.network.pools import mean, uncounted
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))
 from test_netfast import _conv  # noqa: E402
@@ -171,8 +172,8 @@ UNETS = ["v_f_unet_bil_ts17", "v_f_unet_milesial_ts17", "unet_convtranspose_ts17
 def calibrated():
     """{name: a fixed8 deployment calibrated (radix: msb) on 8 random images}."""
     from hlsnn.deploy.config import Assignment, FormatSpec
-    from hlsnn.deploy.onnx_import import load_onnx
-    from hlsnn.deploy.runner import Deployment
+    from hlsnn.deploy.importer.onnx_import import load_onnx
+    from hlsnn.deploy.run.runner import Deployment
     from hlsnn.runtime import Accelerator
     acc = Accelerator(ROOT / "configs" / "accel" / "sparse8_pynq-z2.yaml", "emu")
     out = {}

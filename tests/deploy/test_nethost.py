@@ -1,6 +1,6 @@
 """The network kernel's host step in C (hlsnn.network.nethost, native/netin.c).
 
-References: rule 1 is :func:`hlsnn.deploy.quant.to_fixed_reference` (integers and
+References: rule 1 is :func:`hlsnn.deploy.quantize.quant.to_fixed_reference` (integers and
 ``fixed.convert``: the value written at radix ``g = max(F + 24, 0)`` with rint, then
 ``shift_round_sat`` to radix ``F``), independent of both the numpy fast path and the C code;
 the bits of a whole network come from the layer-by-layer emulator. The register accesses per
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from hlsnn.network import nethost
-from hlsnn.deploy.quant import to_fixed_reference
+from hlsnn.deploy.quantize.quant import to_fixed_reference
 
 pytestmark = pytest.mark.skipif("not nethost.available()", reason="no C compiler for the C host path")
 

@@ -1,6 +1,6 @@
 """The C host call's Softmax (``hlsnn_in_softmax`` of ``native/netin.c``, through
 :func:`hlsnn.network.nethost.softmax`): the bits of the numpy Softmax the emulator runs
-(:func:`hlsnn.deploy.hostops.run`, the reference) on the dequantized output integers, for every
+(:func:`hlsnn.deploy.run.hostops.run`, the reference) on the dequantized output integers, for every
 length up to 300 (numpy's pairwise sum: in order below 8, eight partial sums up to 128, halves
 beyond), int8 and int16 lanes, radix points from -3 to 12, ties and a constant row; a
 ``bfp_systolic`` network's pairs (m, e) (``hlsnn_in_softmax_bfp``: one shared exponent, zeros of
@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from hlsnn.deploy import hostops
+from hlsnn.deploy.run import hostops
 from hlsnn.network import nethost
 
 pytestmark = pytest.mark.skipif("not nethost.available()", reason="no C compiler for the C host path")

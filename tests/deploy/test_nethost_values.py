@@ -18,9 +18,9 @@ def compiled(tmp_path_factory):
 
 
 def _counting(monkeypatch):
-    """Count calls of the Python dequantize (hlsnn.deploy.program.dequantize and the bfp pairs'
+    """Count calls of the Python dequantize (hlsnn.deploy.lower.program.dequantize and the bfp pairs'
     hlsnn.engines.bfp_systolic.network.lower.dequantize) while still computing them."""
-    from hlsnn.deploy import program
+    from hlsnn.deploy.lower import program
     from hlsnn.engines.bfp_systolic.network import lower
     calls = []
     for mod in (program, lower):

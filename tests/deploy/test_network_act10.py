@@ -15,7 +15,8 @@ onnx = pytest.importorskip("onnx")
 from onnx import helper, numpy_helper  # noqa: E402
 
 import hlsnn  # noqa: E402
-from hlsnn.deploy import datasets, program as netmode  # noqa: E402
+from hlsnn.deploy import datasets
+from hlsnn.deploy.lower import program as netmode  # noqa: E402
 from hlsnn.engines.network import words  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 
@@ -219,7 +220,7 @@ def test_ten_bit_network_kernel_compiles_against_both_header_models(nets, tmp_pa
 def test_a_table_of_codes_wider_than_12_bits_is_refused_by_name():
     """16-bit activations: the layer path computes a HardSwish in float64 (rule 9 takes codes of at
     most 12 bits), so the network mode refuses the table by name instead of computing it otherwise."""
-    from hlsnn.deploy.program import Op
+    from hlsnn.deploy.lower.program import Op
     from hlsnn.engines.network import gate as netgate
     j = {"name": "hs", "op": "HardSwish", "inputs": ["a"], "output": "b", "attrs": {}}
     why = lambda j, what: InputError(f"layer {j['name']}: {what}")      # noqa: E731
@@ -275,9 +276,9 @@ def test_the_data_moves_and_pools_at_ten_bits_on_csim(unet10):
 
 def test_layer_by_layer_latency_counts_the_second_term(nets):
     """``hlsnn perf --layer-by-layer`` of a two-term model: each engine layer's kernel cycles are
-    the cycle model's of the layer with K doubled (hlsnn.deploy.twoterm, rule 4), the one-term
+    the cycle model's of the layer with K doubled (hlsnn.deploy.quantize.twoterm, rule 4), the one-term
     model's are its own layer's; the two-term model costs more (it gave the same figure before)."""
-    from hlsnn.deploy.layers import LayerStub
+    from hlsnn.deploy.lower.layers import LayerStub
     from hlsnn.measure.layers import layer_kernel_cycles
     from hlsnn.network import latency
     two, one = (latency.model(nets[k], network=False) for k in ("t10", "t10one"))

@@ -1,6 +1,6 @@
 """An activation after a nearest upsample (issue 52: ``act(up(conv(x)))`` ran layer by layer on
 the network path: a ``Clip`` is a conv's output clamp only when it reads the conv, a BFP table
-reads a BFP layer's output): :mod:`hlsnn.deploy.actup` moves it before the upsample, which
+reads a BFP layer's output): :mod:`hlsnn.deploy.rewrite.actup` moves it before the upsample, which
 only copies values, so every function of one element commutes with it.
 
 References: onnxruntime's outputs of the files torch wrote (the imported float network against
@@ -16,8 +16,8 @@ torch = pytest.importorskip("torch")
 
 import hlsnn  # noqa: E402
 from conftest import ROOT  # noqa: E402
-from hlsnn.deploy import actup  # noqa: E402
-from hlsnn.deploy.graph import Layer  # noqa: E402
+from hlsnn.deploy.rewrite import actup  # noqa: E402
+from hlsnn.deploy.importer.graph import Layer  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))
 from netfixtures import check_kernel_run, compile_each  # noqa: E402
@@ -87,8 +87,8 @@ def _x():
 @pytest.mark.parametrize("act", list(ACTS))
 def test_imported_float_network_is_onnxruntimes(tmp_path, act):
     ort = pytest.importorskip("onnxruntime")
-    from hlsnn.deploy.onnx_import import load_onnx
-    from hlsnn.deploy.runner import float_forward
+    from hlsnn.deploy.importer.onnx_import import load_onnx
+    from hlsnn.deploy.run.runner import float_forward
     p = up_act_model(tmp_path / f"{act}.onnx", act)
     net = load_onnx(p)
     assert [la.op for la in net.layers if la.kind == "host"][-1] == "Upsample"

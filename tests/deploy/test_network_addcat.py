@@ -1,5 +1,5 @@
 """A residual U-Net on the network path (issue 52: s_unet_res; rule 6a's ``ZeroStuff`` of
-:mod:`hlsnn.engines.network.addmove` and rule 8a of :mod:`hlsnn.engines.network.addcat`). Before:
+:mod:`hlsnn.engines.network.joins.addmove` and rule 8a of :mod:`hlsnn.engines.network.joins.addcat`). Before:
 every format ran layer by layer, "a data move of integer tensors computed on the fabric (not of a
 pending Add or pool)": the ``ConvTranspose2d(4, 2, 1)``'s ``ZeroStuff`` read a pending
 ``Relu(Add)``, and then the skip ``Concat`` read another.
@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
 from conftest import ROOT  # noqa: E402
-from hlsnn.deploy import program as netmode  # noqa: E402
+from hlsnn.deploy.lower import program as netmode  # noqa: E402
 from hlsnn.network import artifact  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))
@@ -114,7 +114,7 @@ def test_a_concat_of_a_pending_add_read_at_two_radix_points_is_refused_by_name()
     """Rule 8a needs one ``F_x`` for the concat's readers (the layer path rounds the float concat
     once per reader); two convs reading it at radix points 4 and 5 are refused by name."""
     from types import SimpleNamespace
-    from hlsnn.engines.network import addcat
+    from hlsnn.engines.network.joins import addcat
     from hlsnn.errors import InputError
     j = dict(kind="host", op="Concat", name="cat", inputs=["t", "e"], output="cat", attrs={"axis": 1})
     program = {"layers": [j] + [dict(kind="conv", name=n, inputs=["cat"], output=n + "_y", f_x=f)

@@ -1,5 +1,5 @@
 """A move or a linear resize of a pending residual Add on the network path (issue 52, rules 6a
-and 12a of :mod:`hlsnn.engines.network.addmove`): k_unet_freq's ``nn.Upsample(scale_factor=(2,
+and 12a of :mod:`hlsnn.engines.network.joins.addmove`): k_unet_freq's ``nn.Upsample(scale_factor=(2,
 1))`` of ``relu(up(c) + b)`` and k_ae_lin's ``F.interpolate(relu(d2(..) + a), mode='linear')``
 ran layer by layer ("a data move of integer tensors computed on the fabric (not of a pending Add
 or pool)").
@@ -18,7 +18,7 @@ import pytest
 pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
 from conftest import ROOT  # noqa: E402
-from hlsnn.deploy import program as netmode  # noqa: E402
+from hlsnn.deploy.lower import program as netmode  # noqa: E402
 from hlsnn.network import artifact  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))

@@ -1,6 +1,6 @@
 """Rule 12t of the network mode for a plain pending Add (:mod:`hlsnn.engines.network.lintwo`,
 :func:`~hlsnn.engines.network.lintwo.materialize_add`): an output conv taking its input in two
-int8 terms (``input_terms: 2``, :mod:`hlsnn.deploy.twoin`) where that input is a residual block's
+int8 terms (``input_terms: 2``, :mod:`hlsnn.deploy.quantize.twoin`) where that input is a residual block's
 ``Relu(Add)`` (s_unet_res fixed8), which was refused by name ("takes its input in 2 int8 terms
 ...") and ran layer by layer.
 
@@ -17,7 +17,8 @@ import pytest
 
 pytest.importorskip("onnx")
 from conftest import ROOT  # noqa: E402
-from hlsnn.deploy import program as netmode, twoin  # noqa: E402
+from hlsnn.deploy.lower import program as netmode
+from hlsnn.deploy.quantize import twoin  # noqa: E402
 from hlsnn.engines.network import lintwo  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 from hlsnn.network import artifact  # noqa: E402

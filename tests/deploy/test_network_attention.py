@@ -1,4 +1,4 @@
-"""Attention's integer rules 16-19 (hlsnn.engines.network.attention): each rule against an
+"""Attention's integer rules 16-19 (hlsnn.engines.network.tokens.attention): each rule against an
 independent reference (numpy moves, hlsnn's to_fixed of the float sum, exact rational arithmetic,
 numpy's float64 softmax within the rule's stated bound), a planted one-bit change in each rule
 caught by the exact references, and the encoder classifier (nn.TransformerEncoderLayer,
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import hlsnn
-from hlsnn.deploy.quant import to_fixed
-from hlsnn.engines.network import attention as at
+from hlsnn.deploy.quantize.quant import to_fixed
+from hlsnn.engines.network.tokens import attention as at
 from hlsnn.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -202,7 +202,7 @@ def model(request, tmp_path_factory):
 def test_attention_models_lower_to_one_program_with_the_layer_paths_bits(model):
     """The encoder classifier and the tiny ViT, both exporters: one network program (no host op)
     whose numpy run gives the compile-time layer path's bits, and the network path on emu."""
-    from hlsnn.deploy import program as netmode
+    from hlsnn.deploy.lower import program as netmode
     from hlsnn.network import artifact
     prog, arrays = artifact.read(model)[:2]
     net = netmode.lower(prog, arrays)
@@ -229,7 +229,7 @@ def _images(arrays, n=200):
 def test_encoder_network_bits_on_more_images_and_planted_bit(encoder, monkeypatch):
     """The network mode equals the layer path (``network=False``) on 200 images; a one-bit change
     of rule 19's reciprocal (K one less) changes its logits."""
-    from hlsnn.deploy import program as netmode
+    from hlsnn.deploy.lower import program as netmode
     from hlsnn.network import artifact
     prog, arrays = artifact.read(encoder)[:2]
     x = _images(arrays)
@@ -249,7 +249,7 @@ def test_kernels_without_the_loops_refuse_by_name(encoder):
     """An engine whose network kernel has no attention loops (bfp_systolic's, on BFP pairs)
     refuses the program by the op's name and rule."""
     from types import SimpleNamespace
-    from hlsnn.deploy import program as netmode
+    from hlsnn.deploy.lower import program as netmode
     from hlsnn.network import artifact
     prog, arrays = artifact.read(encoder)[:2]
     net = netmode.lower(prog, arrays)
@@ -294,7 +294,7 @@ def test_encoder_planted_kernel_bit_fails_the_comparison(encoder, monkeypatch, p
     """One planted one-bit change in each attention loop's data or C++ (a gather's source bank,
     the position constant's bit at the output radix, the MatMul's requantization shift, the
     Softmax's output radix) makes the C-simulation differ from the emulator."""
-    from hlsnn.engines.network import attnkernel
+    from hlsnn.engines.network.tokens import attnkernel
     from hlsnn.network import artifact
     prog, arrays = artifact.read(encoder)[:2]
     x = _images(arrays, 20)
@@ -329,11 +329,25 @@ def test_encoder_planted_kernel_bit_fails_the_comparison(encoder, monkeypatch, p
     assert (got != want).any()
 
 
+def test_bfp8_attention_is_refused_by_name_not_crashed(tmp_path):
+    """BFP pairs have no attention rule yet: the ViT in bfp8 lowers to a refusal naming its first
+    host op (it runs layer by layer), not a crash in the integer rules."""
+    from hlsnn.deploy.lower import program as netmode
+    from hlsnn.network import artifact
+    from hlsnn.network.build import compile_model
+    cfg = tmp_path / "vit.yaml"
+    cfg.write_text((ROOT / "docs/beyond/vit.yaml").read_text().replace("../../tests", str(ROOT / "tests")))
+    compile_model(str(cfg), "bfp8", str(tmp_path / "v.hlsnn"))
+    prog, arrays = artifact.read(tmp_path / "v.hlsnn")[:2]
+    with pytest.raises(InputError, match=r"layer /Transpose \(SwMove\): no integer rule"):
+        netmode.lower(prog, arrays)
+
+
 def test_a_reshaped_head_merge_is_the_gathers_layout(tmp_path):
     """v_sdpa (scaled_dot_product_attention, heads merged by Transpose then a plain Reshape into
     the out-projection's rows): the merge's gather writes the rows the RowsToMap takes, so the
     lowering gets past it to its next refusal, the LayerNorm over (T, F) together (no rule 15)."""
-    from hlsnn.deploy import program as netmode
+    from hlsnn.deploy.lower import program as netmode
     from hlsnn.network import artifact
     from hlsnn.network.build import compile_model
     cfg = tmp_path / "s.yaml"

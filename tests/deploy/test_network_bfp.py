@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
 from hlsnn.network import artifact  # noqa: E402
-from hlsnn.deploy import program as netmode  # noqa: E402
+from hlsnn.deploy.lower import program as netmode  # noqa: E402
 from hlsnn.engines.bfp_systolic.network import lower as netbfp  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.engines.bfp_systolic.emulator import emulate_reference  # noqa: E402

@@ -132,7 +132,7 @@ def test_every_loop_of_the_kernel_stays_at_ii_1(small):
     kernel (ConvExp, ConvMac among them)."""
     from hlsnn.network import artifact, schedule
     from hlsnn.network.loader import config_of
-    from hlsnn.deploy import program as netmode
+    from hlsnn.deploy.lower import program as netmode
     prog, arrays = artifact.read(small)
     net = netmode.lower(prog, arrays)
     rows = schedule.network_schedule(net, config_of(prog["accels"][net.accel], "test"))

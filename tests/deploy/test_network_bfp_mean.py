@@ -176,7 +176,7 @@ def test_the_division_is_declared_and_the_loops_keep_their_ii(nets, tmp_path):
     loop, at II 1 too); with it the convs read the exact sums and that loop is not rendered."""
     from hlsnn.network import artifact, schedule
     from hlsnn.network.loader import config_of
-    from hlsnn.deploy import program as netmode
+    from hlsnn.deploy.lower import program as netmode
     from hlsnn.engines.bfp_systolic.network import perf as bfpperf, kernel as bk
     prog, arrays = artifact.read(nets["avg_gap"][0])
     net = netmode.lower(prog, arrays)

@@ -115,7 +115,7 @@ def test_the_slope_roms_are_a_rom_per_bank_and_lut_pixels_schedules_at_ii_1(nets
     """LutPixels reads kPc slopes (and exponents) a cycle: the C++ partitions both ROMs per bank as
     the resource model counts them, and the II derived from the rendered code is 1 (one ROM in
     default storage has two ports: II 8 on the 16 banks before)."""
-    from hlsnn.deploy import program as netmode
+    from hlsnn.deploy.lower import program as netmode
     from hlsnn.engines.bfp_systolic.network import kernel as bk, perf as bfpperf
     from hlsnn.network import artifact, schedule
     from hlsnn.network.loader import config_of
@@ -137,7 +137,7 @@ def test_the_model_partitions_every_array_as_the_cpp_declares(nets, tmp_path):
     factor = 2`` included (the model listed them unpartitioned), and a model array the C++ does
     not partition is unpartitioned."""
     import re
-    from hlsnn.deploy import program as netmode
+    from hlsnn.deploy.lower import program as netmode
     from hlsnn.engines.bfp_systolic.network import kernel as bk, perf as bfpperf
     from hlsnn.network import artifact
     net = netmode.lower(*artifact.read(nets[False]))

@@ -1,6 +1,6 @@
 """Bilinear upsampling by 4 (and 8) in the network mode (issue 52: ``nn.Upsample(scale_factor=4,
 mode='bilinear')`` between engine layers ran layer by layer, "weights neither rule 12's nor rule
-14's"; hlsnn.engines.network.linpool rule 12b: a nearest upsample, an edge pad by ``f/2`` and the
+14's"; hlsnn.engines.network.pools.linpool rule 12b: a nearest upsample, an edge pad by ``f/2`` and the
 ``[1, 2, ..., 2, 1] / 2f`` window).
 
 References: torch's ``F.interpolate(mode='bilinear', align_corners=False)`` for the weights,
@@ -19,10 +19,11 @@ from onnx.reference import ReferenceEvaluator  # noqa: E402
 
 import hlsnn  # noqa: E402
 from conftest import ROOT  # noqa: E402
-from hlsnn.deploy import program as netmode  # noqa: E402
-from hlsnn.deploy.hostextra import resize_linear  # noqa: E402
+from hlsnn.deploy.lower import program as netmode  # noqa: E402
+from hlsnn.deploy.run.hostextra import resize_linear  # noqa: E402
 from hlsnn.engines.bfp_systolic.network.lower import avgpool_pairs  # noqa: E402
-from hlsnn.engines.network import linpool, move as netmove  # noqa: E402
+from hlsnn.engines.network.pools import linpool
+from hlsnn.engines.network import move as netmove  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))
@@ -90,9 +91,9 @@ def test_half_pixel_weights_are_torchs(n, f):
 def test_rule_12b_equals_onnx_resize_rounded_to_the_consumer(shape, scales):
     """Rule 12b (upsample, edge pad, the [1, 2, 2, 2, 1] / 8 window per x4 axis) is ONNX's
     linear Resize rounded at ``F_x``, borders included, and the layer path's host op too."""
-    from hlsnn.deploy.graph import Layer
-    from hlsnn.deploy import hostextra
-    from hlsnn.deploy.quant import to_fixed
+    from hlsnn.deploy.importer.graph import Layer
+    from hlsnn.deploy.run import hostextra
+    from hlsnn.deploy.quantize.quant import to_fixed
     rng = np.random.default_rng(124)
     q = rng.integers(-128, 128, shape)
     j = _layer(shape, scales)

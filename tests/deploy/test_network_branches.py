@@ -2,8 +2,8 @@
 ``ap_axi_sdata.h`` models, in one small network per engine (issue 52's branches, which their own
 tests run on the fast C-simulation only):
 
-* a host prefix (:mod:`hlsnn.deploy.netprefix`): an input ``BatchNormalization`` on the host;
-* a chained Add (:mod:`hlsnn.engines.network.chain`): block 2's Add reads block 1's sum, kept
+* a host prefix (:mod:`hlsnn.deploy.lower.netprefix`): an input ``BatchNormalization`` on the host;
+* a chained Add (:mod:`hlsnn.engines.network.joins.chain`): block 2's Add reads block 1's sum, kept
   exactly in the shortcut buffer (``sc_add``; ``kScBits`` wide on the integer engines);
 * a unary table (:mod:`hlsnn.engines.network.tables`, the Lut loop's ROM): ``Tanh``;
 * a product of two maps (rules 10/10b, ``Gate`` with ``same``): ``h * tanh(g)`` of two convs;

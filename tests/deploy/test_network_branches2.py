@@ -2,12 +2,12 @@
 ``ap_axi_sdata.h`` models, in a second small network per engine (the first:
 tests/deploy/test_network_branches.py). Their own tests run them on the fast C-simulation:
 
-* a Concat with the graph input (netmove rule 8i, :mod:`hlsnn.engines.network.catinput`);
+* a Concat with the graph input (netmove rule 8i, :mod:`hlsnn.engines.network.joins.catinput`);
 * a ``HardSwish`` of a residual sum: a table on every engine, on BFP pairs rule 9f's table of
   calibrated codes (:mod:`hlsnn.engines.bfp_systolic.network.gate`);
-* an ``AveragePool`` with ``count_include_pad = 0`` (rule 11u, :mod:`hlsnn.engines.network.uncounted`:
+* an ``AveragePool`` with ``count_include_pad = 0`` (rule 11u, :mod:`hlsnn.engines.network.pools.uncounted`:
   the ``kPoolScale`` ROM in the pool loop);
-* a linear ``Resize`` with ``align_corners`` (rule 14, :mod:`hlsnn.engines.network.cornerresize`):
+* a linear ``Resize`` with ``align_corners`` (rule 14, :mod:`hlsnn.engines.network.pools.cornerresize`):
   on the integer engines a mean over 49 divided in the pool loop (``pool_div``) and the global pool
   over 6 x 6 after an Add divided in the Add loop (``add_div``, both rule 13); on BFP pairs (the
   kernel divides by one odd divisor) a resize 2 -> 4, a mean over 9 (rule 6b, descriptor ``mdiv``)

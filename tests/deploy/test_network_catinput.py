@@ -1,7 +1,7 @@
 """A skip from the graph input and a pool over a one-row map in the network mode (issue 52: the
 1-D autoencoders' ``torch.cat([decoded, x])`` and the TC-ResNet written with 2-D convs,
 ``x.permute(0, 2, 1).unsqueeze(2)`` then ``F.avg_pool2d(h, h.shape[2:])``), in one small net per
-engine: netmove rule 8i (:mod:`hlsnn.engines.network.catinput`), linpool rule 11g (a window over
+engine: netmove rule 8i (:mod:`hlsnn.engines.network.joins.catinput`), linpool rule 11g (a window over
 the whole map of a pending Add is its global pool) and a conv reading an ``Unsqueeze``'s ``C x 1
 x W`` view of its input.
 
@@ -100,7 +100,7 @@ def test_a_skip_from_the_input_at_another_radix_is_refused_by_name(tmp_path):
 
 
 def test_covers_map_is_one_window_over_the_map():
-    from hlsnn.engines.network.linpool import covers_map
+    from hlsnn.engines.network.pools.linpool import covers_map
 
     def pool(k, **a):
         return dict(op="AveragePool", attrs=dict(kernel_shape=k, **a))

@@ -1,5 +1,5 @@
 """A ghost module read by its SE block on the network path (issue 52: s_ghost of
-``scripts/variant_seventh.py``, rule 8m of :mod:`hlsnn.engines.network.catmix`; the bfp kernel's
+``scripts/variant_seventh.py``, rule 8m of :mod:`hlsnn.engines.network.joins.catmix`; the bfp kernel's
 gate of a concat, :mod:`hlsnn.engines.bfp_systolic.network.gatesrc`). Before: two-hot and fixed8
 refused "GlobalAveragePool: no integer rule for this host op here" (a global pool of a concat
 whose parts sit at two radix points), and the bfp kernel "a gate of cat; the kernel multiplies
@@ -20,7 +20,7 @@ import pytest
 pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
 from conftest import ROOT  # noqa: E402
-from hlsnn.deploy import program as netmode  # noqa: E402
+from hlsnn.deploy.lower import program as netmode  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 from hlsnn.network import artifact  # noqa: E402
 
@@ -98,7 +98,7 @@ def test_the_pool_and_the_gate_are_the_layer_paths_float_values_rounded_once(net
         want = np.clip(round_array(np.ldexp(env[t], layer[reader]["f_x"]), prog["rounding"]), -128, 127)
         assert (want != 0).mean() > 0.3
         np.testing.assert_array_equal(ints[op.out].reshape(want.shape), want)
-    from hlsnn.deploy import fast as netfast          # the compiled emu path runs these ops by their numpy rules
+    from hlsnn.deploy.run import fast as netfast          # the compiled emu path runs these ops by their numpy rules
     fast = netfast.build(lowered)
     if fast is not None:
         np.testing.assert_array_equal(fast.run(netmode.quantize_input(lowered, x))[0], ints[lowered.output["tensor"]]
@@ -107,7 +107,7 @@ def test_the_pool_and_the_gate_are_the_layer_paths_float_values_rounded_once(net
 
 def test_a_split_on_other_ops_is_refused_by_name():
     """The last check before C: a split only on a global pool of one tensor or a channel gate."""
-    from hlsnn.deploy.netcheck import check_ops
+    from hlsnn.deploy.lower.netcheck import check_ops
     from hlsnn.engines.network.program import NetProgram, Op
     bad = Op("add", "s", ["a", "b"], "y", dict(c=8, hw=4, sa=0, sb=1, relu=False, gap=False, shift=0,
                                                 rounding="nearest_even", single=False, split=4))

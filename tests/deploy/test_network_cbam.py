@@ -161,7 +161,7 @@ def test_cbam_kernel_loops_stay_at_ii_1(cbam, fmt):
     pytest.importorskip("clang.cindex")
     from hlsnn.network import artifact, schedule
     from hlsnn.network.loader import config_of
-    from hlsnn.deploy import program as netmode
+    from hlsnn.deploy.lower import program as netmode
     prog, arrays = artifact.read(cbam(fmt))
     net = netmode.lower(prog, arrays)
     rows = schedule.network_schedule(net, config_of(prog["accels"][net.accel], "test"))

@@ -1,6 +1,6 @@
 """A linear Resize with ``align_corners`` in the network mode (issue 52, milesial's Pytorch-UNet:
 ``nn.Upsample(scale_factor=2, mode='bilinear', align_corners=True)``;
-hlsnn.engines.network.cornerresize rule 14): an upsample by ``d = n_out - 1`` and a ``d x d`` box
+hlsnn.engines.network.pools.cornerresize rule 14): an upsample by ``d = n_out - 1`` and a ``d x d`` box
 at stride ``n_in - 1``, the mean over ``d**2`` by rule 13, and the layer path's host op as the
 exact sum divided once.
 
@@ -21,10 +21,12 @@ from onnx.reference import ReferenceEvaluator  # noqa: E402
 
 import hlsnn  # noqa: E402
 from conftest import ROOT  # noqa: E402
-from hlsnn.deploy import hostextra, program as netmode  # noqa: E402
-from hlsnn.deploy.graph import Layer  # noqa: E402
-from hlsnn.deploy.quant import to_fixed  # noqa: E402
-from hlsnn.engines.network import cornerresize, linpool, move as netmove  # noqa: E402
+from hlsnn.deploy.run import hostextra
+from hlsnn.deploy.lower import program as netmode  # noqa: E402
+from hlsnn.deploy.importer.graph import Layer  # noqa: E402
+from hlsnn.deploy.quantize.quant import to_fixed  # noqa: E402
+from hlsnn.engines.network.pools import cornerresize, linpool
+from hlsnn.engines.network import move as netmove  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))
@@ -254,7 +256,7 @@ def test_only_the_pool_loop_divides_and_every_loop_stays_at_ii_1(minis, fmt, tmp
     milesial fits the PYNQ-Z2 only so), and the derived II (perf/schedule.py) of every loop is 1."""
     from importlib import import_module
 
-    from hlsnn.engines.network import mean
+    from hlsnn.engines.network.pools import mean
     from hlsnn.network import artifact, schedule
     from hlsnn.network.loader import config_of
     prog, arrays = artifact.read(minis[fmt])

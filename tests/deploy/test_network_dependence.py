@@ -15,7 +15,7 @@ import hlsnn
 from hlsnn.engines.bfp_systolic.network import kernel as bfpkernel
 from hlsnn.engines.network import kernel as netkernel
 from hlsnn.engines.shift_mac.network import kernel as shiftkernel
-from hlsnn.deploy import program as netmode
+from hlsnn.deploy.lower import program as netmode
 from hlsnn.errors import CsimError
 
 from test_network_depthwise import _grouped_net  # noqa: E402

@@ -15,7 +15,7 @@ pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
 from conftest import ROOT, checked_raw  # noqa: E402
 from hlsnn.network import artifact  # noqa: E402
-from hlsnn.deploy import program as netmode  # noqa: E402
+from hlsnn.deploy.lower import program as netmode  # noqa: E402
 from hlsnn.engines.shift_mac.network import perf as netperf  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402

@@ -1,4 +1,4 @@
-"""Dilation in the network mode (issue 52, hlsnn.deploy.dilate): a dilated convolution is the
+"""Dilation in the network mode (issue 52, hlsnn.deploy.lower.dilate): a dilated convolution is the
 ordinary one with its kernel's holes filled with zero weights (extent d*(k-1)+1, padding
 unchanged), so the TC-ResNet of tests/data/torch/beyond (a dilated Conv1d in its residual
 block) runs in one network-kernel start in two-hot (shift_mac) and fixed8 (sparse_cluster).
@@ -18,7 +18,7 @@ import hlsnn  # noqa: E402
 from conftest import ROOT  # noqa: E402
 from hlsnn.commands.network import _kernel_calls  # noqa: E402
 from hlsnn.engines.convgeom import spread  # noqa: E402
-from hlsnn.deploy.dilate import dilate  # noqa: E402
+from hlsnn.deploy.lower.dilate import dilate  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))
 from test_torch_beyond import _config, _data  # noqa: E402

@@ -17,7 +17,7 @@ from conftest import ROOT  # noqa: E402
 from hlsnn.commands.network import _kernel_calls  # noqa: E402
 from hlsnn.engines.network import gate as netgate  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
-from hlsnn.deploy import program as netmode  # noqa: E402
+from hlsnn.deploy.lower import program as netmode  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))
 from test_torch_beyond import _config, _data, compile_beyond  # noqa: E402
@@ -236,7 +236,7 @@ def test_torch_hardswish_and_hardsigmoid_pattern_runs_as_one_program(tmp_path, n
 def test_the_compiled_emu_path_runs_tables_and_the_gate(se, fmt):
     """netfast (the emu network mode compiled; tables and gates in numpy on its NHWC maps) gives
     run_ints' integers, and a calibrated Deployment on emu takes it with the layer path's bits."""
-    from hlsnn.deploy import fast as netfast
+    from hlsnn.deploy.run import fast as netfast
     x = _data("se_cnn_ts17").x_test[:40]
     net = hlsnn.load(se["se_cnn_ts17", fmt], "emu", network=True)
     fn = netfast.build(net.network)
@@ -245,9 +245,9 @@ def test_the_compiled_emu_path_runs_tables_and_the_gate(se, fmt):
     xq = netmode.quantize_input(net.network, x)
     np.testing.assert_array_equal(fn.run(xq)[0], netmode.run_ints(net.network, xq))
     from hlsnn.deploy.config import load_deploy_config
-    from hlsnn.deploy.evaluate import open_accelerators
-    from hlsnn.deploy.onnx_import import load_onnx
-    from hlsnn.deploy.runner import Deployment
+    from hlsnn.deploy.reports.evaluate import open_accelerators
+    from hlsnn.deploy.importer.onnx_import import load_onnx
+    from hlsnn.deploy.run.runner import Deployment
     import tempfile
     from pathlib import Path
     with tempfile.TemporaryDirectory() as tmp:
@@ -273,10 +273,10 @@ def test_hardswish_of_a_lse_shift_layer_takes_the_least_squared_error_radix(tmp_
     radix recorded, not even one an earlier calibration with another format left, as
     ``shift_auto``'s candidates do)."""
     from hlsnn.deploy.config import load_deploy_config
-    from hlsnn.deploy.evaluate import open_accelerators
-    from hlsnn.deploy.onnx_import import load_onnx
-    from hlsnn.deploy.quant import host_radix
-    from hlsnn.deploy.runner import Deployment
+    from hlsnn.deploy.reports.evaluate import open_accelerators
+    from hlsnn.deploy.importer.onnx_import import load_onnx
+    from hlsnn.deploy.quantize.quant import host_radix
+    from hlsnn.deploy.run.runner import Deployment
     model = ROOT / "tests" / "data" / "torch" / "beyond" / "se_cnn_ts17.onnx"
     p = tmp_path / "c.yaml"
     p.write_text(f"name: se\nmodel: {model}\ndata: digits\nlayout: nchw\ntask: classification\nformats:\n"

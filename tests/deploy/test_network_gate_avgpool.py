@@ -3,7 +3,7 @@ h_dw_mult2, ``avg_pool(x * s[:, :, None, None])`` with ``count_include_pad=False
 h_dw_prelu, ``AdaptiveAvgPool2d(2)`` of ``x * se(x)``, ran layer by layer in two-hot and fixed8:
 "an AveragePool of an integer tensor computed on the fabric"). Rule 10d of
 hlsnn.engines.network.gatein takes the product as codes at a calibrated radix ``F_g`` (the layer
-path too, hlsnn.deploy.gatecodes), then linpool's rule 11 / 11u / 13 pools the codes.
+path too, hlsnn.deploy.run.gatecodes), then linpool's rule 11 / 11u / 13 pools the codes.
 
 References: the layer path on the emulator (its bits), rule 10c's conversion written out (the
 exact float product through ``to_fixed`` at ``F_g``, then numpy's mean of the windows), the
@@ -87,7 +87,7 @@ def test_one_network_program_with_the_layer_paths_bits(compiled, fmt):
 def test_layer_path_pools_the_products_codes(compiled):
     """Rule 10d in the layer path, written out: the pool's input is the float product converted
     by ``to_fixed`` at ``F_g`` (the deployment's rounding, 8 bits), then ONNX's uncounted mean."""
-    from hlsnn.deploy.quant import to_fixed
+    from hlsnn.deploy.quantize.quant import to_fixed
     from hlsnn.network import artifact
     net = hlsnn.load(compiled["fixed8"], "emu", network=False)
     prog, _ = artifact.read(str(compiled["fixed8"]))

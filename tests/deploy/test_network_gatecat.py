@@ -1,6 +1,6 @@
 """A SiLU's product read by a skip Concat on the network path (issue 52: d_unet_silu, rule 10k of
-:mod:`hlsnn.engines.network.gatecat` and the gate loop's shortcut write of
-:mod:`hlsnn.engines.network.gatesc`). Before: two-hot and fixed8 refused "a Upsample of a gate's
+:mod:`hlsnn.engines.network.joins.gatecat` and the gate loop's shortcut write of
+:mod:`hlsnn.engines.network.joins.gatesc`). Before: two-hot and fixed8 refused "a Upsample of a gate's
 product ... read by engine layers at one radix point only (rule 10m)" (the upsample's reader is
 the concat), and every kernel refused "(gate) makes a shortcut" (bfp8 too).
 
@@ -17,8 +17,8 @@ import pytest
 pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
 from conftest import ROOT  # noqa: E402
-from hlsnn.deploy import program as netmode  # noqa: E402
-from hlsnn.engines.network import gatesc  # noqa: E402
+from hlsnn.deploy.lower import program as netmode  # noqa: E402
+from hlsnn.engines.network.joins import gatesc  # noqa: E402
 from hlsnn.engines.network.program import Op  # noqa: E402
 from hlsnn.network import artifact  # noqa: E402
 

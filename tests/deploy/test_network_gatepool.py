@@ -1,4 +1,4 @@
-"""Rule 10m (:mod:`hlsnn.engines.network.gatepool`): a ``MaxPool2d`` or a nearest ``nn.Upsample`` of
+"""Rule 10m (:mod:`hlsnn.engines.network.pools.gatepool`): a ``MaxPool2d`` or a nearest ``nn.Upsample`` of
 an ``nn.SiLU`` output (``x * sigmoid(x)``, a gate's product pending until its engine consumer) runs
 in one network start in two-hot and fixed8 (before: layer by layer). The gate is materialized at the
 consumer's radix point, then pooled / moved: the layer path's bits (max and moves commute with the
@@ -58,7 +58,7 @@ def test_a_pool_and_an_upsample_of_a_silu_run_in_one_start(tmp_path, fmt):
 
 def test_a_pool_of_a_gate_read_by_a_host_op_is_declined_by_name():
     from types import SimpleNamespace
-    from hlsnn.engines.network.gatepool import lower
+    from hlsnn.engines.network.pools.gatepool import lower
     from hlsnn.engines.network.program import Op, _why
     from hlsnn.errors import InputError
     j = dict(name="p", kind="host", op="MaxPool", inputs=["g"], output="pm", attrs={"kernel_shape": [2, 2]})

@@ -107,7 +107,7 @@ def test_a_glu_residual_and_a_pool_of_a_glu_run_in_the_network_mode(glu_models, 
 def test_a_program_without_the_codes_radix_stays_refused_by_name(glu_models):
     """A program compiled before rule 10d (no ``gate_in`` on the Add) runs layer by layer, and the
     network mode names why."""
-    from hlsnn.deploy import program as netmode
+    from hlsnn.deploy.lower import program as netmode
     from hlsnn.network import artifact
     prog, arrays = artifact.read(str(glu_models[True, "ts17"]["twohot"]))[:2]
     for j in prog["layers"]:

@@ -1,4 +1,4 @@
-"""Host ops after the network kernel that are a small DAG, not a chain (:mod:`hlsnn.deploy.netafter`):
+"""Host ops after the network kernel that are a small DAG, not a chain (:mod:`hlsnn.deploy.lower.netafter`):
 a binary classifier's head ``cat(1 - p, p)`` with ``p = sigmoid(logit)`` (scikit-learn's
 ``predict_proba`` as skl2onnx writes it), and ``cat(z, sigmoid(z))`` whose ``Concat`` reads the
 kernel's output and the op before's. Before, the network mode took a chain only and such a model
@@ -53,7 +53,7 @@ def _x(n):
 
 
 def test_the_dag_check_takes_any_tensor_made_after_the_kernel():
-    from hlsnn.deploy.netafter import check
+    from hlsnn.deploy.lower.netafter import check
     from hlsnn.engines.network.program import _why
     from hlsnn.errors import InputError
     program = {"output": {"engine_tensor": "z", "name": "y"}, "input": {"name": "x"}}

@@ -1,5 +1,5 @@
 """The network path of a compiled shift_mac model (issue 31, design B): the network mode
-(``hlsnn.deploy.program``, the spec) and the network kernel (one kernel start per batch).
+(``hlsnn.deploy.lower.program``, the spec) and the network kernel (one kernel start per batch).
 
 References: the layer-by-layer compiled network on the emulator (today's path, itself tested
 against a fresh deployment), a plain-Python integer convolution with its own rounding, and the
@@ -14,11 +14,12 @@ pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
 from conftest import ROOT, checked_raw  # noqa: E402
 from hlsnn.network import artifact  # noqa: E402
-from hlsnn.deploy import program as netmode  # noqa: E402
+from hlsnn.deploy.lower import program as netmode  # noqa: E402
 from hlsnn.engines.shift_mac.network import perf as netperf  # noqa: E402
 from hlsnn.engines.network.kernel import act_bufs, allocate  # noqa: E402
-from hlsnn.deploy import datasets, hostops  # noqa: E402
-from hlsnn.deploy.quant import to_fixed  # noqa: E402
+from hlsnn.deploy import datasets
+from hlsnn.deploy.run import hostops  # noqa: E402
+from hlsnn.deploy.quantize.quant import to_fixed  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 
 CAL = 16
@@ -166,7 +167,7 @@ def test_buffers_ping_pong_and_shortcut():
                                          (None, False), (1, False)]
     assert act_bufs(place) == 4 and (act, sc) == (16, 16)
     # five (t3 written while x, t0, t1 and t2 are still to be read): a fifth buffer (up to eight, for
-    # an unrolled recurrent cell's input, state and gates: hlsnn.deploy.rnnunroll)
+    # an unrolled recurrent cell's input, state and gates: hlsnn.deploy.rewrite.rnnunroll)
     ops = [O("conv", "c0", ["x"], "t0"), O("conv", "c1", ["x"], "t1"), O("conv", "c2", ["t0"], "t2"),
            O("conv", "c3", ["t0"], "t3"), O("conv", "c4", ["t3"], "t4"), O("conv", "c5", ["t2"], "t5"),
            O("conv", "c6", ["t1"], "t6"), O("add", "a", ["t6", "t5"], "u"), O("add", "b", ["u", "t4"], "v"),

@@ -1,5 +1,5 @@
 """Rule 15, a LayerNormalization over the channels of each position in integers
-(hlsnn.engines.network.layernorm): its table and its error against float64, the two small graphs
+(hlsnn.engines.network.tokens.layernorm): its table and its error against float64, the two small graphs
 built here (Linear -> LayerNorm -> Relu -> Linear; conv -> Transpose -> LayerNorm over the
 channels -> Transpose -> conv), the network mode's bits against the layer path's, the
 sparse_cluster kernel's C-simulation and the simulated board, onnxruntime's outputs, and the
@@ -18,7 +18,7 @@ from onnx import helper  # noqa: E402
 
 import hlsnn  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
-from hlsnn.engines.network import layernorm as ln  # noqa: E402
+from hlsnn.engines.network.tokens import layernorm as ln  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 from netfixtures import f32_init, save_net  # noqa: E402
 
@@ -249,7 +249,7 @@ def test_compile_is_one_start(graphs):
 def test_bfp_refuses_by_name(graphs, tmp_path):
     """BFP pairs have no rule 15 and say so (a bfp8 compile of mlp_ln)."""
     from netfixtures import compile_each
-    from hlsnn.deploy import program as netmode
+    from hlsnn.deploy.lower import program as netmode
     from hlsnn.network import artifact
     p = compile_each(tmp_path, "mlp_ln", graphs["mlp_ln", "onnx"], ["bfp8"],
                      formats={"bfp8": "{type: bfp, accel: bfp8_zcu104}"}, layout="flat")["bfp8"]
@@ -302,7 +302,7 @@ def test_layernorm_loop_products_are_declared_and_modelled(graphs, fmt, tmp_path
 def test_not_over_the_channels_is_refused_by_name(tmp_path):
     """A LayerNormalization over (W, C) of the channels-last map (axis 2) is not rule 15's."""
     from netfixtures import compile_each
-    from hlsnn.deploy import program as netmode
+    from hlsnn.deploy.lower import program as netmode
     from hlsnn.network import artifact
     p = compile_each(tmp_path, "lnwc", conv_ln(tmp_path / "lnwc.onnx", axis=2), ["fixed8"], formats=FORMATS)["fixed8"]
     with pytest.raises(InputError, match=r"layer n \(LayerNormalization\): a LayerNormalization over the channels"):
@@ -312,7 +312,7 @@ def test_not_over_the_channels_is_refused_by_name(tmp_path):
 def test_an_older_program_keeps_float64(graphs):
     """A program of revision 4 ran the norm in float64 in its layer path (its self-check pairs):
     the network mode refuses it by name rather than give other bits."""
-    from hlsnn.deploy import program as netmode
+    from hlsnn.deploy.lower import program as netmode
     from hlsnn.network import artifact
     prog, arrays = artifact.read(graphs["mlp_ln", "fixed8"])[:2]
     prog = dict(prog, revision=4)

@@ -1,5 +1,5 @@
 """Rule 15s, a LayerNormalization of a residual sum (a post-norm block, x + f(x) -> LayerNorm;
-hlsnn.engines.network.layernorm): the sum converted to codes at its calibrated radix (the
+hlsnn.engines.network.tokens.layernorm): the sum converted to codes at its calibrated radix (the
 residual Add's rule 4 requantization, as an engine layer reading it converts it), then rule 15.
 Two graphs built here: an MLP block (Gemm -> Relu = h; Gemm; Add h; LayerNorm; Gemm) and a map's
 (conv -> Relu = h; 1x1 conv; Add h; Relu; Transpose; LayerNorm over 24 channels; Transpose back;
@@ -123,7 +123,7 @@ def test_post_norm_mlp_is_one_start_with_the_layer_paths_bits(mlp_fixed8):
 def test_an_older_program_keeps_float64_for_the_sum(mlp_fixed8):
     """A program of revision 5 ran a LayerNormalization of a residual sum in float64 (its
     self-check pairs): its network mode refuses it by name; its layer path still loads."""
-    from hlsnn.deploy import program as netmode
+    from hlsnn.deploy.lower import program as netmode
     from hlsnn.network import artifact
     prog, arrays = artifact.read(mlp_fixed8)[:2]
     with pytest.raises(InputError, match="revision 5 ran this LayerNormalization of a residual sum in float64"):

@@ -1,5 +1,5 @@
 """AveragePool and bilinear x2 upsampling in the network mode (issue 52,
-hlsnn.engines.network.linpool rules 11, 12): v_unet_mix (``F.avg_pool2d(x, 2)``) and
+hlsnn.engines.network.pools.linpool rules 11, 12): v_unet_mix (``F.avg_pool2d(x, 2)``) and
 v_unet_bilinear (three ``nn.Upsample(scale_factor=2, mode='bilinear')``) run in one network
 start on every engine.
 
@@ -19,10 +19,11 @@ from onnx.reference import ReferenceEvaluator  # noqa: E402
 
 import hlsnn  # noqa: E402
 from conftest import ROOT  # noqa: E402
-from hlsnn.deploy import program as netmode  # noqa: E402
-from hlsnn.deploy.hostextra import resize_linear  # noqa: E402
+from hlsnn.deploy.lower import program as netmode  # noqa: E402
+from hlsnn.deploy.run.hostextra import resize_linear  # noqa: E402
 from hlsnn.engines.bfp_systolic.network.lower import NotExact, avgpool_pairs  # noqa: E402
-from hlsnn.engines.network import linpool, move as netmove  # noqa: E402
+from hlsnn.engines.network.pools import linpool
+from hlsnn.engines.network import move as netmove  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))

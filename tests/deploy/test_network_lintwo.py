@@ -1,5 +1,5 @@
 """Rule 12t of the network mode (:mod:`hlsnn.engines.network.lintwo`): an output conv's input in
-two int8 terms (``input_terms: 2``, :mod:`hlsnn.deploy.twoin`) where it reads rule 12w's resized
+two int8 terms (``input_terms: 2``, :mod:`hlsnn.deploy.quantize.twoin`) where it reads rule 12w's resized
 wide sum (k_ae_lin fixed8), which was refused by name ("takes its input in 2 int8 terms ...") and
 ran layer by layer.
 
@@ -17,7 +17,8 @@ import pytest
 
 pytest.importorskip("onnx")
 from conftest import ROOT  # noqa: E402
-from hlsnn.deploy import program as netmode, twoin  # noqa: E402
+from hlsnn.deploy.lower import program as netmode
+from hlsnn.deploy.quantize import twoin  # noqa: E402
 from hlsnn.engines.network import lintwo  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 from hlsnn.network import artifact  # noqa: E402
@@ -80,7 +81,7 @@ def test_the_terms_are_twoins_terms_of_the_wide_sum():
     """Rule 12t's ``hi``, ``lo`` of integers ``t`` at radix ``F + sh`` are twoin's: ``to_fixed``
     of the value at ``F``, then of the float64 residual at ``F + 7`` (every rounding, shifts below,
     at and above 7, saturated ``hi`` included)."""
-    from hlsnn.deploy.quant import to_fixed
+    from hlsnn.deploy.quantize.quant import to_fixed
     rng = np.random.default_rng(3)
     t = np.concatenate([rng.integers(-(1 << 20), 1 << 20, 4000), [1 << 22, -(1 << 22), 0, 1, -1]]).astype(np.int64)
     for rounding in ("nearest_even", "nearest_away", "truncate"):
@@ -164,7 +165,7 @@ def test_the_deploy_reports_latency_counts_both_passes(two):
     section models it as two calls (the one-term convs as one) and agrees, layer by layer, with the
     assignment's ``modelled_us_by_layer``."""
     from hlsnn.config import load_config
-    from hlsnn.deploy import report
+    from hlsnn.deploy.reports import report
     from hlsnn.deploy.config import load_deploy_config
     from hlsnn.evaluation.run import deploy
     from hlsnn.network.loader import load

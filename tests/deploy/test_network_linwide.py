@@ -1,4 +1,4 @@
-"""Rule 12w of the network mode (:mod:`hlsnn.engines.network.linwide`): a linear x2 resize of a
+"""Rule 12w of the network mode (:mod:`hlsnn.engines.network.joins.linwide`): a linear x2 resize of a
 pending residual Add's exact sum on the integer engines (k_ae_lin's ``F.interpolate(relu(d2(..)
 + a), mode='linear')`` in two-hot and fixed8), which was refused by name ("a ResizeLinear of a
 pending Add's exact sum ... has no integer rule") and ran layer by layer.
@@ -16,8 +16,8 @@ import pytest
 
 pytest.importorskip("onnx")
 from conftest import ROOT  # noqa: E402
-from hlsnn.deploy import program as netmode  # noqa: E402
-from hlsnn.engines.network import linwide  # noqa: E402
+from hlsnn.deploy.lower import program as netmode  # noqa: E402
+from hlsnn.engines.network.joins import linwide  # noqa: E402
 from hlsnn.network import artifact  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))
@@ -119,7 +119,7 @@ def test_the_latency_model_counts_the_linwide_loop(lin, fmt):
 def test_other_resizes_of_a_wide_sum_are_refused_by_name(shape, mats, what):
     """Rule 12w resizes one axis of a ``C x L`` map; a 2-D map's resize is refused by name."""
     from types import SimpleNamespace
-    from hlsnn.engines.network.linpool import half_pixel_x2
+    from hlsnn.engines.network.pools.linpool import half_pixel_x2
     from hlsnn.errors import InputError
     _, h, w = shape
     m = [half_pixel_x2(h), half_pixel_x2(w)] if mats == "2d" else [half_pixel_x2(h), np.eye(w)]
@@ -132,9 +132,9 @@ def test_other_resizes_of_a_wide_sum_are_refused_by_name(shape, mats, what):
 
 def test_an_upsample_of_the_resized_sum_is_refused_by_name():
     """Rule 12w's resize is requantized for the engine layer reading it; a move after it (which
-    :mod:`hlsnn.engines.network.addmove` would hold pending as rule 6a's) is refused by name."""
+    :mod:`hlsnn.engines.network.joins.addmove` would hold pending as rule 6a's) is refused by name."""
     from types import SimpleNamespace
-    from hlsnn.engines.network import addmove
+    from hlsnn.engines.network.joins import addmove
     from hlsnn.errors import InputError
     st = ("addmv", dict(add={}, moves=[], lin=dict(name="u", c=4, l=8, fy=2, fx=1), name="u"))
     walk = SimpleNamespace(shapes={"u": (4, 16)}, state={"u": st})

@@ -1,5 +1,5 @@
 """``x.max(dim=1).values`` over the tokens of a token-wise ``Linear``'s output in the network mode
-(:mod:`hlsnn.engines.network.reduce` rule 4t): the ``ReduceMax`` of the ``(T, F)`` rows a
+(:mod:`hlsnn.engines.network.pools.reduce` rule 4t): the ``ReduceMax`` of the ``(T, F)`` rows a
 ``MapToRows`` made is rule 3's max pool of the ``F x T x 1`` map's ``T`` pixels. Before, it had no
 integer rule and the model ran layer by layer (2 kernel starts).
 

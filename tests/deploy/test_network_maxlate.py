@@ -1,5 +1,5 @@
 """A max pool of a pending Add or gate in the network mode
-(:mod:`hlsnn.engines.network.maxlate`; issue 52's fifth family): a residual block's
+(:mod:`hlsnn.engines.network.joins.maxlate`; issue 52's fifth family): a residual block's
 ``relu(x + conv(x))`` then ``AdaptiveMaxPool1d(1)`` (a keyword spotter), a SiLU (``x *
 sigmoid(x)``, a gate) then ``torch.max(x, dim=2)[0]`` (a TC-ResNet), each before a Linear; files
 torch writes (TorchScript at opset 17 and the dynamo exporter, untrained, seeded).
@@ -72,15 +72,15 @@ def test_a_max_pool_of_a_pending_add_or_gate_runs_in_the_network_mode_with_the_l
 @pytest.mark.parametrize("fmt", ["twohot", "fixed8"])
 @pytest.mark.parametrize("kind", ["add", "gate"])
 def test_the_fast_calibration_leaves_a_pooled_sum_to_the_layer_path(tmp_path, monkeypatch, fmt, kind):
-    """The emu calibration at the run's speed (:mod:`hlsnn.deploy.calibrate`) picks a radix from
+    """The emu calibration at the run's speed (:mod:`hlsnn.deploy.quantize.calibrate`) picks a radix from
     an Add's sums, the layer path (the specification) from the pooled values its reader converts:
     with a pool of a materialized sum it leaves the calibration to the layer path, whose outputs
     the deployment then gives (before, the reader's ``F_x`` stayed unset)."""
-    from hlsnn.deploy import calibrate
+    from hlsnn.deploy.quantize import calibrate
     from hlsnn.deploy.config import load_deploy_config
-    from hlsnn.deploy.evaluate import open_accelerators
-    from hlsnn.deploy.onnx_import import load_onnx
-    from hlsnn.deploy.runner import Deployment
+    from hlsnn.deploy.reports.evaluate import open_accelerators
+    from hlsnn.deploy.importer.onnx_import import load_onnx
+    from hlsnn.deploy.run.runner import Deployment
     from netfixtures import write_config
     cfg = load_deploy_config(write_config(tmp_path, "m", _export(tmp_path, kind, "ts17"), formats=FORMATS,
                                           layout="ncl"))

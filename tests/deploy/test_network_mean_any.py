@@ -1,4 +1,4 @@
-"""A mean over any count in the network mode (issue 52, hlsnn.engines.network.mean rule 13): a
+"""A mean over any count in the network mode (issue 52, hlsnn.engines.network.pools.mean rule 13): a
 ``GlobalAveragePool`` over 3x3, 5x5, 7x7 pixels (alone and after a residual Add, ResNet's
 global pool over 7x7) and an ``AveragePool`` of 3x3 taps run on the fabric with the layer
 path's bits.
@@ -17,9 +17,10 @@ import onnx  # noqa: E402
 from onnx import helper, numpy_helper  # noqa: E402
 
 import hlsnn  # noqa: E402
-from hlsnn.deploy import hostops, program as netmode  # noqa: E402
-from hlsnn.deploy.quant import to_fixed  # noqa: E402
-from hlsnn.engines.network import mean  # noqa: E402
+from hlsnn.deploy.run import hostops
+from hlsnn.deploy.lower import program as netmode  # noqa: E402
+from hlsnn.deploy.quantize.quant import to_fixed  # noqa: E402
+from hlsnn.engines.network.pools import mean  # noqa: E402
 from netfixtures import check_pool_is_onnx_reference, compile_onnx  # noqa: E402
 
 ROUNDINGS = ["nearest_even", "nearest_away", "truncate"]
@@ -105,7 +106,7 @@ def test_avgpool_3x3_equals_onnx_reference_quantized_by_the_layer_path(strides, 
     """A 3x3 AveragePool (9 taps) with strides 1 and 2, padded (counted) or not: onnx's
     reference mean quantized by to_fixed at F_x is rule 11 with rule 13's division; with
     uncounted padding the border windows divide by 6 and 4: rule 11u over L = 36
-    (hlsnn.engines.network.uncounted; tests/deploy/test_network_uncounted.py)."""
+    (hlsnn.engines.network.pools.uncounted; tests/deploy/test_network_uncounted.py)."""
     q = np.random.default_rng(9).integers(-128, 128, (4, 3, 7, 8))
     attrs = dict(kernel_shape=[3, 3], strides=list(strides), pads=list(pads), count_include_pad=cip)
 
@@ -169,7 +170,7 @@ def _model(path, kind, seed=3):
         else:
             t = conv("p", "c3", c, c, (3, 3))
             nodes.append(helper.make_node("GlobalAveragePool", [t], ["g"]))
-    elif kind == "rmean6":                                            # hlsnn.engines.network.reduce
+    elif kind == "rmean6":                                            # hlsnn.engines.network.pools.reduce
         nodes.append(helper.make_node("ReduceMean", [t], ["g"], axes=[2, 3], keepdims=1))
     else:
         nodes.append(helper.make_node("GlobalAveragePool", [t], ["g"]))

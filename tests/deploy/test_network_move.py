@@ -14,7 +14,7 @@ pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
 from conftest import ROOT, slow_cases  # noqa: E402
 from hlsnn.engines.network import move as netmove  # noqa: E402
-from hlsnn.deploy import program as netmode  # noqa: E402
+from hlsnn.deploy.lower import program as netmode  # noqa: E402
 from hlsnn.commands.network import _kernel_calls  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 

@@ -5,7 +5,7 @@ exported dw_b's ``Sigmoid`` + ``Mul``, tok_res's gating on an (8, 8) token tenso
 two-hot, fixed8 and bfp8.
 
 References: the product of two codes in float64 rounded by hand, the layer path's own float64
-product converted by ``to_fixed`` (hlsnn.deploy.quant), and the layer-by-layer compiled network
+product converted by ``to_fixed`` (hlsnn.deploy.quantize.quant), and the layer-by-layer compiled network
 on the emulator. The models are small ONNX graphs built here with onnx.helper."""
 import numpy as np
 import pytest
@@ -13,8 +13,8 @@ import pytest
 onnx = pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
-from hlsnn.deploy import program as netmode  # noqa: E402
-from hlsnn.deploy.quant import to_fixed  # noqa: E402
+from hlsnn.deploy.lower import program as netmode  # noqa: E402
+from hlsnn.deploy.quantize.quant import to_fixed  # noqa: E402
 from hlsnn.engines.network import gate as netgate  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
@@ -176,7 +176,7 @@ def test_map_products_run_as_one_network_program_with_the_layer_paths_bits(model
 def test_the_compiled_emu_path_runs_the_map_product(models):
     """netfast (the emu network mode compiled: the gate in numpy on its NHWC maps) gives run_ints'
     integers for a product of two maps."""
-    from hlsnn.deploy import fast as netfast
+    from hlsnn.deploy.run import fast as netfast
     for fmt in ("twohot", "fixed8"):
         net = hlsnn.load(models["glu", fmt], "emu", network=True)
         fn = netfast.build(net.network)

@@ -120,7 +120,7 @@ def _x(n):
 
 def _lowered(path):
     from hlsnn.network import artifact
-    from hlsnn.deploy import program as netmode
+    from hlsnn.deploy.lower import program as netmode
     from hlsnn.network.loader import config_of
     prog, arrays = artifact.read(path)
     net = netmode.lower(prog, arrays)

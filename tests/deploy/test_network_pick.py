@@ -1,5 +1,5 @@
 """A TCN's last-step pick ``h[:, :, -1]`` (a ``Gather`` of one scalar index, a host ``SwMove``) on
-the network path of every engine (issue 52, rule 14p of :mod:`hlsnn.engines.network.pick`): a
+the network path of every engine (issue 52, rule 14p of :mod:`hlsnn.engines.network.tokens.pick`): a
 one-step reflect crop, run by the kernels' ``Move`` loop with its mirrored index starting at the
 picked step; a pick of a pending residual Add takes the Add requantized for its consumer first.
 
@@ -19,8 +19,9 @@ EXPORTS = {"ts17": {"dynamo": False, "opset_version": 17}, "dynamo": {}}
 @pytest.mark.parametrize("shape, axis, idx", [((3, 5), 2, -1), ((3, 5), 2, 0), ((3, 5), -1, 2), ((2, 4, 3), 2, 3),
                                               ((2, 4, 3), 3, -2), ((2, 4, 3), -1, 0)])
 def test_a_pick_is_a_one_step_reflect_crop_equal_to_numpys_take(shape, axis, idx):
-    from hlsnn.deploy.program import _why
-    from hlsnn.engines.network import move, pick
+    from hlsnn.deploy.lower.program import _why
+    from hlsnn.engines.network import move
+    from hlsnn.engines.network.tokens import pick
     from hlsnn.engines.network.program import Op
     j = dict(name="g", kind="host", op="SwMove", attrs=dict(fn="Gather", axis=axis, indices=idx))
     f = pick.fields(j, shape, _why)
@@ -34,8 +35,8 @@ def test_a_pick_is_a_one_step_reflect_crop_equal_to_numpys_take(shape, axis, idx
                                          (dict(axis=2, indices=[0, 1]), "one scalar index"),
                                          (dict(axis=2, indices=7), "index 7 of an axis of 5")])
 def test_a_pick_of_the_channels_several_indices_or_out_of_range_is_refused_by_name(attrs, what):
-    from hlsnn.deploy.program import _why
-    from hlsnn.engines.network import pick
+    from hlsnn.deploy.lower.program import _why
+    from hlsnn.engines.network.tokens import pick
     with pytest.raises(InputError, match=what):
         pick.fields(dict(name="g", kind="host", op="SwMove", attrs=dict(fn="Gather", **attrs)), (3, 5), _why)
 

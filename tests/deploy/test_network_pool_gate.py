@@ -14,7 +14,8 @@ onnx = pytest.importorskip("onnx")
 from onnx import helper, numpy_helper  # noqa: E402
 
 import hlsnn  # noqa: E402
-from hlsnn.deploy import datasets, program as netmode  # noqa: E402
+from hlsnn.deploy import datasets
+from hlsnn.deploy.lower import program as netmode  # noqa: E402
 from hlsnn.engines.network.kernel import allocate, descriptor_head  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 

@@ -1,5 +1,5 @@
-"""Host ops on the float input before the network kernel starts (hlsnn.deploy.netprefix), a
-ReduceMean over a length or token axis as the global average pool (hlsnn.engines.network.reduce)
+"""Host ops on the float input before the network kernel starts (hlsnn.deploy.lower.netprefix), a
+ReduceMean over a length or token axis as the global average pool (hlsnn.engines.network.pools.reduce)
 and a ceil_mode MaxPool (more end padding) in the network mode (issue 52).
 
 References: the layer-by-layer compiled network on the emulator (the bits), numpy's mean and
@@ -11,7 +11,8 @@ onnx = pytest.importorskip("onnx")
 from onnx import helper  # noqa: E402
 
 import hlsnn  # noqa: E402
-from hlsnn.deploy import datasets, program as netmode  # noqa: E402
+from hlsnn.deploy import datasets
+from hlsnn.deploy.lower import program as netmode  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 from hlsnn.network import artifact  # noqa: E402
 from hlsnn.network.loader import kernel_network  # noqa: E402
@@ -117,7 +118,7 @@ def test_input_batchnorm_runs_on_the_host_before_one_start(graphs, fmt):
     assert [op.kind for op in n.ops] == ["conv", "conv"]
     if fmt == "bfp8":
         assert n.input["patches"] == "image"
-        from hlsnn.deploy.netprefix import run
+        from hlsnn.deploy.lower.netprefix import run
         v = run(n, x)                         # each image one patch: 8-bit mantissas at one exponent
         _, e = np.frexp(v)
         assert np.array_equal(v.astype(np.float32), v)
@@ -326,7 +327,7 @@ def test_bfp_patches_are_rule_3_in_exact_rationals(how, rounding):
     """The host prefix's bfp patches (float64 arithmetic) against rule 3 in Python's Fractions,
     over magnitudes from 1e-30 to 1e30, zeros, a clipped exponent and values rounding up a bit."""
     from types import SimpleNamespace
-    from hlsnn.deploy.netprefix import bfp_patches
+    from hlsnn.deploy.lower.netprefix import bfp_patches
     p = {"mantissa_bits": 8, "exponent_bits": 8, "rounding": rounding}
     rng = np.random.default_rng(11)
     for scale in (1e-30, 1e-3, 1.0, 7.9, 1e30):

@@ -1,4 +1,4 @@
-"""Host ops on the float input before the network kernel as a small DAG (:mod:`hlsnn.deploy.netprefix`):
+"""Host ops on the float input before the network kernel as a small DAG (:mod:`hlsnn.deploy.lower.netprefix`):
 a per-sample standardization ``(x - x.mean()) / (x.std() + eps)`` reads ``x`` three times; the
 prefix took a chain only (each float tensor's state was dropped after the next op), so such a model
 ran layer by layer. A network op reading a float tensor of the prefix other than the kernel's input
@@ -59,7 +59,7 @@ def test_a_standardization_on_the_input_runs_before_one_start(tmp_path):
 
 def test_an_engine_layer_reading_another_float_tensor_is_refused(tmp_path):
     import hlsnn
-    from hlsnn.deploy.program import lower
+    from hlsnn.deploy.lower.program import lower
     from hlsnn.errors import InputError
     from hlsnn.network import artifact
     _, art = _compiled(tmp_path, "two")
@@ -75,7 +75,7 @@ def test_attach_refuses_a_network_op_reading_a_prefix_tensor_other_than_the_kern
     """The case above stops earlier where the two readers' radix points differ (rule 1); at one
     radix, :func:`netprefix.attach` is what refuses it."""
     from types import SimpleNamespace
-    from hlsnn.deploy.netprefix import attach
+    from hlsnn.deploy.lower.netprefix import attach
     from hlsnn.engines.network.program import Op
     from hlsnn.errors import InputError
     pre = [dict(name="sub", op="Sub", ins=[("x", (64,)), ("m", (1,))], out="z", stub=None)]
@@ -92,7 +92,7 @@ def test_attach_refuses_a_network_op_reading_a_prefix_tensor_other_than_the_kern
 
 class _CentredResidual(torch.nn.Module):
     """``x + net(x - mean(x))``: a prefix before the kernel and, after it, an Add of the model's
-    input (:mod:`hlsnn.deploy.netafter`), which must read the model's input, not the kernel's."""
+    input (:mod:`hlsnn.deploy.lower.netafter`), which must read the model's input, not the kernel's."""
 
     def __init__(self):
         super().__init__()

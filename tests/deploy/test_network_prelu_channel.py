@@ -19,8 +19,8 @@ torch = pytest.importorskip("torch")
 
 import hlsnn  # noqa: E402
 from conftest import ROOT  # noqa: E402
-from hlsnn.deploy.graph import Layer  # noqa: E402
-from hlsnn.deploy.quant import Act  # noqa: E402
+from hlsnn.deploy.importer.graph import Layer  # noqa: E402
+from hlsnn.deploy.quantize.quant import Act  # noqa: E402
 from hlsnn.engines.network import gate as netgate  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))

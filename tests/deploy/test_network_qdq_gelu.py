@@ -1,6 +1,6 @@
-"""An onnxruntime QDQ file's GELU in the network mode (:mod:`hlsnn.deploy.unaryfuse`): quantize_static
+"""An onnxruntime QDQ file's GELU in the network mode (:mod:`hlsnn.deploy.rewrite.unaryfuse`): quantize_static
 quantizes GELU's ``1 + erf(x / sqrt 2)`` to uint8 with zero point 0, which imports as a ``Relu``
-(the saturation at 0, :mod:`hlsnn.deploy.qimport`) between the ``Add`` 1 and the ``Mul`` by ``x``.
+(the saturation at 0, :mod:`hlsnn.deploy.importer.qimport`) between the ``Add`` 1 and the ``Mul`` by ``x``.
 That Relu broke the GELU's fusion into one ``UnaryChain`` table, and the network mode refused the
 lone Relu of a pending table ("no integer rule"), so the model ran layer by layer (toklin_ts17_qdq:
 3 kernel starts in fixed8, where its float file runs in one). A Relu inside the region is now one of
@@ -30,12 +30,12 @@ def test_a_relu_node_of_a_chain_is_its_exact_clamp():
 
 
 def _layers(ops):
-    from hlsnn.deploy.graph import Layer
+    from hlsnn.deploy.importer.graph import Layer
     return [Layer(n, "host", ins, out, op=op, attrs={}) for n, op, ins, out in ops]
 
 
 def test_a_relu_inside_the_region_fuses_and_one_after_it_does_not():
-    from hlsnn.deploy.unaryfuse import fuse
+    from hlsnn.deploy.rewrite.unaryfuse import fuse
     inside = _layers([("e", "Erf", ["h"], "e"), ("r", "Relu", ["e"], "r"), ("m", "Mul", ["h", "r"], "m"),
                       ("s", "Sigmoid", ["m"], "y")])
     out = fuse(inside, "y")
@@ -75,7 +75,7 @@ def _qdq_gelu(path, seed=3):
 def test_a_qdq_gelu_runs_in_one_start_with_the_layer_paths_bits(tmp_path, fmt):
     import hlsnn
     from hlsnn.deploy import datasets
-    from hlsnn.deploy.onnx_import import load_onnx
+    from hlsnn.deploy.importer.onnx_import import load_onnx
     from netfixtures import FORMATS, compile_onnx
     path = _qdq_gelu(tmp_path / "g.onnx")
     chains = [la for la in load_onnx(path).layers if la.op == "UnaryChain"]

@@ -4,7 +4,7 @@ run in one network-kernel start in bfp8, two-hot and fixed8.
 
 The rules, each against a reference the code under test does not compute:
 
-* ``hlsnn.deploy.catfold``: ``relu(bn(cat(convs)))`` folded into the branch convs; the float
+* ``hlsnn.deploy.rewrite.catfold``: ``relu(bn(cat(convs)))`` folded into the branch convs; the float
   network is onnxruntime's (and no ``BatchNormalization`` is left on the host).
 * rule 3i (``engines/network/inputpool``): InceptionTime's ``MaxPool1d`` of the model input, on
   the input's integers: a numpy max pool of the float input quantized by the rounding written out
@@ -31,7 +31,7 @@ import pytest
 pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
-from hlsnn.deploy import program as netmode  # noqa: E402
+from hlsnn.deploy.lower import program as netmode  # noqa: E402
 from hlsnn.network import artifact  # noqa: E402
 from netfixtures import (BEYOND as DATA, BEYOND_MANIFEST as MANIFEST, ENGINE, beyond_config,  # noqa: E402
                          check_kernel_run, onnxruntime_rows, round_fraction)
@@ -72,8 +72,8 @@ def test_bn_after_the_concat_folds_into_the_branch_convs():
     """InceptionTime's ``relu(bn(cat(...)))`` leaves no host ``BatchNormalization`` or ``Relu``; the
     float network is onnxruntime's (there, and in test_torch_variants.py's import test of every
     variant file)."""
-    from hlsnn.deploy.onnx_import import load_onnx
-    from hlsnn.deploy.runner import float_forward
+    from hlsnn.deploy.importer.onnx_import import load_onnx
+    from hlsnn.deploy.run.runner import float_forward
     net = load_onnx(DATA / f"{INCEPTION}.onnx")
     host = [la.op for la in net.layers if la.kind == "host"]
     assert "BatchNormalization" not in host and "Relu" in host and host.count("Concat") == 2   # (the last Relu's

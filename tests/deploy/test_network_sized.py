@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
 from hlsnn.network import artifact  # noqa: E402
-from hlsnn.deploy import program as netmode  # noqa: E402
+from hlsnn.deploy.lower import program as netmode  # noqa: E402
 from hlsnn.engines.sparse_cluster.network import kernel as sparsekernel, perf as sparseperf  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.engines.sparse_cluster import netsize  # noqa: E402

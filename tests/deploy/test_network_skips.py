@@ -1,5 +1,5 @@
 """Several skips alive at once in the network kernels' shortcut buffer (issue 52,
-hlsnn.engines.network.skips): a 2-level U-Net's two skips wait in their own regions of ``sc``,
+hlsnn.engines.network.joins.skips): a 2-level U-Net's two skips wait in their own regions of ``sc``,
 nested like a stack, and the whole model runs in one start of the network kernel.
 
 References: the regions' layout written out by hand for a small 2-skip program (a stack: the
@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
 from conftest import ROOT  # noqa: E402
-from hlsnn.deploy import program as netmode  # noqa: E402
+from hlsnn.deploy.lower import program as netmode  # noqa: E402
 from hlsnn.engines.network.kernel import allocate  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
-from hlsnn.deploy import program as netmode  # noqa: E402
+from hlsnn.deploy.lower import program as netmode  # noqa: E402
 from hlsnn.engines.sparse_cluster.network import lower as netsparse  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.engines.convgeom import ConvGeom, as_stride1  # noqa: E402

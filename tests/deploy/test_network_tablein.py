@@ -148,7 +148,7 @@ def test_the_resource_model_counts_a_table_rom_per_rule_9e_table(nets, tmp_path)
 def test_a_table_without_its_code_radix_is_refused_by_name(nets):
     """A compiled program whose table of a computed tensor has no table_in (written before
     rule 9e) runs layer by layer, the reason named."""
-    from hlsnn.deploy import program as netmode
+    from hlsnn.deploy.lower import program as netmode
     from hlsnn.errors import InputError
     from hlsnn.network import artifact
     prog, arrays = artifact.read(nets["twohot"])

@@ -1,6 +1,6 @@
 """Every unary elementwise op as a table of its 2**b codes (issue 52, rule 9 of
 hlsnn.engines.network.gate with hlsnn.engines.network.tables): Tanh, Erf, Gelu (exact and tanh),
-LeakyRelu, Elu, Softplus, Selu, Celu, Softsign, Mish, ThresholdedRelu (hlsnn.deploy.hostunary),
+LeakyRelu, Elu, Softplus, Selu, Celu, Softsign, Mish, ThresholdedRelu (hlsnn.deploy.run.hostunary),
 PRelu and Scale / AddConst by one scalar, on the layer path and in the network
 mode of all three engines (bfp through rule 9b's 8-bit code), with the layer path's bits.
 
@@ -268,9 +268,9 @@ def _gelu17(path, silu=False, tanh=False):
 
 
 def test_the_opset17_gelu_imports_as_one_unary_op_with_the_same_floats(tmp_path):
-    from hlsnn.deploy import hostops
-    from hlsnn.deploy.onnx_import import load_onnx
-    from hlsnn.deploy.runner import float_forward
+    from hlsnn.deploy.run import hostops
+    from hlsnn.deploy.importer.onnx_import import load_onnx
+    from hlsnn.deploy.run.runner import float_forward
     from onnx.reference import ReferenceEvaluator
     path = _gelu17(tmp_path / "g.onnx")
     net = load_onnx(path)

@@ -1,4 +1,4 @@
-"""A residual Add whose operand is another Add's sum (issue 52, hlsnn.engines.network.chain):
+"""A residual Add whose operand is another Add's sum (issue 52, hlsnn.engines.network.joins.chain):
 v_tc_a's second block adds its body to the first block's ``Relu(Add)``, which the layer path
 keeps as an exact float64 sum (only the next conv requantizes it), so the network mode keeps it
 exactly too: a wide sum on the integer engines (in the shortcut buffer, kScBits wide), bfp's
@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
 from conftest import ROOT  # noqa: E402
-from hlsnn.deploy import program as netmode  # noqa: E402
+from hlsnn.deploy.lower import program as netmode  # noqa: E402
 from hlsnn.engines.network.kernel import allocate  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 from hlsnn.network import artifact  # noqa: E402

@@ -1,5 +1,5 @@
 """A transpose of rows and channels in the network mode (issue 52,
-hlsnn.engines.network.transpose): the host ops RowsToMap and MapToRows around a token-wise
+hlsnn.engines.network.tokens.transpose): the host ops RowsToMap and MapToRows around a token-wise
 Linear (a 1x1 conv over the rows) as an integer move, so tokens_clf of tests/data/torch/beyond
 runs in one network kernel start per batch in bfp8, two-hot and fixed8.
 
@@ -15,9 +15,9 @@ onnx = pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
 from conftest import ROOT  # noqa: E402
 from hlsnn.commands.network import _kernel_calls  # noqa: E402
-from hlsnn.engines.network import transpose as nettr  # noqa: E402
+from hlsnn.engines.network.tokens import transpose as nettr  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
-from hlsnn.deploy import program as netmode
+from hlsnn.deploy.lower import program as netmode
 from hlsnn.network import artifact  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))

@@ -1,6 +1,6 @@
 """An AveragePool whose padding is not counted (``count_include_pad = 0``, PyTorch's
 ``AvgPool2d(3, 1, 1, count_include_pad=False)``) in the network mode of the integer engines
-(issue 52, rule 11u of hlsnn.engines.network.uncounted): each window's sum times ``L / count``
+(issue 52, rule 11u of hlsnn.engines.network.pools.uncounted): each window's sum times ``L / count``
 divided by ``L`` (rule 13). References: onnx's reference AveragePool quantized by the layer
 path's ``to_fixed`` (the float semantics), the layer-by-layer compiled net on emu (the bits),
 and the C-simulation of the kernels."""
@@ -12,8 +12,8 @@ import onnx  # noqa: E402
 from onnx import helper  # noqa: E402
 
 import hlsnn  # noqa: E402
-from hlsnn.deploy import program as netmode  # noqa: E402
-from hlsnn.engines.network import uncounted  # noqa: E402
+from hlsnn.deploy.lower import program as netmode  # noqa: E402
+from hlsnn.engines.network.pools import uncounted  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 from netfixtures import avgpool_net, check_pool_is_onnx_reference, compile_each  # noqa: E402
 
@@ -101,7 +101,7 @@ def test_the_scale_is_declared_and_the_pool_loop_stays_at_ii_1(nets, tmp_path, f
     scale product per bank in MaxPoolTaps; the derived II (perf/schedule.py, from the rendered
     C++) of the pool loop is 1."""
     from importlib import import_module
-    from hlsnn.engines.network import mean
+    from hlsnn.engines.network.pools import mean
     from hlsnn.network import artifact, schedule
     from hlsnn.network.loader import config_of
     prog, arrays = artifact.read(nets[fmt])
@@ -122,7 +122,7 @@ def test_the_layer_paths_pool_is_torchs_count_include_pad_false(kernel, stride, 
     float64) is torch's AvgPool2d(k, s, p, count_include_pad=False) on random maps, and so is
     onnxruntime's AveragePool (count_include_pad=0; float32, its only kernel) to float32's precision."""
     torch = pytest.importorskip("torch")
-    from hlsnn.deploy import hostops
+    from hlsnn.deploy.run import hostops
     x = np.random.default_rng(kernel + stride).normal(size=(2, 3, 7, 8))
     attrs = dict(kernel_shape=[kernel, kernel], strides=[stride, stride], pads=[pad] * 4, count_include_pad=0)
     got = hostops.run(hostops._Spec("AveragePool", attrs), [x])

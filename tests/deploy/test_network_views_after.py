@@ -1,9 +1,9 @@
 """A view after the logits (a ``Reshape``, ``Flatten``, ``Squeeze``, ``Unsqueeze`` or
 ``Identity``: the 1-D autoencoders' ``Reshape`` back to ``(N, C, L)``) on the network path
-(:mod:`hlsnn.deploy.netafter`): no byte copied, applied as one ``reshape`` of the dequantized
+(:mod:`hlsnn.deploy.lower.netafter`): no byte copied, applied as one ``reshape`` of the dequantized
 output, and charged nothing by the latency model (:mod:`hlsnn.network.latency`).
 
-References: :func:`hlsnn.deploy.hostops.run` op by op (the layer path's host ops); the same
+References: :func:`hlsnn.deploy.run.hostops.run` op by op (the layer path's host ops); the same
 network compiled without the views (the latency model's figures)."""
 from types import SimpleNamespace
 
@@ -24,9 +24,9 @@ def test_views_after_the_logits_are_one_reshape_of_the_same_values():
     """A Flatten, Unsqueeze, Softmax, Identity, Reshape after (10, 1, 1) logits: the views on either
     side of the Softmax are folded into one reshape each, the values and shape are the host ops'
     run one by one, and the views copy nothing."""
-    from hlsnn.deploy import hostops
-    from hlsnn.deploy.layers import _host_layer
-    from hlsnn.deploy.netafter import stubs
+    from hlsnn.deploy.run import hostops
+    from hlsnn.deploy.lower.layers import _host_layer
+    from hlsnn.deploy.lower.netafter import stubs
     after = [_host("f", "Flatten", axis=1), _host("u", "Unsqueeze", axes=[1]), _host("s", "Softmax", axis=-1),
              _host("i", "Identity"), _host("r", "Reshape", shape=[0, 5, -1])]
     net = SimpleNamespace(output=dict(shape=(10, 1, 1)), host_after=after)

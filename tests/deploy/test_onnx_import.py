@@ -8,8 +8,8 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
 
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.runner import float_forward  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.run.runner import float_forward  # noqa: E402
 from hlsnn.errors import InputError, UnsupportedModelError  # noqa: E402
 
 
@@ -189,7 +189,7 @@ def test_fixed_batch_one_export_runs_any_batch(tmp_path):
     ev = ReferenceEvaluator(str(p))
     want = np.concatenate([ev.run(None, {"x": x[i:i + 1]})[0] for i in range(5)])
     np.testing.assert_allclose(float_forward(net, x.astype(np.float64)), want, rtol=1e-5, atol=1e-5)
-    from hlsnn.deploy.evaluate import float_reference
+    from hlsnn.deploy.reports.evaluate import float_reference
     np.testing.assert_allclose(float_reference(p, x), want, rtol=1e-6, atol=1e-6)
 
 
@@ -279,11 +279,12 @@ def test_quantized_host_mode_computes_host_layers_in_fixed_point(tmp_path):
     output is unsigned and the Atan's signed; 16 bits stay within a point of float,
     and 2 bits lose accuracy (the mode is in effect)."""
     from hlsnn.deploy.config import load_deploy_config
-    from hlsnn.deploy.evaluate import open_accelerators
+    from hlsnn.deploy.reports.evaluate import open_accelerators
     from hlsnn.evaluation.run import deploy
-    from hlsnn.deploy.onnx_import import load_onnx
-    from hlsnn.deploy.runner import Deployment
-    from hlsnn.deploy import datasets, hostops
+    from hlsnn.deploy.importer.onnx_import import load_onnx
+    from hlsnn.deploy.run.runner import Deployment
+    from hlsnn.deploy import datasets
+    from hlsnn.deploy.run import hostops
     path, leaky = _mlp_with_an_atan(tmp_path)
     cfg = load_deploy_config(path)
     net = load_onnx(cfg.model, host_fallback=True)

@@ -1,5 +1,5 @@
 """The output layer of a regression deployment refitted to the float network (``weight_fit:
-network`` on bfp / fixed / sparse formats, hlsnn.deploy.outfit; issue 52): the layers it
+network`` on bfp / fixed / sparse formats, hlsnn.deploy.quantize.outfit; issue 52): the layers it
 refits, the error-feedback rounding against a closed form, the refit's error against
 onnxruntime's float outputs on held-out images below the plain quantization's, the compiled
 model's bits those of the deployment, and the config's rule."""
@@ -9,11 +9,12 @@ import pytest
 from conftest import ROOT
 from onnx import TensorProto, helper, numpy_helper
 
-from hlsnn.deploy import datasets, outfit, outputs
+from hlsnn.deploy import datasets
+from hlsnn.deploy.quantize import outfit, outputs
 from hlsnn.deploy.config import ConfigError, load_deploy_config
-from hlsnn.deploy.evaluate import open_accelerators
-from hlsnn.deploy.onnx_import import load_onnx
-from hlsnn.deploy.runner import Deployment
+from hlsnn.deploy.reports.evaluate import open_accelerators
+from hlsnn.deploy.importer.onnx_import import load_onnx
+from hlsnn.deploy.run.runner import Deployment
 
 
 def _model(path, flatten=True):
@@ -151,7 +152,7 @@ def test_a_compiled_model_has_the_refitted_deployment_s_bits(tmp_path, fmt):
     the refitted weights: the compiled model's outputs are the deployment's, which differ from
     the plain quantization's."""
     import hlsnn
-    from hlsnn.deploy import task_formats
+    from hlsnn.deploy.quantize import task_formats
     from hlsnn.network.build import compile_model
     path = _model(tmp_path / "m.onnx")
     cfg_path = _yaml(tmp_path, path, fmt)

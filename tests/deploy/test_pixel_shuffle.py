@@ -1,5 +1,5 @@
 """A pixel shuffle (``DepthToSpace``) of a conv's output inside a network, as a 0/1 ConvTranspose
-(issue 52, :mod:`hlsnn.deploy.pixelshuffle`): d_unet_shuffle's ``relu(PixelShuffle(conv(..)))``
+(issue 52, :mod:`hlsnn.deploy.rewrite.pixelshuffle`): d_unet_shuffle's ``relu(PixelShuffle(conv(..)))``
 before a skip ``Concat`` ran layer by layer ("layer /up/DepthToSpace (DepthToSpace): no integer
 rule for this host op here").
 
@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
 from conftest import ROOT  # noqa: E402
-from hlsnn.deploy import pixelshuffle  # noqa: E402
+from hlsnn.deploy.rewrite import pixelshuffle  # noqa: E402
 from hlsnn.network import artifact  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))

@@ -1,5 +1,5 @@
 """``nn.PixelUnshuffle`` (and ONNX's ``SpaceToDepth``) read only by convolutions: folded into them as
-strided convs of its input (:mod:`hlsnn.deploy.unshuffle`), so a U-Net that downsamples by pixel
+strided convs of its input (:mod:`hlsnn.deploy.rewrite.unshuffle`), so a U-Net that downsamples by pixel
 unshuffle runs in one network start (before, its ``Reshape``/6-D ``Transpose``/``Reshape`` was a
 per-sample move the network mode has no rule for: layer by layer).
 
@@ -13,8 +13,8 @@ ort = pytest.importorskip("onnxruntime")
 
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.runner import float_forward  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.run.runner import float_forward  # noqa: E402
 
 EXPORTS = {"ts17": {"dynamo": False, "opset_version": 17}, "dynamo": {}}
 nn = torch.nn

@@ -1,4 +1,4 @@
-"""A compiled model records the revision of its program (hlsnn.deploy.programrev): which optional
+"""A compiled model records the revision of its program (hlsnn.deploy.lower.programrev): which optional
 fields its writer knew. A model compiled before rule 10c's ``gate_in`` (hand-made here: the field
 and the revision removed, as an older hlsnn wrote it) fails to load with a message that says so
 and how to recompile; the same field missing from a program of this revision keeps the rule's
@@ -63,7 +63,7 @@ def test_the_field_missing_from_a_current_program_keeps_the_rules_message(gated,
 
 
 def test_a_newer_or_malformed_revision_is_refused_by_name(gated, tmp_path):
-    from hlsnn.deploy.programrev import REVISION
+    from hlsnn.deploy.lower.programrev import REVISION
     new = _edited(gated, tmp_path / "new.hlsnn", drop_gate_in=False, revision=REVISION + 1)
     with pytest.raises(InputError, match=f"newer hlsnn .*revision {REVISION + 1}"):
         artifact.read(new)

@@ -1,4 +1,4 @@
-"""A QDQ pair whose range starts at 0 on a tensor that is never negative (:func:`hlsnn.deploy.qimport._nonneg_of`):
+"""A QDQ pair whose range starts at 0 on a tensor that is never negative (:func:`hlsnn.deploy.importer.qimport._nonneg_of`):
 onnxruntime's ``quantize_static`` writes such a pair after a ``MaxPool`` of a ReLU's output (or a
 ``Sigmoid``, a ``Concat`` of them) with the ReLU's range; the importer turned every such pair into a
 ``Relu`` (the saturation at 0), and the network mode has no rule for a lone Relu, so
@@ -44,7 +44,7 @@ def _qdq_pool(path, zp_dtype=np.uint8, seed=5, plain=False):
 
 
 def test_nonneg_follows_the_producers(tmp_path):
-    from hlsnn.deploy.qimport import _nonneg_of
+    from hlsnn.deploy.importer.qimport import _nonneg_of
     g = onnx.load(str(_qdq_pool(tmp_path / "p.onnx"))).graph
     consts = {t.name: numpy_helper.to_array(t) for t in g.initializer}
     nonneg = _nonneg_of(g, consts)
@@ -62,8 +62,8 @@ def test_nonneg_follows_the_producers(tmp_path):
 def test_the_pair_after_a_pool_of_a_relu_writes_no_relu_and_runs_in_one_start(tmp_path, zp):
     import hlsnn
     from hlsnn.deploy import datasets
-    from hlsnn.deploy.onnx_import import load_onnx
-    from hlsnn.deploy.runner import float_forward
+    from hlsnn.deploy.importer.onnx_import import load_onnx
+    from hlsnn.deploy.run.runner import float_forward
     from netfixtures import FORMATS, compile_onnx
     path = _qdq_pool(tmp_path / "p.onnx", zp)
     net = load_onnx(path)

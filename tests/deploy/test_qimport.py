@@ -16,10 +16,11 @@ ort = pytest.importorskip("onnxruntime")
 
 from onnx import helper, numpy_helper, TensorProto  # noqa: E402
 
-from hlsnn.deploy import datasets, qimport  # noqa: E402
-from hlsnn.deploy.evaluate import float_reference, open_deployment  # noqa: E402
+from hlsnn.deploy import datasets
+from hlsnn.deploy.importer import qimport  # noqa: E402
+from hlsnn.deploy.reports.evaluate import float_reference, open_deployment  # noqa: E402
 from hlsnn.evaluation.run import deploy  # noqa: E402
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
 from hlsnn.errors import ModelError  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "qdq"
@@ -212,7 +213,7 @@ def test_a_quantized_constant_node_folds_to_what_the_pair_gives(tmp_path):
     net = load_onnx(path)
     xs = np.random.default_rng(1).normal(size=(8, 4)).astype(np.float32)
     want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": xs})[0]
-    from hlsnn.deploy.runner import float_forward
+    from hlsnn.deploy.run.runner import float_forward
     np.testing.assert_allclose(float_forward(net, xs), want, rtol=1e-6, atol=1e-6)
     bias = xs @ numpy_helper.to_array(inits[2]) - want
     np.testing.assert_allclose(-bias, np.broadcast_to([128 * 0.0078, -3 * 0.0078], bias.shape), rtol=1e-5)
@@ -236,7 +237,7 @@ def test_onnxruntimes_qoperator_format_is_named_with_the_remedy(tmp_path):
         load_onnx(path)
 
 def test_deploy_table_names_the_mapping(tmp_path):
-    from hlsnn.deploy.evaluate import format_result
+    from hlsnn.deploy.reports.evaluate import format_result
     res = deploy(_config(tmp_path, "mlp_pot", formats="  fixed8: {type: fixed, accel: sparse8_pynq-z2}\n"
                                                       "  sparse50: {type: sparse, accel: sparse8_pynq-z2, "
                                                       "prune: 0.5}\n"))

@@ -16,11 +16,12 @@ qonnx = pytest.importorskip("qonnx")
 
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from hlsnn.deploy import datasets, qimport  # noqa: E402
-from hlsnn.deploy.evaluate import open_deployment  # noqa: E402
+from hlsnn.deploy import datasets
+from hlsnn.deploy.importer import qimport  # noqa: E402
+from hlsnn.deploy.reports.evaluate import open_deployment  # noqa: E402
 from hlsnn.evaluation.run import deploy  # noqa: E402
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.runner import float_forward  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.run.runner import float_forward  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "qonnx"

@@ -21,7 +21,8 @@ pytest.importorskip("qonnx")
 
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from hlsnn.deploy import datasets, qimport  # noqa: E402
+from hlsnn.deploy import datasets
+from hlsnn.deploy.importer import qimport  # noqa: E402
 from hlsnn.errors import ModelError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,7 +103,7 @@ def test_shift_codes_that_hold_the_files_weights_run_them_exactly(name, tmp_path
     (``pot``, ``weight_fit: nearest``) every layer is exact and qonnx's bits come out; with
     ``weight_fit: network`` (the codes refitted to the float network's outputs; ``auto``'s choice
     here) the layers say why not."""
-    from hlsnn.deploy.evaluate import open_deployment
+    from hlsnn.deploy.reports.evaluate import open_deployment
     x = datasets.load("digits", layout="nchw").x_test[:40]
     ds = datasets.load("digits", layout="nchw")
     for fit in ("nearest", "network"):
@@ -142,8 +143,8 @@ def _act_model(tmp_path, node, scale_shape=()):
 
 
 def test_a_bipolar_activation_in_the_float_model_equals_qonnx(tmp_path):
-    from hlsnn.deploy.onnx_import import load_onnx
-    from hlsnn.deploy.runner import float_forward
+    from hlsnn.deploy.importer.onnx_import import load_onnx
+    from hlsnn.deploy.run.runner import float_forward
     path = _act_model(tmp_path, helper.make_node("BipolarQuant", ["h", "s"], ["y"], domain="qonnx.custom_op.general"))
     x = np.random.default_rng(1).integers(-3, 4, (9, 6)).astype(np.float32) * 0.5     # sums of 0 too
     net = load_onnx(path)
@@ -180,7 +181,7 @@ def test_signed_narrow_low_bit_activations_are_exact_too(tmp_path):
     """A hand-made QONNX MLP whose hidden activation is a signed narrow int4 Quant (no ReLU, so
     the clamp [-7, 7] is all that bounds it; most values saturate) and whose output is int8: every
     layer exact, qonnx's outputs bit for bit."""
-    from hlsnn.deploy.evaluate import open_deployment
+    from hlsnn.deploy.reports.evaluate import open_deployment
     rng = np.random.default_rng(3)
     q = "qonnx.custom_op.general"
     inits = {"w1": rng.integers(-7, 8, (64, 32)) * 2.0 ** -5, "w2": rng.integers(-127, 128, (32, 10)) * 2.0 ** -9,

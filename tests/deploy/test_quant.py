@@ -1,11 +1,11 @@
-"""The deploy runner's host conversions (hlsnn.deploy.quant): the float64 ``to_fixed`` gives the
+"""The deploy runner's host conversions (hlsnn.deploy.quantize.quant): the float64 ``to_fixed`` gives the
 bits of its integer rule ``to_fixed_reference`` (``fixed.convert`` on the values written at a
 radix 24 bits finer), on ties, values finer than that radix (two roundings), saturation,
 unsigned formats and values too large for the float path."""
 import numpy as np
 import pytest
 
-from hlsnn.deploy.quant import to_fixed, to_fixed_reference
+from hlsnn.deploy.quantize.quant import to_fixed, to_fixed_reference
 from hlsnn.errors import InputError
 
 

@@ -1,4 +1,4 @@
-"""A fixed-point format's ``radix: lse`` (hlsnn.deploy.radix_lse): the radix of least squared
+"""A fixed-point format's ``radix: lse`` (hlsnn.deploy.quantize.radix_lse): the radix of least squared
 error against a brute-force reference, the compiled calibration equal to the layer path's, the
 network path's bits equal to the layer path's, and issue 52's bar on the fresh U-Net whose
 fixed8 error it brings under 3 % (v_f_unet_bil: milesial-style, bilinear F.interpolate; 3.35 %
@@ -10,11 +10,13 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 from conftest import ROOT  # noqa: E402
-from hlsnn.deploy import datasets, fast as netfast, radix_lse  # noqa: E402
+from hlsnn.deploy import datasets
+from hlsnn.deploy.run import fast as netfast
+from hlsnn.deploy.quantize import radix_lse  # noqa: E402
 from hlsnn.deploy.config import Assignment, FormatSpec, load_deploy_config  # noqa: E402
-from hlsnn.deploy.evaluate import open_deployment  # noqa: E402
-from hlsnn.deploy.graph import Layer, Network  # noqa: E402
-from hlsnn.deploy.runner import Deployment  # noqa: E402
+from hlsnn.deploy.reports.evaluate import open_deployment  # noqa: E402
+from hlsnn.deploy.importer.graph import Layer, Network  # noqa: E402
+from hlsnn.deploy.run.runner import Deployment  # noqa: E402
 from hlsnn.errors import ConfigError  # noqa: E402
 from hlsnn.formats import fixed  # noqa: E402
 from hlsnn.runtime import Accelerator  # noqa: E402

@@ -1,13 +1,13 @@
-"""``radix: lse`` (hlsnn.deploy.radix_lse) on the shift formats (twohot, pot on shift_mac): the
+"""``radix: lse`` (hlsnn.deploy.quantize.radix_lse) on the shift formats (twohot, pot on shift_mac): the
 config takes it, and the compiled calibration chooses the layer path's radix points, saturation
 counts and histograms, so both run the same bits (test_radix_lse.py does the same for fixed)."""
 import numpy as np
 import pytest
 from conftest import ROOT
-from hlsnn.deploy import fast as netfast
+from hlsnn.deploy.run import fast as netfast
 from hlsnn.deploy.config import Assignment, FormatSpec, load_deploy_config
-from hlsnn.deploy.graph import Layer, Network
-from hlsnn.deploy.runner import Deployment
+from hlsnn.deploy.importer.graph import Layer, Network
+from hlsnn.deploy.run.runner import Deployment
 from hlsnn.errors import ConfigError
 from hlsnn.runtime import Accelerator
 from netfixtures import lse_batches, lse_calibrates_as_the_layer_path

@@ -1,4 +1,4 @@
-"""A fixed-point format's ``radix: search`` (hlsnn.deploy.radix_search, issue 52): the end-to-end
+"""A fixed-point format's ``radix: search`` (hlsnn.deploy.quantize.radix_search, issue 52): the end-to-end
 refinement ends at a point no single one-bit move improves (checked here on the layer path, not
 through the search's own evaluator), never worse than ``lse`` on the calibration images, is
 deterministic, and its radix points are static numbers of the program: the network kernel (emu and
@@ -6,10 +6,11 @@ the simulated board, one start) gives the layer path's bits."""
 import numpy as np
 import pytest
 from conftest import ROOT
-from hlsnn.deploy import datasets, radix_search
+from hlsnn.deploy import datasets
+from hlsnn.deploy.quantize import radix_search
 from hlsnn.deploy.config import Assignment, FormatSpec, load_deploy_config
-from hlsnn.deploy.graph import Layer, Network
-from hlsnn.deploy.runner import Deployment, float_forward
+from hlsnn.deploy.importer.graph import Layer, Network
+from hlsnn.deploy.run.runner import Deployment, float_forward
 from hlsnn.errors import ConfigError
 from netfixtures import classifier_fixed_defaults  # noqa: F401
 from hlsnn.runtime import Accelerator
@@ -108,7 +109,7 @@ def test_unet_network_path_has_the_layer_paths_bits(tmp_path):
     Concat, conv -> ReLU -> conv chains): one network start on emu and on the simulated board (the
     network kernel's C-simulation) gives the layer path's output bits; the search moved some radix
     point off lse's and the chains were scaled."""
-    from hlsnn.deploy.evaluate import open_deployment
+    from hlsnn.deploy.reports.evaluate import open_deployment
     from hlsnn.network import artifact
     from hlsnn.network.build import compile_model
     from hlsnn.network.loader import kernel_network, load
@@ -144,11 +145,11 @@ def _chain_formats(equalize="channels"):
 
 
 def test_chain_equalize_is_exact_in_float_and_scales_as_written(tmp_path):
-    """hlsnn.deploy.chain_equalize: the rewritten network's float outputs are the original's bit
+    """hlsnn.deploy.quantize.chain_equalize: the rewritten network's float outputs are the original's bit
     for bit (powers of two through a ReLU); each producer channel's ``k`` is the formula of the
     module written out here from the float maps; c1 (a MaxPool reads it) and c3 (no ReLU) take no part."""
-    from hlsnn.deploy import chain_equalize
-    from hlsnn.deploy.hostops import float_tensors
+    from hlsnn.deploy.quantize import chain_equalize
+    from hlsnn.deploy.run.hostops import float_tensors
     rng = np.random.default_rng(7)
     net = _net(rng)
     x = rng.uniform(-1, 2, (16, 2, 16, 16))
@@ -244,9 +245,9 @@ def test_unet_bil_search_and_equalize_against_onnxruntime(tmp_path):
     """||y - y_ort|| / ||y_ort|| on the digits test set of the fresh milesial-style U-Net: fixed8
     2.32 % with ``lse``, 2.09 % with ``radix: search``, 1.75 % with ``equalize: channels,
     weight_scale: channel, bias_correction: empirical`` too (measured; 1.79 % before the skip balance widened
-    for equalize: channels, hlsnn.deploy.equalize)."""
+    for equalize: channels, hlsnn.deploy.quantize.equalize)."""
     ort = pytest.importorskip("onnxruntime")
-    from hlsnn.deploy.evaluate import open_deployment
+    from hlsnn.deploy.reports.evaluate import open_deployment
     name = "v_f_unet_bil_ts17"
     ds = datasets.load("digits", layout="nchw")
     sess = ort.InferenceSession(str(DATA / f"{name}.onnx"), providers=["CPUExecutionProvider"])

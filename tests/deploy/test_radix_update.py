@@ -18,11 +18,11 @@ pytest.importorskip("sklearn")
 from hlsnn.cli import main  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.deploy.config import load_deploy_config  # noqa: E402
-from hlsnn.deploy.evaluate import format_result, open_accelerators  # noqa: E402
+from hlsnn.deploy.reports.evaluate import format_result, open_accelerators  # noqa: E402
 from hlsnn.evaluation.run import deploy  # noqa: E402
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.runner import Deployment  # noqa: E402
-from hlsnn.deploy.quant import to_fixed  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.run.runner import Deployment  # noqa: E402
+from hlsnn.deploy.quantize.quant import to_fixed  # noqa: E402
 from hlsnn.errors import ConfigError, InputError  # noqa: E402
 from hlsnn.formats import radix_update  # noqa: E402
 from hlsnn.measure.layers import layer_cycles  # noqa: E402
@@ -323,7 +323,7 @@ def test_report_shows_the_choice(tmp_path):
 
 def test_e2_e4_disagreement_is_an_error(monkeypatch):
     """The runner checks the two methods' bits against each other when it runs both."""
-    from hlsnn.deploy import update
+    from hlsnn.deploy.quantize import update
     from hlsnn.errors import HlsnnError
     real = update._convert
     monkeypatch.setattr(update, "_convert", lambda stored, *a: (real(stored, *a)[0] + 1, real(stored, *a)[1]))
@@ -370,8 +370,8 @@ def test_choose_leaves_layers_without_e4_out_of_the_type_means():
     fixed-point engine lacks one now) takes E2 and does not enter the conv mean."""
     from types import SimpleNamespace as NS
 
-    from hlsnn.deploy import update
-    from hlsnn.deploy.executors import LayerStats
+    from hlsnn.deploy.quantize import update
+    from hlsnn.deploy.run.executors import LayerStats
 
     def ex(kind, wide, e2, e4, engine="sparse_cluster"):
         return NS(layer=NS(kind=kind), WIDE_OUT=wide, update_times={"e2_us": e2, "e4_us": e4},

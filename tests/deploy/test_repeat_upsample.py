@@ -1,6 +1,6 @@
 """Nearest upsampling written by hand, ``x.repeat_interleave(2, dim=2).repeat_interleave(2, dim=3)``
 (``Unsqueeze``, ``Tile`` (TorchScript) or ``Expand`` (dynamo), ``Reshape``): rewritten as the
-nearest ``Resize`` (:mod:`hlsnn.deploy.repeatup`), so the U-Net runs in one network start (before,
+nearest ``Resize`` (:mod:`hlsnn.deploy.rewrite.repeatup`), so the U-Net runs in one network start (before,
 ``Tile`` / ``Expand`` had no rule: the model did not import).
 
 References: onnxruntime on the files torch wrote; the layer path's bits."""
@@ -11,8 +11,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.runner import float_forward  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.run.runner import float_forward  # noqa: E402
 from hlsnn.errors import UnsupportedModelError  # noqa: E402
 
 EXPORTS = {"ts17": {"dynamo": False, "opset_version": 17}, "dynamo": {}}

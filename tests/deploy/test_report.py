@@ -12,8 +12,8 @@ pytest.importorskip("onnx")
 pytest.importorskip("matplotlib")
 
 from hlsnn.evaluation import run  # noqa: E402
-from hlsnn.deploy.graph import Layer  # noqa: E402
-from hlsnn.deploy.report import layer_cycles, layer_shape  # noqa: E402
+from hlsnn.deploy.importer.graph import Layer  # noqa: E402
+from hlsnn.deploy.reports.report import layer_cycles, layer_shape  # noqa: E402
 from hlsnn.evaluation.report import write_report  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 
@@ -292,8 +292,8 @@ def test_the_runner_keeps_a_layer_on_chip_and_the_model_counts_it(root):
     the same calls: its cycles equal the C-simulation's, and the layer's output equals the
     emulator's."""
     from conftest import record_calls
-    from hlsnn.deploy.executors import BfpExec
-    from hlsnn.deploy.quant import Act
+    from hlsnn.deploy.run.executors import BfpExec
+    from hlsnn.deploy.quantize.quant import Act
     from hlsnn.engines.bfp_systolic import protocol
     rng = np.random.default_rng(4)
     layer = Layer("d", "dense", ["x"], "y", w=rng.normal(size=(6, 7)), b=rng.normal(size=6))

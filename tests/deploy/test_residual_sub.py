@@ -1,8 +1,8 @@
 """A residual denoiser ``x - net(x)`` (DnCNN; ``scripts/variant_dense.py``'s ``d_dncnn``) and ``x +
 net(x)``: the ``Sub`` of two computed tensors imports as an ``Add`` of the last conv with its weights
-negated (:mod:`hlsnn.deploy.subneg`), and the residual op after the last engine layer, which reads
+negated (:mod:`hlsnn.deploy.rewrite.subneg`), and the residual op after the last engine layer, which reads
 the model's float input, runs on the host after the network mode's one start
-(:mod:`hlsnn.deploy.netafter`; before, the integer formats ended in an ``IndexError``).
+(:mod:`hlsnn.deploy.lower.netafter`; before, the integer formats ended in an ``IndexError``).
 
 References: onnxruntime on the file torch wrote (the float import); the layer path (the network
 mode must give its bits); numpy."""
@@ -13,8 +13,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.runner import float_forward  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.run.runner import float_forward  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 
 EXPORTS = {"ts17": {"dynamo": False, "opset_version": 17}, "dynamo": {}}
@@ -71,7 +71,7 @@ def test_x_minus_a_conv_is_an_add_of_the_negated_conv(tmp_path, how):
 @pytest.mark.parametrize("how", ["ts17", "dynamo"])
 def test_a_sub_of_the_input_from_a_conv_runs_on_the_host(tmp_path, how):
     """``net(x) - x`` is no Add of a negated conv (the input is not a conv's output): the Sub runs on
-    the host (:mod:`hlsnn.deploy.hostarith`), after the convs, and equals onnxruntime's."""
+    the host (:mod:`hlsnn.deploy.run.hostarith`), after the convs, and equals onnxruntime's."""
     path = _export(_Residual(flip=True), tmp_path / f"flip_{how}.onnx", how)
     net = load_onnx(path)
     assert [la.op for la in net.layers if la.kind == "host"] == ["Sub"]
@@ -81,8 +81,8 @@ def test_a_sub_of_the_input_from_a_conv_runs_on_the_host(tmp_path, how):
 
 def _deployment(path, fmt):
     from hlsnn.deploy.config import Assignment, FormatSpec
-    from hlsnn.deploy.evaluate import open_accelerators
-    from hlsnn.deploy.runner import Deployment
+    from hlsnn.deploy.reports.evaluate import open_accelerators
+    from hlsnn.deploy.run.runner import Deployment
     from types import SimpleNamespace
     spec = {"fixed8": FormatSpec("fixed8", "fixed", "sparse8_pynq-z2"),
             "twohot": FormatSpec("twohot", "twohot", "shift8_pynq-z2")}[fmt]
@@ -117,7 +117,7 @@ def test_a_host_op_after_the_logits_reading_another_tensor_is_declined():
     """An Add after the last engine layer of its output and a tensor that is neither the model's
     input nor the chain's: the network mode declines it by name (before, its second operand was
     dropped)."""
-    from hlsnn.deploy.netafter import check
+    from hlsnn.deploy.lower.netafter import check
     from hlsnn.engines.network.program import _why
     program = {"output": {"engine_tensor": "c2"}, "input": {"name": "x"}}
     ok = [dict(name="a", kind="host", op="Add", inputs=["x", "c2"], output="y")]

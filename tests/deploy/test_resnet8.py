@@ -9,9 +9,9 @@ onnx = pytest.importorskip("onnx")
 from conftest import ROOT  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.deploy.config import load_deploy_config  # noqa: E402
-from hlsnn.deploy.evaluate import open_accelerators  # noqa: E402
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.runner import Deployment, float_forward  # noqa: E402
+from hlsnn.deploy.reports.evaluate import open_accelerators  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.run.runner import Deployment, float_forward  # noqa: E402
 
 CONFIG = ROOT / "configs" / "models" / "resnet8_digits32.yaml"
 

@@ -4,7 +4,7 @@ each model here has tensors (and nodes) named exactly as the pass would name its
 ``{output}__meanfold_axes``). The rewritten model must still be one onnx accepts
 (``full_check``), with every tensor and node name once, and compute what the file computes:
 onnxruntime on the rewritten model against onnxruntime on the original. Before the passes took
-their names through :func:`hlsnn.deploy.graphindex.copy_fresh` these gave two initializers of
+their names through :func:`hlsnn.deploy.importer.graphindex.copy_fresh` these gave two initializers of
 one name (a weight in place of another) or two producers of one tensor. meanfold also leaves
 the caller's model as it was (it edited it in place)."""
 import sys
@@ -17,7 +17,8 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from hlsnn.deploy import constmm, graphindex, meanfold, splitconv, torchdecomp  # noqa: E402
+from hlsnn.deploy.rewrite import constmm, meanfold, splitconv, torchdecomp
+from hlsnn.deploy.importer import graphindex  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from netfixtures import compile_onnx, save_net  # noqa: E402
@@ -153,10 +154,10 @@ def test_meanfold_leaves_the_callers_model_as_it_was():
 
 def _import_and_float(tmp_path, nodes, inits, x_shape, ref=None):
     """The file of ``nodes`` imported (``load_onnx``): its network, and the network in float64
-    (:func:`hlsnn.deploy.hostops.float_tensors`) against onnxruntime on the file (or on the
+    (:func:`hlsnn.deploy.run.hostops.float_tensors`) against onnxruntime on the file (or on the
     nodes ``ref``, where onnxruntime refuses the file)."""
-    from hlsnn.deploy.hostops import float_tensors
-    from hlsnn.deploy.onnx_import import load_onnx
+    from hlsnn.deploy.run.hostops import float_tensors
+    from hlsnn.deploy.importer.onnx_import import load_onnx
     path = save_net(tmp_path / "m.onnx", nodes, inits, "m", ("N",) + x_shape)
     net = load_onnx(path)
     x = RNG.standard_normal((3,) + x_shape).astype(np.float32)
@@ -219,11 +220,11 @@ def test_nodes_of_one_name_deploy_as_the_same_file_with_names_of_their_own(tmp_p
 
 def test_nodes_of_one_name_have_the_float_reference_of_the_file_named_apart(tmp_path):
     # onnxruntime refuses a file with two nodes of one name; hlsnn deploy's float reference is
-    # onnx's ReferenceEvaluator (hlsnn.deploy.evaluate.float_reference), which takes it: the
+    # onnx's ReferenceEvaluator (hlsnn.deploy.reports.evaluate.float_reference), which takes it: the
     # deploy runs, and its float outputs and accuracy are onnxruntime's on the same file with
     # names of their own (node names do not change what a graph computes)
     from hlsnn.deploy import datasets
-    from hlsnn.deploy.evaluate import float_reference
+    from hlsnn.deploy.reports.evaluate import float_reference
     from hlsnn.evaluation.run import deploy
     nodes, inits = _dup_nodes(["c", "c", "c"])
     path = save_net(tmp_path / "dup.onnx", nodes, inits, "dup", ("N", 1, 8, 8))

@@ -1,6 +1,6 @@
-"""Recurrent cells unrolled at import (issue 79, :mod:`hlsnn.deploy.rnnunroll`): the float graph
+"""Recurrent cells unrolled at import (issue 79, :mod:`hlsnn.deploy.rewrite.rnnunroll`): the float graph
 after the rewrite equals the original node as onnxruntime (layout 0) or onnx's
-``ReferenceEvaluator`` with the layout-1 fix of :mod:`hlsnn.deploy.reference` computes it, for
+``ReferenceEvaluator`` with the layout-1 fix of :mod:`hlsnn.deploy.importer.reference` computes it, for
 random weights and biases, both layouts, GRU with both ``linear_before_reset``, LSTM, RNN, the
 reverse direction and constant initial states; the unsupported attributes are refused by name
 (or left to ``--host-fallback``); torch's keyword spotters (tests/data/torch/rnn/, both
@@ -17,9 +17,9 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from hlsnn.deploy import rnnunroll  # noqa: E402
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.runner import float_forward  # noqa: E402
+from hlsnn.deploy.rewrite import rnnunroll  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.run.runner import float_forward  # noqa: E402
 from hlsnn.errors import UnsupportedModelError  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "torch" / "rnn"
@@ -286,7 +286,7 @@ def test_the_lstm_cell_takes_wide_elements_in_bfp8_and_fails_without(tmp_path, m
     """Rule 10w: the LSTM's gate of two tables' outputs read by the cell's Add makes the program's
     elements 53-bit (the GRU's stay 26-bit); without it (a planted change: the rule off) the cell's
     product passes the 26-bit element and the network mode refuses the batch at run time."""
-    from hlsnn.deploy import program as netmode
+    from hlsnn.deploy.lower import program as netmode
     from hlsnn.engines.bfp_systolic.network import gatero, lower
     from hlsnn.network import artifact
     from hlsnn.network.build import compile_model

@@ -1,5 +1,5 @@
-"""Attention's ops (issue 52): the shape arithmetic folded at import (hlsnn.deploy.shapefold),
-tensors that merge the batch with other axes run per sample (hlsnn.deploy.samplewise), and a
+"""Attention's ops (issue 52): the shape arithmetic folded at import (hlsnn.deploy.rewrite.shapefold),
+tensors that merge the batch with other axes run per sample (hlsnn.deploy.run.samplewise), and a
 MatMul of two computed tensors quantized at run time and multiplied in integers."""
 import numpy as np
 import pytest
@@ -9,9 +9,9 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import helper, numpy_helper  # noqa: E402
 
 from hlsnn.deploy.config import load_deploy_config  # noqa: E402
-from hlsnn.deploy.evaluate import open_accelerators  # noqa: E402
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.runner import Deployment, float_forward  # noqa: E402
+from hlsnn.deploy.reports.evaluate import open_accelerators  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.run.runner import Deployment, float_forward  # noqa: E402
 from hlsnn.errors import ModelError, UnsupportedModelError  # noqa: E402
 
 T, F = 4, 8
@@ -106,7 +106,7 @@ def test_matmul_of_two_activations_is_the_product_of_the_quantized_operands(tmp_
     fixed-point formats 8-bit integers at the radix point each sample's operand needs (its
     largest magnitude's leading one in bit 6). In bfp8 the product is the bfp_systolic
     engine's BFP output: each row of it rounded to 8-bit mantissas (half to even, the config's
-    rounding) at one exponent (hlsnn.deploy.actmm_engine; tests/deploy/test_actmatmul_engine.py
+    rounding) at one exponent (hlsnn.deploy.run.actmm_engine; tests/deploy/test_actmatmul_engine.py
     for the other configs). Not the float product."""
     path = _self_attention(tmp_path / "a.onnx")
     dep, accs = _deployment(tmp_path, path, fmt, accel)
@@ -148,7 +148,7 @@ def test_an_attention_classifier_compiles_and_runs_as_deployed(tmp_path):
     """``hlsnn compile`` of a TorchScript-exported encoder (opset 17's shape ops): the compiled
     model quantizes its MatMuls of two activations as the deployment does (its self-check at
     load compares every layer with the emulator's at compile time) and gives the same bits, on the
-    network path (two-hot: attention's integer rules, hlsnn.engines.network.attention)."""
+    network path (two-hot: attention's integer rules, hlsnn.engines.network.tokens.attention)."""
     import hlsnn
     from hlsnn.network.build import compile_model
     from hlsnn.deploy import datasets

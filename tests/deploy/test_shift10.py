@@ -1,7 +1,7 @@
 """Two-hot with 10-bit activations (configs/accel/shift10_pynq-z2.yaml, issue 52): the depthwise /
 squeeze-excite variant v_dw_a deploys within one point of its float accuracy there (with two
 shift codes per weight), as it does on the shipped 8-bit config with the default format (radix and
-codes' fit chosen by fidelity to float, hlsnn.deploy.shift_auto); the network mode runs 10-bit
+codes' fit chosen by fidelity to float, hlsnn.deploy.quantize.shift_auto); the network mode runs 10-bit
 activations with the layer path's bits. The kernel's csim equals its emulator at
 this config in tests/engines/shift_mac/test_shift_mac.py (``SHIFT10``)."""
 import json
@@ -39,7 +39,7 @@ def test_dw_a_two_hot_is_within_one_point_at_10_bit_activations(tmp_path):
 
 def test_dw_a_two_hot_is_within_one_point_on_the_shipped_8_bit_config(tmp_path):
     """The default two-hot format on shift8_pynq-z2 (``radix: auto``, ``weight_fit: auto``:
-    hlsnn.deploy.shift_auto chooses ``lse``/``network`` on the calibration images): measured 97.50 %
+    hlsnn.deploy.quantize.shift_auto chooses ``lse``/``network`` on the calibration images): measured 97.50 %
     against 98.33 % (``msb``/``output``, the default before: 95.83 %, -2.5 points; ``lse``/``output``
     96.94 %)."""
     res = deploy(_config(tmp_path, {"twohot": "{type: twohot, accel: shift8_pynq-z2}"}), "emu")
@@ -53,10 +53,10 @@ def test_the_network_mode_runs_10_bit_activations_with_the_layer_paths_bits():
     inputs at their radix, nearest codes' values, the output shift with round half to even and
     10-bit saturation) and of the layer path. The network kernel's csim at 10 bits:
     tests/deploy/test_network_act10.py."""
-    from hlsnn.deploy import program as netmode
+    from hlsnn.deploy.lower import program as netmode
     from hlsnn.deploy.config import Assignment, FormatSpec
-    from hlsnn.deploy.graph import Layer, Network
-    from hlsnn.deploy.runner import Deployment
+    from hlsnn.deploy.importer.graph import Layer, Network
+    from hlsnn.deploy.run.runner import Deployment
     from hlsnn.runtime import Accelerator
     rng = np.random.default_rng(5)
     w = rng.normal(0, 0.3, (4, 2, 3, 3))

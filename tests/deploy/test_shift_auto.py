@@ -1,4 +1,4 @@
-"""A shift format's ``radix: auto`` / ``weight_fit: auto`` (hlsnn.deploy.shift_auto, issue 52): the
+"""A shift format's ``radix: auto`` / ``weight_fit: auto`` (hlsnn.deploy.quantize.shift_auto, issue 52): the
 config leaves both to the deployment, which keeps the (radix, fit) pair whose outputs on the
 calibration images are nearest the float model's. Checked against deployments with each pair set
 by hand, scored here against a float reference built by loops (not hlsnn's float pass): the
@@ -7,10 +7,10 @@ simulated board too, and the compiled program records it."""
 import numpy as np
 import pytest
 from conftest import ROOT
-from hlsnn.deploy import shift_auto
+from hlsnn.deploy.quantize import shift_auto
 from hlsnn.deploy.config import Assignment, FormatSpec, load_deploy_config
-from hlsnn.deploy.graph import Layer, Network
-from hlsnn.deploy.runner import Deployment
+from hlsnn.deploy.importer.graph import Layer, Network
+from hlsnn.deploy.run.runner import Deployment
 from hlsnn.runtime import Accelerator
 from test_shift_netfit import _patches
 
@@ -291,8 +291,8 @@ def test_the_compiled_model_records_the_choice_and_runs_that_pairs_bits(tmp_path
 
     import hlsnn
     from hlsnn.deploy import datasets
-    from hlsnn.deploy.evaluate import open_accelerators
-    from hlsnn.deploy.onnx_import import load_onnx
+    from hlsnn.deploy.reports.evaluate import open_accelerators
+    from hlsnn.deploy.importer.onnx_import import load_onnx
     from hlsnn.network.build import compile_model
     path = ROOT / "configs" / "models" / "digits_mlp.yaml"
     prog = compile_model(path, "pot", tmp_path / "m.hlsnn", check_samples=2)

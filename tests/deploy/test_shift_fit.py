@@ -1,4 +1,4 @@
-"""Shift codes chosen for the layer's output (hlsnn.deploy.shift_fit, ``weight_fit: output``):
+"""Shift codes chosen for the layer's output (hlsnn.deploy.quantize.shift_fit, ``weight_fit: output``):
 properties of the error feedback and the bias correction, the kernel running the chosen codes
 unchanged (integer arithmetic written here, and csim equal to emu), and the measured note
 beside a power-of-two assignment (``pot_note``)."""
@@ -12,11 +12,11 @@ pytest.importorskip("onnx")
 from test_deploy import ROOT, _base, _dense_net, _write  # noqa: E402
 from compiled_fixtures import assert_grams_are_the_products  # noqa: E402
 
-from hlsnn.deploy import shift_fit  # noqa: E402
+from hlsnn.deploy.quantize import shift_fit  # noqa: E402
 from hlsnn.deploy.config import load_deploy_config  # noqa: E402
-from hlsnn.deploy.evaluate import format_result, open_accelerators, pot_note  # noqa: E402
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.runner import Deployment  # noqa: E402
+from hlsnn.deploy.reports.evaluate import format_result, open_accelerators, pot_note  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.run.runner import Deployment  # noqa: E402
 from hlsnn.errors import ConfigError  # noqa: E402
 from hlsnn.formats import shift as sfmt  # noqa: E402
 from hlsnn.formats import shift_codes  # noqa: E402
@@ -159,7 +159,7 @@ def test_a_long_reduction_gets_the_nearest_codes(monkeypatch):
 
 
 def test_deploy_writes_the_note_from_its_measurement(monkeypatch):
-    from hlsnn.deploy import evaluate
+    from hlsnn.deploy.reports import evaluate
     from hlsnn.evaluation.run import deploy
     monkeypatch.setattr(evaluate, "POT_NOTE_POINTS", -100.0)      # every pot result gets its note
     res = deploy(ROOT / "configs" / "models" / "digits_mlp.yaml", "emu", assignments=["pot", "twohot"],
@@ -178,7 +178,7 @@ def test_the_gram_blocks_are_the_float64_products(seed, kind, isa, monkeypatch):
     its portable loops), wider ones through float32 syrk blocks, and the float64 product for
     inputs too wide for exact float32 blocks."""
     monkeypatch.setattr(shift_fit, "GRAM_ISA", isa)
-    from hlsnn.deploy.graph import Layer
+    from hlsnn.deploy.importer.graph import Layer
     from hlsnn.engines import convgeom
     rng = np.random.default_rng(seed)
     amax = [127, 128, 3000, 1 << 20, 1, 0, 128, 127][seed]
@@ -311,7 +311,7 @@ def test_the_depthwise_grams_come_in_one_pass(seed):
     bit: kernels up to 5x4, strides, dilations, asymmetric pads, a channel multiplier, the
     whole int8 range, zero images, and more pixels than one int32 chunk."""
     from hlsnn import native
-    from hlsnn.deploy.graph import Layer
+    from hlsnn.deploy.importer.graph import Layer
     from hlsnn.engines import convgeom
     if native.load("gram_dw") is None:
         pytest.skip("no C compiler for the compiled helpers")

@@ -1,4 +1,4 @@
-"""``weight_fit: network`` (hlsnn.deploy.shift_netfit): the shift codes fitted to the float
+"""``weight_fit: network`` (hlsnn.deploy.quantize.shift_netfit): the shift codes fitted to the float
 network's output of each layer. Its least-squares target against an independent formulation
 (numpy's lstsq on explicit patches), its fixed point (exact inputs: the float weights), and the
 compiled calibration choosing the layer path's codes, biases and radix points, so both run the
@@ -6,11 +6,11 @@ same bits; the kernels then run these codes as any (csim: tests/deploy/test_shif
 import numpy as np
 import pytest
 from conftest import ROOT
-from hlsnn.deploy import fast as netfast
-from hlsnn.deploy import shift_netfit
+from hlsnn.deploy.run import fast as netfast
+from hlsnn.deploy.quantize import shift_netfit
 from hlsnn.deploy.config import Assignment, FormatSpec, load_deploy_config
-from hlsnn.deploy.graph import Layer, Network
-from hlsnn.deploy.runner import Deployment
+from hlsnn.deploy.importer.graph import Layer, Network
+from hlsnn.deploy.run.runner import Deployment
 from hlsnn.errors import ConfigError
 from hlsnn.runtime import Accelerator
 from test_radix_lse_shift import _net
@@ -107,7 +107,7 @@ def test_the_compiled_calibration_fits_the_layer_paths_codes(seed):
     try:
         mk = lambda f: Deployment(net, Assignment("a", "f", {}), {"f": f}, {"a": acc})
         fast, ref, out = mk(fmt), mk(fmt), mk(FormatSpec("f", typ, "a", radix=radix))
-        from hlsnn.deploy import calibrate as netcal
+        from hlsnn.deploy.quantize import calibrate as netcal
         assert netcal.calibrate(fast, x_cal), "the compiled calibration did not apply"
         ref.fast = False
         ref.calibrate(x_cal)
@@ -145,7 +145,7 @@ def _deploy(net, fit, target, x_cal, x, typ="twohot"):
 
 @pytest.mark.parametrize("typ", ["twohot", "pot"])
 def test_the_network_fit_brings_the_outputs_nearer_the_float_network(typ):
-    from hlsnn.deploy.runner import float_forward
+    from hlsnn.deploy.run.runner import float_forward
     rng = np.random.default_rng(11)
     net = _small(rng)
     x_cal, x = rng.uniform(0, 1, (64, 1, 6, 6)), rng.uniform(0, 1, (32, 1, 6, 6))
@@ -155,7 +155,7 @@ def test_the_network_fit_brings_the_outputs_nearer_the_float_network(typ):
 
 
 def test_the_network_mode_runs_the_fitted_codes_with_the_layer_paths_bits():
-    from hlsnn.deploy import program as netmode
+    from hlsnn.deploy.lower import program as netmode
     rng = np.random.default_rng(12)
     net = _small(rng)
     x_cal, x = rng.uniform(0, 1, (64, 1, 6, 6)), rng.uniform(0, 1, (9, 1, 6, 6))

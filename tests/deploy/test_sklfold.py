@@ -9,8 +9,8 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.runner import float_forward  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.run.runner import float_forward  # noqa: E402
 
 
 def _pipeline(tmp_path, offset, scale):

@@ -1,4 +1,4 @@
-"""A regression deployment's fixed-point defaults (hlsnn.deploy.task_formats, issue 52): the
+"""A regression deployment's fixed-point defaults (hlsnn.deploy.quantize.task_formats, issue 52): the
 ``auto`` fields of its fixed/sparse formats resolve to ``radix: search, weight_scale: channel,
 bias_correction: empirical, equalize: channels``; a classifier's and the other types' stay as they
 were; explicit settings win; ``hlsnn compile`` resolves as ``hlsnn deploy`` (the compiled model has
@@ -8,11 +8,12 @@ import numpy as np
 from conftest import ROOT
 
 import hlsnn
-from hlsnn.deploy import datasets, task_formats
+from hlsnn.deploy import datasets
+from hlsnn.deploy.quantize import task_formats
 from hlsnn.deploy.config import load_deploy_config
-from hlsnn.deploy.evaluate import open_accelerators
-from hlsnn.deploy.onnx_import import load_onnx
-from hlsnn.deploy.runner import Deployment
+from hlsnn.deploy.reports.evaluate import open_accelerators
+from hlsnn.deploy.importer.onnx_import import load_onnx
+from hlsnn.deploy.run.runner import Deployment
 
 TINY = ROOT / "tests" / "data" / "torch" / "tiny"
 CAL = 16
@@ -48,7 +49,7 @@ def test_regression_resolves_the_fixed_point_formats_auto_fields_only(tmp_path):
     reg = task_formats.resolve(cfg.formats, "regression")
     assert _fields(reg["fixed8"]) == _fields(reg["sparse50"]) == ("search", "channel", "empirical", "channels")
     assert _fields(reg["mine"]) == ("lse", "channel", "empirical", "none")      # explicit settings win
-    # weight_fit: network (the output layer refitted, hlsnn.deploy.outfit) for bfp too; a classifier's: output
+    # weight_fit: network (the output layer refitted, hlsnn.deploy.quantize.outfit) for bfp too; a classifier's: output
     assert [cfg.formats[n].weight_fit for n in ("fixed8", "sparse50", "mine", "bfp8")] == ["output"] * 4
     assert [reg[n].weight_fit for n in ("fixed8", "sparse50", "mine", "bfp8")] == ["network"] * 4
     assert _fields(reg["bfp8"]) == _fields(cfg.formats["bfp8"]) and reg["twohot"] is cfg.formats["twohot"]
@@ -112,7 +113,7 @@ def test_deploy_records_the_resolved_choices(tmp_path):
     assert res["task"] == "regression"
     assert res["assignments"]["fixed8"]["fixed_point_calibration"] == {"fixed8": dict(zip(
         FIELDS, ("search", "channel", "empirical", "channels")))}
-    from hlsnn.deploy.evaluate import format_result
+    from hlsnn.deploy.reports.evaluate import format_result
     assert "fixed8: radix search, weight_scale channel, bias_correction empirical, equalize channels" \
         in format_result(res)
     cls = deploy(_yaml(tmp_path, {"fixed8": FORMATS["fixed8"]}, task="auto", targets="data",
@@ -123,7 +124,7 @@ def test_deploy_records_the_resolved_choices(tmp_path):
 
 
 def test_open_deployment_resolves_as_deploy(tmp_path):
-    from hlsnn.deploy.evaluate import open_deployment
+    from hlsnn.deploy.reports.evaluate import open_deployment
     for kw, want in (({"task": "auto"}, "search"), ({"task": "regression", "targets": "data"}, "search"),
                      ({"task": "auto", "targets": "data", "name": "cls",
                        "model": ROOT / "configs" / "models" / "digits_mlp.onnx"}, "lse")):

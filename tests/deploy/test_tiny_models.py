@@ -19,8 +19,8 @@ ort = pytest.importorskip("onnxruntime")
 from conftest import ROOT  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.evaluation.run import deploy  # noqa: E402
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.runner import float_forward  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.run.runner import float_forward  # noqa: E402
 
 TINY = ROOT / "tests" / "data" / "torch" / "tiny"
 MANIFEST = json.loads((TINY / "MANIFEST.json").read_text())

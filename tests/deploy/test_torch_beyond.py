@@ -18,10 +18,10 @@ from onnx import helper, numpy_helper  # noqa: E402
 from conftest import ROOT, slow_cases  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.deploy.config import load_deploy_config  # noqa: E402
-from hlsnn.deploy.evaluate import open_accelerators  # noqa: E402
+from hlsnn.deploy.reports.evaluate import open_accelerators  # noqa: E402
 from hlsnn.evaluation.run import deploy  # noqa: E402
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.runner import Deployment, float_forward  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.run.runner import Deployment, float_forward  # noqa: E402
 from hlsnn.errors import UnsupportedModelError  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "torch" / "beyond"
@@ -179,7 +179,7 @@ def test_se_cnn_two_hot_is_within_one_point(tmp_path, name):
     (lse/network since its HardSwish tables take the least-squared-error radix: 126 of 128
     agree with float; before, msb/network, which lost 4 test images, -1.11 points) classifies
     112 of them right; the labels say msb/output's 117 are significantly more (McNemar,
-    hlsnn.deploy.shift_auto step 4): 90.83 %, float's."""
+    hlsnn.deploy.quantize.shift_auto step 4): 90.83 %, float's."""
     float_acc = MANIFEST["models"][name]["float_accuracy"]
     res = deploy(_config(tmp_path, name), "emu", assignments=["twohot"])
     got = res["assignments"]["twohot"]
@@ -280,7 +280,7 @@ def test_an_assignment_that_raises_gets_its_row_and_the_run_goes_on(tmp_path, mo
     the issue's network-mode traceback was) is that assignment's row: the others run, the JSON
     is printed, the exit status is 1."""
     from hlsnn.cli import main
-    from hlsnn.deploy import runner
+    from hlsnn.deploy.run import runner
     real = runner.Deployment.calibrate
 
     def calibrate(self, x):
@@ -298,7 +298,7 @@ def test_an_assignment_that_raises_gets_its_row_and_the_run_goes_on(tmp_path, mo
 
 def test_deploy_reports_the_compiled_paths_speed(tmp_path, monkeypatch):
     """Without --per-layer, the test images run with keep=False (the compiled paths)."""
-    from hlsnn.deploy import runner
+    from hlsnn.deploy.run import runner
     seen = []
     real = runner.Deployment.run
 

@@ -17,10 +17,10 @@ ort = pytest.importorskip("onnxruntime")
 from conftest import ROOT, slow_cases  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.deploy.config import load_deploy_config  # noqa: E402
-from hlsnn.deploy.evaluate import open_accelerators  # noqa: E402
+from hlsnn.deploy.reports.evaluate import open_accelerators  # noqa: E402
 from hlsnn.evaluation.run import deploy  # noqa: E402
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.runner import Deployment, float_forward  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.run.runner import Deployment, float_forward  # noqa: E402
 from hlsnn.errors import InputError, UnsupportedModelError  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "torch"

@@ -4,14 +4,14 @@ dynamic batch axis as deployment tutorials export):
 
 * nanoGPT's causal attention (``att.masked_fill(self.bias[:, :, :T, :T] == 0, float('-inf'))``
   before the softmax): ``Where(mask, -inf, scores)`` with a constant mask, a ``SwCompute`` host op
-  (:mod:`hlsnn.deploy.maskfill`); a ``Where`` whose ``-inf`` would reach anything but a
+  (:mod:`hlsnn.deploy.run.maskfill`); a ``Where`` whose ``-inf`` would reach anything but a
   ``Softmax``, is refused by name;
 * an SE's squeeze written as two means, ``x.mean(-1).mean(-1)`` (or ``mean(3).mean(2)``, or with
-  ``keepdim=True``): one mean over (H, W), a global average pool (:mod:`hlsnn.deploy.meanfold`),
+  ``keepdim=True``): one mean over (H, W), a global average pool (:mod:`hlsnn.deploy.rewrite.meanfold`),
   so that bfp8's network kernel takes it in one start;
 * ``torch.clamp(x, min=a)`` / ``clamp(max=b)`` (dynamo: ``Max`` / ``Min`` by one number) as the host
   ``Clip``, statistics pooling ``torch.cat([x.mean(-1), x.std(-1)], 1)`` and ``x - x.mean(...)``
-  (``Sub`` of two tensors), ``x - c`` (:mod:`hlsnn.deploy.hostarith`); ``Max`` of two tensors, ``Min``
+  (``Sub`` of two tensors), ``x - c`` (:mod:`hlsnn.deploy.run.hostarith`); ``Max`` of two tensors, ``Min``
   by a vector refused by name (``c - x`` too until session 32: now ``-1 * x + c``); a comparison with one number (host ``Compare``) as a
   ``Where``'s computed condition (a leaky ReLU by ``torch.where``);
 * ``F.scaled_dot_product_attention(..., is_causal=True)`` or with a boolean ``attn_mask``: TorchScript
@@ -33,9 +33,9 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import helper, numpy_helper  # noqa: E402
 
 from hlsnn.deploy.config import load_deploy_config  # noqa: E402
-from hlsnn.deploy.evaluate import open_accelerators  # noqa: E402
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.runner import Deployment, float_forward  # noqa: E402
+from hlsnn.deploy.reports.evaluate import open_accelerators  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.run.runner import Deployment, float_forward  # noqa: E402
 from hlsnn.errors import UnsupportedModelError  # noqa: E402
 from netfixtures import torch_export  # noqa: E402
 
@@ -165,7 +165,7 @@ def test_a_computed_condition_equals_numpy_and_a_comparison_of_two_tensors_is_re
 @pytest.mark.parametrize("how", ["ts17", "dynamo"])
 def test_a_leaky_relu_by_torch_where_deploys_and_compiles(tmp_path, how):
     """``torch.where(h > 0, h, 0.1 * h)``: ``Greater`` by a number (host ``Compare``), ``Where`` of the
-    computed condition (:mod:`hlsnn.deploy.maskfill`); the compiled model gives the deployment's bits."""
+    computed condition (:mod:`hlsnn.deploy.run.maskfill`); the compiled model gives the deployment's bits."""
     import hlsnn
     from hlsnn.deploy import datasets
     from hlsnn.network.build import compile_model
@@ -324,7 +324,7 @@ def test_a_difference_of_two_tensors_equals_numpy(tmp_path):
 
 
 def test_a_computed_tensor_from_a_constant_equals_numpy(tmp_path):
-    """``c - x`` (refused by name until session 32): ``-1 * x + c`` (hlsnn.deploy.sklfold)."""
+    """``c - x`` (refused by name until session 32): ``-1 * x + c`` (hlsnn.deploy.rewrite.sklfold)."""
     x = np.random.default_rng(8).normal(size=(6, 4))
     got = float_forward(load_onnx(_binary(tmp_path / "b.onnx", "Sub", a_const=1.5)), x)
     np.testing.assert_allclose(got, 1.5 - 1 / (1 + np.exp(-x)), rtol=1e-12, atol=1e-12)
@@ -343,7 +343,7 @@ def test_a_circular_conv1d_equals_onnxruntime(tmp_path, how):
 
 @pytest.mark.parametrize("how", ["ts17", "dynamo"])
 def test_f_softsign_as_torch_writes_it_equals_onnxruntime(tmp_path, how):
-    """``F.softsign`` exports ``x / (1 + |x|)``: ``Abs`` on the host (:mod:`hlsnn.deploy.hostunary`)."""
+    """``F.softsign`` exports ``x / (1 + |x|)``: ``Abs`` on the host (:mod:`hlsnn.deploy.run.hostunary`)."""
     torch.manual_seed(10)
     lin = torch.nn.Linear(8, 5)
     m = torch.nn.Sequential(lin, torch.nn.Softsign())
@@ -376,7 +376,7 @@ class _Sdpa(torch.nn.Module):
 @pytest.mark.parametrize("how", ["ts17", "dynamo"])
 @pytest.mark.parametrize("form", ["causal", "boolmask"])
 def test_sdpa_with_a_causal_or_boolean_mask_equals_onnxruntime(tmp_path, how, form):
-    """TorchScript adds a constant -inf mask to the scores (``AddInf``, :mod:`hlsnn.deploy.maskfill`);
+    """TorchScript adds a constant -inf mask to the scores (``AddInf``, :mod:`hlsnn.deploy.run.maskfill`);
     dynamo's boolean mask guards fully masked rows with ``Where(IsNaN(p), 0, p)`` (host ``Compare``)."""
     path = torch_export(_Sdpa(form), (8, 8), tmp_path / "m.onnx", how)
     x = np.random.default_rng(12).normal(size=(6, 8, 8)).astype(np.float32)

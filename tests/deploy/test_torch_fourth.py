@@ -6,13 +6,13 @@ the test (tiny untrained modules, seeded; TorchScript at opset 17 and the dynamo
   with the pad as its own (asymmetric) zero padding, no host ``Pad``;
 * a conv and its 1x1 shortcut that both read the float input (a TCN's first block): one network
   start, on the integer engines when both read it at one radix point (rule 1 of
-  :mod:`hlsnn.deploy.program`), on ``bfp_systolic`` always (its rule 1: the input's own pairs);
+  :mod:`hlsnn.deploy.lower.program`), on ``bfp_systolic`` always (its rule 1: the input's own pairs);
 * RMSNorm written by hand (LLaMA's ``x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w``):
   ``Pow`` by a constant, ``Sqrt``, ``Reciprocal`` (dynamo) or ``Div`` of a constant by a tensor
   (TorchScript) and a ``Mul`` of two tensors, and ``F.normalize`` (``ReduceL2``, ``Div``), on the
-  host (:mod:`hlsnn.deploy.hostmath`);
+  host (:mod:`hlsnn.deploy.run.hostmath`);
 * a ``Split`` / ``Slice`` of a conv's channels (``F.glu``, ``nn.GLU``, ``chunk``; grouped too): one
-  conv per part (:mod:`hlsnn.deploy.splitconv`).
+  conv per part (:mod:`hlsnn.deploy.rewrite.splitconv`).
 
 References: onnxruntime on the same file (the float import) and numpy.
 """
@@ -23,8 +23,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.runner import float_forward  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.run.runner import float_forward  # noqa: E402
 
 EXPORTS = {"ts17": {"dynamo": False, "opset_version": 17}, "dynamo": {}}
 
@@ -151,7 +151,7 @@ def two_readers(tmp_path_factory):
 
 
 def test_two_layers_reading_the_input_at_one_radix_run_in_the_network_mode(two_readers):
-    """Rule 1 of hlsnn.deploy.program: the second reader takes the integers the first one's
+    """Rule 1 of hlsnn.deploy.lower.program: the second reader takes the integers the first one's
     quantization wrote (both at the same F_x; bfp: the input's pairs); the network mode gives the
     layer path's bits."""
     import hlsnn

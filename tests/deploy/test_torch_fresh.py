@@ -1,9 +1,9 @@
 """Issue 52's kinds written by a fresh hand (``scripts/variant_fresh.py``): what torch writes for
 ``torch.einsum`` and for the dynamo exporter's 1-D ``nn.Upsample(mode='linear' / 'nearest-exact')``
-(:mod:`hlsnn.deploy.torchdecomp`), in files PyTorch 2.13 wrote (``v_f_*``: trained variants;
+(:mod:`hlsnn.deploy.rewrite.torchdecomp`), in files PyTorch 2.13 wrote (``v_f_*``: trained variants;
 ``p_f_*``: untrained probes, the beyond MANIFEST's ``"fresh": true``) and ``Conv``'s
 ``padding_mode='reflect'`` / ``'replicate'`` (a ``Pad`` of mode reflect / edge on the host), and
-``torch.cat(dim=-1)`` of tokens (per sample: :mod:`hlsnn.deploy.shapefold` / ``samplewise``), and a
+``torch.cat(dim=-1)`` of tokens (per sample: :mod:`hlsnn.deploy.rewrite.shapefold` / ``samplewise``), and a
 MobileNetV3 port's hand-written ``h_swish`` and ``expand_as`` SE gate, against
 onnxruntime and numpy's einsum. PyTorch is not needed here.
 """
@@ -13,9 +13,9 @@ import pytest
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.runner import float_forward  # noqa: E402
-from hlsnn.deploy.torchdecomp import einsum_plan, rewrite  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.run.runner import float_forward  # noqa: E402
+from hlsnn.deploy.rewrite.torchdecomp import einsum_plan, rewrite  # noqa: E402
 from hlsnn.errors import UnsupportedModelError  # noqa: E402
 from hlsnn.evaluation.run import deploy  # noqa: E402
 from netfixtures import BEYOND as DATA, BEYOND_MANIFEST as MANIFEST  # noqa: E402
@@ -162,7 +162,7 @@ def test_an_expand_beyond_the_other_operand_is_kept(tmp_path):
 @pytest.mark.parametrize("name", ["v_f_att_einsum_dynamo", "v_f_mbv3_dl_ts17", "v_f_dw_cbam_ts17"])
 def test_fresh_classifiers_within_one_point_in_bfp8_and_two_hot(tmp_path, name):
     """v_f_dw_cbam (CBAM channel attention) in two-hot: 95.56 % against 96.11 % with the default
-    radix and codes' fit chosen per model (hlsnn.deploy.shift_auto: lse/network); 95.28 % (-0.83)
+    radix and codes' fit chosen per model (hlsnn.deploy.quantize.shift_auto: lse/network); 95.28 % (-0.83)
     with msb/output, and -1.4 points when the family was made."""
     res = deploy(_config(tmp_path, name), "emu", assignments=["bfp8", "twohot"])   # the two it checks
     float_acc = MANIFEST["models"][name]["float_accuracy"]
@@ -171,7 +171,7 @@ def test_fresh_classifiers_within_one_point_in_bfp8_and_two_hot(tmp_path, name):
 
 
 # v_f_unet_milesial_dynamo in the slow suite: a regression deployment's fixed8 calibration (radix
-# search, bias correction, equalization: hlsnn.deploy.task_formats) takes it 17 s; the quick suite's
+# search, bias correction, equalization: hlsnn.deploy.quantize.task_formats) takes it 17 s; the quick suite's
 # regression defaults: the other two here and tests/deploy/test_task_formats.py
 @pytest.mark.parametrize("name", ["v_f_ae1d_lin_dynamo", "v_f_unet_reflect_ts17",
                                   pytest.param("v_f_unet_milesial_dynamo", marks=pytest.mark.slow)])

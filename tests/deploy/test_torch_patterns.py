@@ -11,8 +11,8 @@ import pytest
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from conftest import ROOT  # noqa: E402
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.runner import float_forward  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.run.runner import float_forward  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "torch" / "patterns"
 MANIFEST = json.loads((DATA / "MANIFEST.json").read_text())

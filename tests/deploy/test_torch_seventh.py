@@ -3,21 +3,21 @@
 * onnx's stock reference ``GlobalMaxPool`` (onnx 1.22) of an (N, C, L) tensor reduces the channels
   and L (TorchScript's ``nn.AdaptiveMaxPool1d(1)``): the static shapes of a graph with one (a
   TC-ResNet with ``nn.GroupNorm``, whose TorchScript export reshapes back to ``Shape(x)``) failed, and
-  its ``Shape`` nodes were refused. :mod:`hlsnn.deploy.shapefold` now evaluates with hlsnn's
-  corrected reference (:func:`hlsnn.deploy.reference.reference_evaluator`);
+  its ``Shape`` nodes were refused. :mod:`hlsnn.deploy.rewrite.shapefold` now evaluates with hlsnn's
+  corrected reference (:func:`hlsnn.deploy.importer.reference.reference_evaluator`);
 * the dynamo exporter writes ``x.reshape(B * T, F)`` of a dynamic batch as ``Reshape(x, [-1, F])``
-  with no ``Shape`` node: the batch folded into the rows (:func:`hlsnn.deploy.shapefold.merges_batch`),
+  with no ``Shape`` node: the batch folded into the rows (:func:`hlsnn.deploy.rewrite.shapefold.merges_batch`),
   so the ``Linear`` after it is token-wise (before: a dense layer whose fixed8 network-mode lowering
   ended in a ``ValueError``);
 * the dynamo exporter's 2-D ``mode='nearest-exact'`` (``Transpose``, ``GatherND``, ``Transpose``) is
-  the nearest ``Resize`` at an integer scale (:mod:`hlsnn.deploy.gatherup2d`);
+  the nearest ``Resize`` at an integer scale (:mod:`hlsnn.deploy.rewrite.gatherup2d`);
 * GhostNet's ``torch.cat([x1, x2], 1)[:, :oup]`` keeping every channel (TorchScript's ``Slice``) is
-  dropped (:mod:`hlsnn.deploy.noopslice`), so it no longer stops the network path;
+  dropped (:mod:`hlsnn.deploy.rewrite.noopslice`), so it no longer stops the network path;
 * ``Linear -> ReLU -> BatchNorm1d -> Linear`` (a jet MLP's normalization after the activation):
-  the ``BatchNormalization`` folds forward into the next ``Gemm`` (:mod:`hlsnn.deploy.bnforward`),
+  the ``BatchNormalization`` folds forward into the next ``Gemm`` (:mod:`hlsnn.deploy.rewrite.bnforward`),
   so every layer is on an engine;
 * ``nn.Upsample(mode='bicubic')`` (``Resize`` mode cubic, refused before) is a host resize by each
-  axis's cubic weights (:func:`hlsnn.deploy.hostextra._cubic_matrix`).
+  axis's cubic weights (:func:`hlsnn.deploy.run.hostextra._cubic_matrix`).
 
 References: onnxruntime on the same file.
 """
@@ -28,10 +28,10 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from hlsnn.deploy import gatherup2d  # noqa: E402
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.reference import reference_evaluator  # noqa: E402
-from hlsnn.deploy.runner import float_forward  # noqa: E402
+from hlsnn.deploy.rewrite import gatherup2d  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.importer.reference import reference_evaluator  # noqa: E402
+from hlsnn.deploy.run.runner import float_forward  # noqa: E402
 from hlsnn.errors import UnsupportedModelError  # noqa: E402
 from netfixtures import onnxruntime_rows, save_net, torch_export  # noqa: E402
 
@@ -218,7 +218,7 @@ def test_a_batchnorm_read_by_anything_but_a_gemm_stays_on_the_host(tmp_path):
 
 def test_the_input_s_batchnorm_stays_the_host_prefix(tmp_path):
     """``BatchNorm1d`` of the raw input features before the first Linear is not folded forward:
-    it normalizes them before the first layer's quantization (hlsnn.deploy.netprefix)."""
+    it normalizes them before the first layer's quantization (hlsnn.deploy.lower.netprefix)."""
     m = onnx.load(str(_bn_after_model(tmp_path / "b.onnx")))
     first = [n for n in m.graph.node if n.op_type == "BatchNormalization"][0]
     first.input[0] = "x"                                   # BN(x) -> Gemm; the first Gemm and Relu unread
@@ -343,7 +343,7 @@ def test_a_token_fold_deploys_in_every_format_near_float(tmp_path):
     """The dynamo export of ``_TokFold``: the float model's (N, T, F') shape and values within 5 %
     in bfp8, two-hot and fixed8 (before: fixed8's calibration ended in a ValueError)."""
     from hlsnn.deploy.config import Assignment, FormatSpec
-    from hlsnn.deploy.runner import Deployment
+    from hlsnn.deploy.run.runner import Deployment
     from hlsnn.runtime import Accelerator
     path = torch_export(_TokFold(), (5, 4), tmp_path / "tok.onnx", "dynamo")
     net = load_onnx(path)

@@ -2,7 +2,7 @@
 
 * the dynamo exporter under a dynamic batch axis writes ``y.expand_as(x)`` with the target
   ``Concat(Shape(x, 0, 1), [C], [H], [W])`` (ECA-Net's gate) and the 1-D linear upsampling's blend
-  with a symbolic batch: :mod:`hlsnn.deploy.torchdecomp` now reasons on symbolic dimensions (the
+  with a symbolic batch: :mod:`hlsnn.deploy.rewrite.torchdecomp` now reasons on symbolic dimensions (the
   ``Expand`` dropped when its target broadcasts within the other operand, the gathers a ``Resize``);
 * onnx's stock reference ``MaxPool`` of an (N, C, L) tensor at stride 1 with pads (InceptionTime's
   ``nn.MaxPool1d(3, stride=1, padding=1)``) fails with an IndexError: the float reference takes the
@@ -10,7 +10,7 @@
 * ``Split`` of a constant (dynamo's ``nn.MultiheadAttention`` with a query other than the key:
   ``in_proj_weight`` split in two) is folded;
 * TorchScript's ``squeeze(d)`` of a dimension it cannot prove to be 1 is an ``If`` of a shape test:
-  :mod:`hlsnn.deploy.iffold` takes the branch when the test is the same at batch 1 and 2, and
+  :mod:`hlsnn.deploy.rewrite.iffold` takes the branch when the test is the same at batch 1 and 2, and
   leaves (the importer refuses by name) one that depends on the batch.
 
 References: onnxruntime on the same file.
@@ -22,9 +22,9 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
 
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.reference import reference_evaluator  # noqa: E402
-from hlsnn.deploy.runner import float_forward  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.importer.reference import reference_evaluator  # noqa: E402
+from hlsnn.deploy.run.runner import float_forward  # noqa: E402
 from hlsnn.errors import UnsupportedModelError  # noqa: E402
 from netfixtures import onnxruntime_rows, save_net, torch_export  # noqa: E402
 
@@ -306,8 +306,8 @@ def test_flat_features_into_a_conv1d_run_in_the_network_mode(tmp_path, fmt, acce
     64)", an internal error ending the format's run)."""
     from hlsnn.deploy import datasets
     from hlsnn.deploy.config import load_deploy_config
-    from hlsnn.deploy.evaluate import open_accelerators
-    from hlsnn.deploy.runner import Deployment
+    from hlsnn.deploy.reports.evaluate import open_accelerators
+    from hlsnn.deploy.run.runner import Deployment
     path = torch_export(_FlatConv(), (64,), tmp_path / "f.onnx", "ts17")
     cfg = tmp_path / "c.yaml"
     cfg.write_text(f"name: flat\nmodel: {path}\ndata: digits\nlayout: flat\n"

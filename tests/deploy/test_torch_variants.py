@@ -21,7 +21,7 @@ MANIFEST, ``"variant": true``). PyTorch is not needed here.
 * ``v_unet_ct2``: ``ConvTranspose2d(k=2, s=2)`` up, a skip of two scales (tests/deploy/test_concat_balance.py).
 * ``v_unet_ct3`` (TorchScript only; ``unet_ct3`` of the family's export): ``ConvTranspose2d(k=3, s=2)``
   up, its last decoder conv with one output channel of weights 5-8 times the others' (fixed's
-  ``weight_scale: auto``, hlsnn.deploy.quant.weight_fracs).
+  ``weight_scale: auto``, hlsnn.deploy.quantize.quant.weight_fracs).
 * ``v_f_att_einsum``, ``v_f_ae1d_lin`` (``scripts/variant_fresh.py``): attention written with
   ``torch.einsum``; a 1-D autoencoder with ``nn.Upsample(mode='linear')`` (dynamo: ``GatherND``s,
   no ``Resize``) and a concatenation with the input; a U-Net with ``padding_mode='reflect'`` /
@@ -45,8 +45,8 @@ from onnx import helper, numpy_helper  # noqa: E402
 
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.evaluation.run import deploy  # noqa: E402
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.runner import float_forward  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.run.runner import float_forward  # noqa: E402
 from hlsnn.errors import UnsupportedModelError  # noqa: E402
 from netfixtures import BEYOND as DATA, BEYOND_MANIFEST as MANIFEST, FORMATS  # noqa: E402
 from netfixtures import beyond_config as _config, onnxruntime_rows as _onnxruntime  # noqa: E402
@@ -99,13 +99,13 @@ def test_variant_classifier_within_one_point_in_every_format(tmp_path, name):
 
 
 # v_unet_bilinear_dynamo in the slow suite: a regression deployment's fixed8 calibration
-# (hlsnn.deploy.task_formats) takes it 13 s; the other three cover the defaults in the quick suite
+# (hlsnn.deploy.quantize.task_formats) takes it 13 s; the other three cover the defaults in the quick suite
 @pytest.mark.parametrize("name", ["v_unet_size_ts17", pytest.param("v_unet_bilinear_dynamo", marks=pytest.mark.slow),
                                   "v_unet_mix_ts17", "v_unet_ct3_ts17"])
 def test_variant_unet_within_three_percent(tmp_path, name):
     """The formats' default configs (fixed8: a regression deployment's ``auto`` fields, ``radix:
     search``, ``weight_scale: channel``, ``bias_correction: empirical``, ``equalize: channels``:
-    hlsnn.deploy.task_formats); v_unet_ct3 measures 1.66 % in fixed8 (2.23 % with a classifier's
+    hlsnn.deploy.quantize.task_formats); v_unet_ct3 measures 1.66 % in fixed8 (2.23 % with a classifier's
     ``lse`` and ``weight_scale: auto``, 4.02 % with one weight scale a tensor and DETERMINE's radix
     points)."""
     res = deploy(_config(tmp_path, name), "emu", assignments=["bfp8", "fixed8"])   # the two it checks
@@ -233,7 +233,7 @@ def test_conv_transpose_1d_is_onnxruntimes_and_fuses_its_relu(tmp_path, c, z, k,
     """ConvTranspose1d as the (k, 1) 2-D one on the (N, C, L, 1) map (its ZeroStuff on the map
     too), the ReLU fused, the float network equal to onnxruntime and to hlsnn's float reference
     (onnx's, with grouped ConvTranspose evaluated group by group)."""
-    from hlsnn.deploy.reference import reference_probs
+    from hlsnn.deploy.importer.reference import reference_probs
     path = _conv_transpose_1d(tmp_path / "ct1.onnx", c, z, k, stride, pads, out_pad, dil, group)
     net = load_onnx(path)
     conv = [la for la in net.layers if la.is_engine]

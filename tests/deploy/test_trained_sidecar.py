@@ -1,4 +1,4 @@
-"""hlsnn.deploy.trained (issue 84): a model hlsnn.train exported is deployed with the settings its
+"""hlsnn.deploy.importer.trained (issue 84): a model hlsnn.train exported is deployed with the settings its
 sidecar says training evaluated with. A config field left ``auto`` takes training's value; a field,
 a calibration setting or the rounding set otherwise is kept and named in one warning line (the
 key, the config's value, training's). The sidecars here are written by hand, as the module's
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hlsnn.cli import main
-from hlsnn.deploy import trained
+from hlsnn.deploy.importer import trained
 from hlsnn.deploy.config import load_deploy_config
 from hlsnn.errors import InputError
 
@@ -42,7 +42,7 @@ def _follow(cfg):
 
 
 def test_auto_fields_take_training_settings(tmp_path):
-    """radix and weight_fit left out of a pot format (auto: hlsnn.deploy.shift_auto would choose at
+    """radix and weight_fit left out of a pot format (auto: hlsnn.deploy.quantize.shift_auto would choose at
     calibration) are training's msb and nearest; nothing to warn of."""
     cfg = _setup(tmp_path)
     assert (cfg.formats["f"].radix, cfg.formats["f"].weight_fit) == ("auto", "auto")

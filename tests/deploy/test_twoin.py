@@ -1,4 +1,4 @@
-"""An output conv's host-quantized input in two int8 terms (``input_terms: 2``, hlsnn.deploy.twoin;
+"""An output conv's host-quantized input in two int8 terms (``input_terms: 2``, hlsnn.deploy.quantize.twoin;
 issue 52): the layer equals the integer convolution of ``hi * 2**7 + lo`` written out here in
 numpy (with the engine's output rule), is nearer the float layer than one term, runs layer by
 layer in a compiled model (the network kernel refuses it by name) with the deployment's bits,
@@ -8,10 +8,10 @@ import pytest
 
 pytest.importorskip("onnx")
 from conftest import ROOT  # noqa: E402
-from hlsnn.deploy import twoin  # noqa: E402
+from hlsnn.deploy.quantize import twoin  # noqa: E402
 from hlsnn.deploy.config import Assignment, ConfigError, FormatSpec, load_deploy_config  # noqa: E402
-from hlsnn.deploy.graph import Layer, Network  # noqa: E402
-from hlsnn.deploy.runner import Deployment  # noqa: E402
+from hlsnn.deploy.importer.graph import Layer, Network  # noqa: E402
+from hlsnn.deploy.run.runner import Deployment  # noqa: E402
 from hlsnn.runtime import Accelerator  # noqa: E402
 
 SPARSE8 = ROOT / "configs" / "accel" / "sparse8_pynq-z2.yaml"     # rounding nearest_even
@@ -161,9 +161,10 @@ def test_a_compiled_model_runs_it_layer_by_layer_with_the_deployment_s_bits(tmp_
     from onnx import TensorProto, helper, numpy_helper
 
     import hlsnn
-    from hlsnn.deploy import datasets, task_formats
-    from hlsnn.deploy.evaluate import open_accelerators
-    from hlsnn.deploy.onnx_import import load_onnx
+    from hlsnn.deploy import datasets
+    from hlsnn.deploy.quantize import task_formats
+    from hlsnn.deploy.reports.evaluate import open_accelerators
+    from hlsnn.deploy.importer.onnx_import import load_onnx
     from hlsnn.errors import InputError
     from hlsnn.network.build import compile_model
     rng = np.random.default_rng(5)
@@ -182,7 +183,7 @@ def test_a_compiled_model_runs_it_layer_by_layer_with_the_deployment_s_bits(tmp_
     (j,) = [j for j in program["layers"] if j.get("kind") == "conv"]
     assert j["in_terms"] == 2
     from hlsnn.network import artifact
-    from hlsnn.deploy.program import lower
+    from hlsnn.deploy.lower.program import lower
     with pytest.raises(InputError, match="2 int8 terms.*runs layer by layer"):
         lower(*artifact.read(out))
     cfg = load_deploy_config(cfg_path)

@@ -1,5 +1,5 @@
 """Two shift codes per weight in one accumulator (``weight_terms: 2``, issue 52;
-:mod:`hlsnn.deploy.twoterm`): the layer's integers are those of a float64 GEMM of the two
+:mod:`hlsnn.deploy.quantize.twoterm`): the layer's integers are those of a float64 GEMM of the two
 terms' summed codes, rounded once by the output rule; emu and csim agree bit for bit; the
 network mode runs it with the layer path's bits; the option is checked."""
 import numpy as np
@@ -7,8 +7,8 @@ import pytest
 
 pytest.importorskip("onnx")
 from hlsnn.deploy.config import Assignment, FormatSpec, load_deploy_config  # noqa: E402
-from hlsnn.deploy.graph import Layer, Network  # noqa: E402
-from hlsnn.deploy.runner import float_forward, Deployment  # noqa: E402
+from hlsnn.deploy.importer.graph import Layer, Network  # noqa: E402
+from hlsnn.deploy.run.runner import float_forward, Deployment  # noqa: E402
 from hlsnn.errors import ConfigError  # noqa: E402
 from hlsnn.runtime import Accelerator  # noqa: E402
 
@@ -88,7 +88,7 @@ def test_the_network_mode_runs_two_terms_with_the_layer_paths_bits():
     """The network program of a two-term layer (it refused one before): its weights are each
     output's own Q1 + Q2, both terms' codes kept for the kernel's two shift-adds, and its integers
     are the layer path's (the shift_mac network kernel's csim: tests/deploy/test_network_act10.py)."""
-    from hlsnn.deploy import program as netmode
+    from hlsnn.deploy.lower import program as netmode
     y, dep = _run(_net("depthwise"), X, 2)
     prog = dep._lowered()
     conv, = prog.ops
@@ -131,7 +131,7 @@ def test_the_modelled_cost_is_that_of_the_doubled_reduction():
     of the dense layer with 2K inputs (its weights [W | W]), more than one term's."""
     from types import SimpleNamespace
     from hlsnn.config import load_config
-    from hlsnn.deploy.evaluate import modelled_latency
+    from hlsnn.deploy.reports.evaluate import modelled_latency
     from hlsnn.measure.layers import layer_cycles
     net = _net("dense")
     x = X.reshape(len(X), -1)

@@ -9,11 +9,11 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from hlsnn.deploy.config import load_deploy_config  # noqa: E402
-from hlsnn.deploy.evaluate import open_accelerators  # noqa: E402
-from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.runner import Deployment  # noqa: E402
-from hlsnn.deploy.executors import _add_histogram  # noqa: E402
-from hlsnn.deploy.quant import CHANNEL_FRAC_LIMIT, weight_fracs  # noqa: E402
+from hlsnn.deploy.reports.evaluate import open_accelerators  # noqa: E402
+from hlsnn.deploy.importer.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.run.runner import Deployment  # noqa: E402
+from hlsnn.deploy.run.executors import _add_histogram  # noqa: E402
+from hlsnn.deploy.quantize.quant import CHANNEL_FRAC_LIMIT, weight_fracs  # noqa: E402
 from hlsnn.errors import ConfigError  # noqa: E402
 from hlsnn.formats import fixed  # noqa: E402
 
@@ -103,7 +103,7 @@ def test_auto_takes_a_scale_per_channel_only_where_a_channel_is_three_bits_finer
     of 127 at radix 6 and 8) keep the tensor's radix 6; a row of 1/8 (radix 9, three bits
     finer) gives each row its own. The config resolves auto for fixed only; the deployed layer
     follows the rule (its f_w), and the rows of test_small_rows (64x smaller) take one each."""
-    from hlsnn.deploy.quant import weight_fracs
+    from hlsnn.deploy.quantize.quant import weight_fracs
     rows = np.array([[1.0, -0.5], [0.25, 0.1], [-0.125, 0.0]])
     assert weight_fracs(rows[:2], "auto", 127) == 6 and np.ndim(weight_fracs(rows[:2], "auto", 127)) == 0
     assert weight_fracs(rows, "auto", 127).tolist() == [6, 8, 9]

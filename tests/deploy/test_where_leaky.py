@@ -1,4 +1,4 @@
-"""``torch.where(h > 0, h, a * h)`` (a leaky ReLU by hand) as one ``LeakyRelu`` (:mod:`hlsnn.deploy.wheregate`):
+"""``torch.where(h > 0, h, a * h)`` (a leaky ReLU by hand) as one ``LeakyRelu`` (:mod:`hlsnn.deploy.rewrite.wheregate`):
 before, its ``Compare`` had no rule in the network mode and the model ran layer by layer (2 kernel
 starts for a two-layer MLP).
 
@@ -36,8 +36,8 @@ def _x(n):
 @pytest.mark.parametrize("how, alpha", [("gt", 0.1), ("lt", 0.2)])
 def test_a_hand_written_leaky_relu_imports_as_one_and_runs_in_one_start(tmp_path, how, alpha):
     import hlsnn
-    from hlsnn.deploy.onnx_import import load_onnx
-    from hlsnn.deploy.runner import float_forward
+    from hlsnn.deploy.importer.onnx_import import load_onnx
+    from hlsnn.deploy.run.runner import float_forward
     from netfixtures import FORMATS, compile_onnx, torch_export
     path = torch_export(_Where(how), (1, 8, 8), tmp_path / f"{how}.onnx", "ts17")
     net = load_onnx(path)
@@ -54,8 +54,8 @@ def test_a_hand_written_leaky_relu_imports_as_one_and_runs_in_one_start(tmp_path
 
 
 def test_a_where_of_another_tensor_is_left_alone():
-    from hlsnn.deploy.graph import Layer
-    from hlsnn.deploy.wheregate import fold
+    from hlsnn.deploy.importer.graph import Layer
+    from hlsnn.deploy.rewrite.wheregate import fold
     sel = dict(fn="Where", in_shapes=[(1, 4)] * 3, out_shape=(1, 4), cond=0, operands=[("x", 1), ("x", 2)],
                neginf=[np.zeros((), bool)] * 2)
     cmp_ = Layer("c", "host", ["h"], "m", op="Compare", attrs={"fn": "Greater", "c": 0.0})

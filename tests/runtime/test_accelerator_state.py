@@ -129,9 +129,9 @@ def test_a_deployment_with_one_accel_by_name_and_by_path(tmp_path):
     pytest.importorskip("sklearn")
     from hlsnn.deploy import datasets
     from hlsnn.deploy.config import load_deploy_config
-    from hlsnn.deploy.evaluate import open_accelerators
-    from hlsnn.deploy.onnx_import import load_onnx
-    from hlsnn.deploy.runner import Deployment
+    from hlsnn.deploy.reports.evaluate import open_accelerators
+    from hlsnn.deploy.importer.onnx_import import load_onnx
+    from hlsnn.deploy.run.runner import Deployment
     models = ROOT / "configs" / "models"
     cfgp = tmp_path / "d.yaml"
     cfgp.write_text(f"name: d\nmodel: {models / 'digits_mlp.onnx'}\ndata: digits\n"

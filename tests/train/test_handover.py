@@ -20,7 +20,7 @@ from .test_smoothing import run_train_qat  # noqa: E402
 def test_saved_config_calibrates_on_the_scripts_images(monkeypatch, capsys, tmp_path):
     from hlsnn.deploy import datasets
     from hlsnn.deploy.config import load_deploy_config
-    from hlsnn.deploy.evaluate import open_deployment
+    from hlsnn.deploy.reports.evaluate import open_deployment
     from hlsnn.train import deployed, trained_config
     from hlsnn.train.data import validation_split
     save = str(tmp_path / "q.pt")
@@ -77,7 +77,7 @@ def test_a_fold_trains_and_tests_on_its_images_and_the_saved_data_follows(monkey
     (``cross_validation_fold`` of digits32), the JSON names the fold, the deployment of the saved
     files alone gives the script's accuracy on those test images; a fold out of range is refused."""
     from hlsnn.deploy import datasets
-    from hlsnn.deploy.evaluate import open_deployment
+    from hlsnn.deploy.reports.evaluate import open_deployment
     from hlsnn.train.data import cross_validation_fold
     save = str(tmp_path / "q.pt")
     run_train_qat(monkeypatch, "train_qat_fold", ["--fold", "2/5", "--calibration-samples", "64", "--save", save])

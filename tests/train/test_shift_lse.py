@@ -1,4 +1,4 @@
-"""``radix: lse`` on the shift formats (twohot, pot on shift_mac; hlsnn.deploy.radix_lse): the
+"""``radix: lse`` on the shift formats (twohot, pot on shift_mac; hlsnn.deploy.quantize.radix_lse): the
 prepared model's eval-mode outputs equal the deployed emulator's bit for bit, static and dynamic
 radix points (test_residual_depthwise.py's model and harness), and (static) the rule moves some radix."""
 import pytest

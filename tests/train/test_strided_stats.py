@@ -89,7 +89,7 @@ def test_deployed_takes_every_calibration_key(tmp_path, monkeypatch, cal, want):
     reaches the Deployment (as hlsnn deploy, open_deployment and hlsnn compile:
     tests/deploy/test_calibration_kwargs.py); the expected values are the YAML's."""
     import inspect
-    from hlsnn.deploy.runner import Deployment
+    from hlsnn.deploy.run.runner import Deployment
     from hlsnn.train import emulate
     seen = []
 

@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 nn = torch.nn
 
-from hlsnn.deploy.quant import host_radix, to_fixed  # noqa: E402
+from hlsnn.deploy.quantize.quant import host_radix, to_fixed  # noqa: E402
 from hlsnn.formats import bfp as bfpfmt  # noqa: E402
 from hlsnn.formats import shift as sfmt  # noqa: E402
 from hlsnn.train import (BalancedPruner, ShiftWeight, balanced_mask, bfp_fake, check_round_trip,  # noqa: E402

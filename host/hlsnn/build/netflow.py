@@ -86,7 +86,7 @@ class NetBuild(Build):
     def csim(self):
         """The network kernel's C-simulation equals the network mode on the stored check
         inputs and ``cases`` random images, every bit."""
-        from ..deploy import program as netmode
+        from ..deploy.lower import program as netmode
         net = self.net
         batches = []
         shape = tuple(net.shapes[net.aliases.get(net.input["name"], net.input["name"])])

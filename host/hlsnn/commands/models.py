@@ -28,7 +28,7 @@ def _host_bits(args):
 
 
 def cmd_deploy(args):
-    from ..deploy.evaluate import format_result
+    from ..deploy.reports.evaluate import format_result
     from ..evaluation.run import deploy
     from ..progress import enabled
     res = deploy(args.config, args.target, assignments=args.assignment or None, host_fallback=args.host_fallback,

@@ -22,18 +22,18 @@ Format types and the engine that runs them:
   one power-of-two weight scale per tensor, or per output channel with
   ``weight_scale: channel``; activations in the accel config's fixed-point format. The codes
   are chosen on the calibration images for the layer's output (``weight_fit: output``:
-  :mod:`hlsnn.deploy.shift_fit`), for the float network's output of the layer
-  (``weight_fit: network``: :mod:`hlsnn.deploy.shift_netfit`), or each weight's nearest
+  :mod:`hlsnn.deploy.quantize.shift_fit`), for the float network's output of the layer
+  (``weight_fit: network``: :mod:`hlsnn.deploy.quantize.shift_netfit`), or each weight's nearest
   (``weight_fit: nearest``); by default (``weight_fit: auto``, ``radix: auto``) the deployment
   calibrates with each of ``output``/``network`` and radix ``lse``/``msb`` and keeps the pair
   whose outputs on the calibration images are nearest the float model's
-  (:mod:`hlsnn.deploy.shift_auto`).
+  (:mod:`hlsnn.deploy.quantize.shift_auto`).
 * ``fixed``: int8 weights and activations (dynamic fixed point) on ``sparse_cluster``; the
   weight scale per tensor, per output channel (``weight_scale: channel``), or by default
   (``auto``) per output channel only in a layer with a channel 3 bits or more below the
   tensor's scale; activation radix points by least squared error by default (``radix: auto``,
-  :mod:`hlsnn.deploy.radix_lse`). In a regression deployment the ``auto`` fields of the
-  ``fixed`` and ``sparse`` formats resolve otherwise (:mod:`hlsnn.deploy.task_formats`).
+  :mod:`hlsnn.deploy.quantize.radix_lse`). In a regression deployment the ``auto`` fields of the
+  ``fixed`` and ``sparse`` formats resolve otherwise (:mod:`hlsnn.deploy.quantize.task_formats`).
 * ``sparse``: as ``fixed`` with the smallest ``prune`` fraction of each layer's weights (by
   magnitude) set to zero, so the zero-skipping engine skips them.
 """
@@ -61,50 +61,50 @@ FORMAT_FIELDS = {
                          "magnitudes, wherever they are; kernel: whole columns (one input channel at one tap) per "
                          "block of output lanes, the same count in every channel bank, the shape the board-sized "
                          "network kernel (net_shape: board) skips, so its steps drop with the sparsity "
-                         "(hlsnn.deploy.kprune)", default="weight", choices=("weight", "kernel")),
+                         "(hlsnn.deploy.quantize.kprune)", default="weight", choices=("weight", "kernel")),
     "weight_scale": Field("choice", "twohot, pot, fixed, sparse: one power-of-two weight scale per tensor, or one "
                           "per output channel; auto: per output channel in a layer where some channel's scale would "
-                          "be 3 bits or more finer than the tensor's (hlsnn.deploy.quant.weight_fracs), for fixed and for sparse "
+                          "be 3 bits or more finer than the tensor's (hlsnn.deploy.quantize.quant.weight_fracs), for fixed and for sparse "
                           "with prune_shape: kernel; "
                           "tensor for the other types; a regression deployment's fixed and sparse formats: channel "
-                          "(hlsnn.deploy.task_formats)", default="auto", choices=("auto", "tensor", "channel")),
+                          "(hlsnn.deploy.quantize.task_formats)", default="auto", choices=("auto", "tensor", "channel")),
     "weight_fit": Field("choice", "twohot, pot: codes chosen for the layer's output on the calibration images "
-                        "(error feedback and bias correction, hlsnn.deploy.shift_fit), for the float network's output "
-                        "of the layer (network: the error of the layers before taken back, hlsnn.deploy.shift_netfit), "
+                        "(error feedback and bias correction, hlsnn.deploy.quantize.shift_fit), for the float network's output "
+                        "of the layer (network: the error of the layers before taken back, hlsnn.deploy.quantize.shift_netfit), "
                         "or each weight's nearest code; auto: output or network, the one whose outputs on the calibration images "
-                        "are nearest the float model's, chosen with radix (hlsnn.deploy.shift_auto). bfp, fixed, sparse: "
+                        "are nearest the float model's, chosen with radix (hlsnn.deploy.quantize.shift_auto). bfp, fixed, sparse: "
                         "output (the weights as quantized) or network (the layers giving the network's output refitted "
-                        "to the float network's output on the calibration images, hlsnn.deploy.outfit); auto: network "
-                        "in a regression deployment (hlsnn.deploy.task_formats), else output", default="auto",
+                        "to the float network's output on the calibration images, hlsnn.deploy.quantize.outfit); auto: network "
+                        "in a regression deployment (hlsnn.deploy.quantize.task_formats), else output", default="auto",
                         choices=("auto", "output", "network", "nearest")),
     "weight_terms": Field("int", "twohot, pot: shift codes per weight; 2: a second code for each weight's rounding "
                           "error at the same scale, both summed in the layer's one accumulator (K doubled: "
-                          "hlsnn.deploy.twoterm; such a deployment runs layer by layer, not in the network mode)",
+                          "hlsnn.deploy.quantize.twoterm; such a deployment runs layer by layer, not in the network mode)",
                           default=1, lo=1, hi=2),
     "input_terms": Field("choice", "fixed, sparse: the int8 terms a conv giving the network's output takes its input "
                          "in where the host quantizes it (a host op's float output): 1, or 2 (the residual 7 bits finer, "
-                         "a second raw pass of the kernel, the sums added exactly on the host: hlsnn.deploy.twoin; "
+                         "a second raw pass of the kernel, the sums added exactly on the host: hlsnn.deploy.quantize.twoin; "
                          "that layer then runs layer by layer, unless it reads a residual Add or a linear Resize "
                          "of one: network rule 12t); auto: 2 in a regression "
-                         "deployment (hlsnn.deploy.task_formats), else 1", default="auto", choices=("auto", 1, 2)),
+                         "deployment (hlsnn.deploy.quantize.task_formats), else 1", default="auto", choices=("auto", 1, 2)),
     "radix": Field("choice", "fixed, sparse, twohot, pot: each activation radix point chosen by DETERMINE (msb: "
                    "the largest value fits) or as DETERMINE's or up to 3 bits finer, of least squared error on the calibration images "
-                   "(lse: hlsnn.deploy.radix_lse), or lse then each moved one bit at a time while the network output's error "
-                   "on the calibration images drops (search: hlsnn.deploy.radix_search); auto: lse for fixed, msb for sparse, "
+                   "(lse: hlsnn.deploy.quantize.radix_lse), or lse then each moved one bit at a time while the network output's error "
+                   "on the calibration images drops (search: hlsnn.deploy.quantize.radix_search); auto: lse for fixed, msb for sparse, "
                    "for twohot and pot the one whose outputs on the calibration images are nearest the float model's, chosen "
-                   "with weight_fit (hlsnn.deploy.shift_auto); a regression deployment's fixed and sparse formats: search "
-                   "(hlsnn.deploy.task_formats)",
+                   "with weight_fit (hlsnn.deploy.quantize.shift_auto); a regression deployment's fixed and sparse formats: search "
+                   "(hlsnn.deploy.quantize.task_formats)",
                    default="auto", choices=("auto", "msb", "lse", "search")),
     "equalize": Field("choice", "fixed, sparse: channels: each conv -> ReLU -> conv chain's channels scaled by "
                       "powers of two, half of their range gap moved into the weights, exactly in float "
-                      "(hlsnn.deploy.chain_equalize); none: as imported; auto: channels for a regression "
-                      "deployment's fixed and sparse formats, else none (hlsnn.deploy.task_formats)", default="auto",
+                      "(hlsnn.deploy.quantize.chain_equalize); none: as imported; auto: channels for a regression "
+                      "deployment's fixed and sparse formats, else none (hlsnn.deploy.quantize.task_formats)", default="auto",
                       choices=("auto", "none", "channels")),
     "bias_correction": Field("choice", "empirical: each layer's bias moved so that its outputs have the float "
                              "network's per-channel mean on the calibration images, layer by layer "
-                             "(hlsnn.deploy.biascorr; calibrates layer by layer); none: the imported bias; "
+                             "(hlsnn.deploy.quantize.biascorr; calibrates layer by layer); none: the imported bias; "
                              "auto: empirical for bfp in a network with a grouped or depthwise conv, and for a "
-                             "regression deployment's fixed and sparse formats (hlsnn.deploy.task_formats), else none",
+                             "regression deployment's fixed and sparse formats (hlsnn.deploy.quantize.task_formats), else none",
                              default="auto", choices=("auto", "none", "empirical")),
 }
 
@@ -184,9 +184,9 @@ class FormatSpec:
     weight_terms: int = 1
     radix: str = "msb"
     equalize: str = "none"
-    auto: tuple = ()            # the fields the config left ``auto`` (hlsnn.deploy.task_formats resolves them by task)
-    input_terms: int = 1        # fixed, sparse: 2, an output conv's host-quantized input in two terms (deploy.twoin)
-    prune_shape: str = "weight"  # sparse: the smallest magnitudes, or whole kernel columns (deploy.kprune)
+    auto: tuple = ()            # the fields the config left ``auto`` (hlsnn.deploy.quantize.task_formats resolves them by task)
+    input_terms: int = 1        # fixed, sparse: 2, an output conv's host-quantized input in two terms (deploy.quantize.twoin)
+    prune_shape: str = "weight"  # sparse: the smallest magnitudes, or whole kernel columns (deploy.quantize.kprune)
 
     @property
     def engine(self):
@@ -304,7 +304,7 @@ def load_deploy_config(path) -> DeployConfig:
             raise ConfigError(path, f"formats.{name}.weight_fit", s["weight_fit"],
                               "only the shift formats (twohot, pot) choose their codes; a bfp, fixed or sparse "
                               "format takes output (the weights as quantized) or network (the output layer "
-                              "refitted to the float network, hlsnn.deploy.outfit)")
+                              "refitted to the float network, hlsnn.deploy.quantize.outfit)")
         if s["type"] not in ("twohot", "pot") and s["weight_terms"] != 1:
             raise ConfigError(path, f"formats.{name}.weight_terms", s["weight_terms"],
                               "only the shift formats (twohot, pot) have a second code per weight; leave it out")
@@ -373,9 +373,9 @@ STATIC_RULES = (("strided_stats", "all", "kept", "sees every stride-1 result"),
 
 
 def deployment_kwargs(cfg: DeployConfig, *, update=None, update_by=None, host_bits=None) -> dict:
-    """The keyword arguments of :class:`~hlsnn.deploy.runner.Deployment` that ``cfg`` fixes: its
+    """The keyword arguments of :class:`~hlsnn.deploy.run.runner.Deployment` that ``cfg`` fixes: its
     ``calibration`` section (filled with the defaults by :func:`load_deploy_config`) and
-    ``rounding``; the one rule of ``hlsnn deploy``, :func:`~hlsnn.deploy.evaluate.open_deployment`,
+    ``rounding``; the one rule of ``hlsnn deploy``, :func:`~hlsnn.deploy.reports.evaluate.open_deployment`,
     ``hlsnn compile`` and hlsnn.train's ``deployed``. ``update`` / ``update_by``: the command
     line's ``--radix-update`` / ``--radix-update-by`` over the config's (None: the config's);
     ``host_bits``: the quantized host mode's bits (None: float host layers), a command-line

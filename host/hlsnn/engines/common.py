@@ -11,7 +11,7 @@ def workspace(name, shape, dtype=np.float64):
 
     Fresh multi-MB temporaries cost more in page faults than the arithmetic done on them;
     reusing them keeps the emulators within a small factor of a float32 matmul. Only a few
-    arrays are held per thread; :func:`release_workspace` frees them.
+    arrays are held per thread; they are freed with the thread.
     """
     bufs = getattr(_WORKSPACE, "bufs", None)
     if bufs is None:
@@ -39,11 +39,6 @@ def exact_matmul(a, bt, out):
     for r0 in range(0, rows, GEMM_ROWS):
         np.matmul(a[r0:r0 + GEMM_ROWS], bt, out=out[r0:r0 + GEMM_ROWS])
     return out
-
-
-def release_workspace():
-    """Free the emulators' scratch arrays of the calling thread."""
-    _WORKSPACE.bufs = {}
 
 
 def times_pow2(v, e, out=None):

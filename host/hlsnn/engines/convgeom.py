@@ -230,7 +230,7 @@ def stride1_output(y, g: ConvGeom, h, w):
 def spread(a, sh, sw, fill=0):
     """``a`` (..., h, w) with ``sh - 1`` rows and ``sw - 1`` columns of ``fill`` between its entries:
     (..., sh*(h-1)+1, sw*(w-1)+1). A transposed convolution's zero-stuffed input (``fill`` 0) and a
-    dilated convolution's kernel with its holes filled (:mod:`hlsnn.deploy.dilate`)."""
+    dilated convolution's kernel with its holes filled (:mod:`hlsnn.deploy.lower.dilate`)."""
     a = np.asarray(a)
     h, w = a.shape[-2:]
     out = np.full(a.shape[:-2] + (sh * (h - 1) + 1, sw * (w - 1) + 1), fill, a.dtype)

@@ -9,7 +9,7 @@ shipped ResNet-8 (``docs/tutorials/autotune.md``): on the PYNQ-Z2 the board-size
 two (``pot_z2``), is 231.1 us already, so no mix of the two beats it; ``bfp_systolic``'s kernel
 has one mantissa width. The sized sparse kernel skips a tap (one input channel at one kernel
 position) when no lane of a block of output channels needs it, so a layer pruned in that shape
-(``sparse`` with ``prune_shape: kernel``, :mod:`hlsnn.deploy.kprune`) takes proportionally
+(``sparse`` with ``prune_shape: kernel``, :mod:`hlsnn.deploy.quantize.kprune`) takes proportionally
 fewer steps: per-layer sparsity is the per-layer format that buys time. The candidates are the
 base format (the config's ``fixed``/``sparse`` format on such a kernel, at sparsity 0) and the
 same format pruned in the kernel's shape at each of :data:`LEVELS`.
@@ -17,7 +17,7 @@ same format pruned in the kernel's shape at each of :data:`LEVELS`.
 **Accuracy** is measured on a validation split of the *training* data (:func:`split`: by
 default every training image that does not calibrate; never the test split), each candidate
 calibrated on the calibration images and run on the fast integer path (:meth:`Deployment.run
-<hlsnn.deploy.runner.Deployment.run>`: the compiled integer program, bit-exact with the
+<hlsnn.deploy.run.runner.Deployment.run>`: the compiled integer program, bit-exact with the
 kernels); the test split is read only with ``test=True``, after the choice. A candidate is
 *within the drop* when an upper bound of its drop is: the images the float model gets right
 and the candidate wrong (``lost``) and the reverse (``gained``) give the drop
@@ -77,7 +77,7 @@ def base_format(cfg, board=None, name=None):
     """The base format: ``name`` or the config's only ``fixed``/``sparse`` (unpruned) format whose accel
     config is the board-sized ``sparse_cluster`` network kernel (``net_shape: board``) of ``board``."""
     from ..config import load_config
-    from ..deploy.kprune import shape_of
+    from ..deploy.quantize.kprune import shape_of
     ok = []
     for f in cfg.formats.values():
         if f.type not in ("fixed", "sparse") or f.prune:
@@ -108,10 +108,12 @@ class Search:
 
     def __init__(self, config_path, *, board=None, base=None, objective="latency", levels=LEVELS,
                  val_images=VAL_IMAGES, log=None):
-        from ..deploy import datasets, task_formats, trained
+        from ..deploy import datasets
+        from ..deploy.quantize import task_formats
+        from ..deploy.importer import trained
         from ..deploy.config import deployment_kwargs, load_deploy_config
-        from ..deploy.evaluate import _layout, float_reference, open_accelerators
-        from ..deploy.onnx_import import load_onnx
+        from ..deploy.reports.evaluate import _layout, float_reference, open_accelerators
+        from ..deploy.importer.onnx_import import load_onnx
         if objective not in OBJECTIVES:
             raise InputError(f"--objective {objective!r}: one of {', '.join(OBJECTIVES)} (every candidate runs on the "
                              "same sized kernel, whose LUTs do not depend on a layer's sparsity)")
@@ -178,8 +180,8 @@ class Search:
         lv = tuple(int(i) for i in lv)
         if x is None and lv in self.cache:
             return self.cache[lv]
-        from ..deploy.runner import Deployment
-        from ..deploy.shift_auto import cal_labels
+        from ..deploy.run.runner import Deployment
+        from ..deploy.quantize.shift_auto import cal_labels
         asg = self.assignment(lv)
         self.cfg.assignments[asg.name] = asg
         dep = Deployment(self.net, asg, self.cfg.formats, self.accs, **self.dep_kwargs)
@@ -208,7 +210,7 @@ class Search:
         import tempfile
         from pathlib import Path
         from ..network import artifact, latency
-        from ..deploy.layers import program_of
+        from ..deploy.lower.layers import program_of
         program, arrays = program_of(dep, self.net, self.cfg, asg.name, self.accs, x_cal=0)
         arrays["check/x"] = np.asarray(x1, np.float64)
         with tempfile.TemporaryDirectory(prefix="hlsnn-autotune-") as d:
@@ -295,9 +297,9 @@ def single(s: Search, name, x=None, y=None):
     """The config's assignment ``name`` on its own accelerators, evaluated as a candidate is (on the
     validation images, or on ``x``, ``y``): ``{name, accuracy, drop, bound, cost, ...}``."""
     from ..deploy.config import Assignment
-    from ..deploy.evaluate import open_accelerators
-    from ..deploy.runner import Deployment
-    from ..deploy.shift_auto import cal_labels
+    from ..deploy.reports.evaluate import open_accelerators
+    from ..deploy.run.runner import Deployment
+    from ..deploy.quantize.shift_auto import cal_labels
     a = s.cfg.assignments[name]
     accs = open_accelerators(s.cfg, "emu", [name])
     saved = s.accs
@@ -376,7 +378,7 @@ def run(config_path, *, board=None, max_drop=1.0, objective="latency", base=None
         res["speedup_vs_shipped"] = (min(r["cost"] for r in single_shipped) / chosen["cost"]
                                      if single_shipped else None)
         if test:
-            from ..deploy.evaluate import float_reference
+            from ..deploy.reports.evaluate import float_reference
             y_ref = float_reference(s.cfg.model, s.ds.x_test, output=s.net.output)
             yt = np.asarray(s.ds.y_test)
             got = (single(s, chosen["single"], s.ds.x_test, yt) if chosen.get("single") else

@@ -1,6 +1,6 @@
 """``hlsnn report MODEL.yaml``: one self-contained HTML page about a deployment config, from
 :func:`hlsnn.evaluation.run.deploy` with per-layer statistics (the page's sections:
-:mod:`hlsnn.deploy.report`)."""
+:mod:`hlsnn.deploy.reports.report`)."""
 from __future__ import annotations
 
 import shlex
@@ -8,10 +8,10 @@ from pathlib import Path
 
 from ..paths import build_root
 from ..config import load_config
-from ..deploy import evaluate
+from ..deploy.reports import evaluate
 from ..deploy.config import load_deploy_config
-from ..deploy.onnx_import import load_onnx
-from ..deploy.report import _matplotlib, _sections, engine_input_shapes, page_out, write_page
+from ..deploy.importer.onnx_import import load_onnx
+from ..deploy.reports.report import _matplotlib, _sections, engine_input_shapes, page_out, write_page
 from . import run
 
 
@@ -26,7 +26,7 @@ def write_report(config_path, target="emu", *, out=None, host_fallback=False, ho
     ------
     InputError
         ``out`` does not end in .html/.htm, is a folder or its folder does not exist (checked
-        before any work: :func:`hlsnn.deploy.report.page_out`) or cannot be written, or anything
+        before any work: :func:`hlsnn.deploy.reports.report.page_out`) or cannot be written, or anything
         :func:`~hlsnn.evaluation.run.deploy` rejects.
     MissingDependency
         matplotlib (or onnx) is not installed.

@@ -1,7 +1,7 @@
 """``hlsnn deploy``: calibrate and evaluate every layer-format assignment of a deployment
 config on one target, against onnx's own float evaluation of the model, layer by layer or, where
 the compiled model has one, on its network kernel (:func:`network_net`), with the modelled time
-of each: its engine layers' (:func:`hlsnn.deploy.evaluate.modelled_latency`) and end to end, host
+of each: its engine layers' (:func:`hlsnn.deploy.reports.evaluate.modelled_latency`) and end to end, host
 included (:func:`end_to_end_latency`, the compiled model's :func:`hlsnn.network.latency.model`).
 
 It stands above the stages it runs: the deployment (:mod:`hlsnn.deploy`: import, quantize,
@@ -13,14 +13,16 @@ import time
 
 import numpy as np
 
-from ..deploy import datasets, qimport, task_formats, trained, update
-from ..deploy.shift_auto import cal_labels
+from ..deploy import datasets
+from ..deploy.importer import qimport, trained
+from ..deploy.quantize import task_formats, update
+from ..deploy.quantize.shift_auto import cal_labels
 from ..deploy.config import deployment_kwargs, load_deploy_config
-from ..deploy.evaluate import (_check_data, _check_labels, _classification, _layout, _regression, as_map, file_tensor,
+from ..deploy.reports.evaluate import (_check_data, _check_labels, _classification, _layout, _regression, as_map, file_tensor,
                                _regression_scorer, _targets, float_reference, host_bits_of, host_layers,
                                infer_task, modelled_latency, open_accelerators, pot_note)
-from ..deploy.onnx_import import load_onnx
-from ..deploy.runner import Deployment
+from ..deploy.importer.onnx_import import load_onnx
+from ..deploy.run.runner import Deployment
 from ..errors import HlsnnError, InputError, filesystem_message, printable
 from ..measure.layers import input_terms
 
@@ -42,9 +44,9 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
     :func:`host_bits_of`. The result's ``host_precision`` says which ran.
     ``radix_update`` (``"e1"``/``"e5"``) and ``radix_update_by`` (``"layer"``/``"op_type"``)
     override the config's ``calibration.update`` and ``calibration.update_by``
-    (:mod:`hlsnn.deploy.update`); with E5 the result's ``radix_update`` says how, and each
+    (:mod:`hlsnn.deploy.quantize.update`); with E5 the result's ``radix_update`` says how, and each
     assignment's ``radix_update`` gives every fixed-point layer's choice and modelled times.
-    A model quantized elsewhere (ONNX QDQ, :mod:`hlsnn.deploy.qimport`) keeps the file's radix points
+    A model quantized elsewhere (ONNX QDQ, :mod:`hlsnn.deploy.importer.qimport`) keeps the file's radix points
     in every layer that maps onto its format exactly (``recalibrate`` calibrates them instead); each
     assignment's ``imported_quantization`` says per layer ``exact`` or ``approximated`` and why.
     ``network`` (csim and sim only; :func:`network_net`): None runs the test images through the
@@ -112,7 +114,7 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
             asg = cfg.assignments[name]
             try:
                 dep = Deployment(net, asg, cfg.formats, accs, **dep_kwargs, qmap=qmap, recalibrate=recalibrate)
-                dep.task = task                      # how a shift format's auto fields are scored (deploy.shift_auto)
+                dep.task = task                      # how a shift format's auto fields are scored (deploy.quantize.shift_auto)
                 dep.cal_labels = cal_labels(ds, len(x_cal), task)
                 t_cal = dep.calibrate(x_cal)
                 imported = dep.imported                 # the file's own radix points where they map exactly
@@ -139,17 +141,17 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
                     "calibration_s": round(t_cal, 3),
                     "layers": {ln: cfg.formats[asg.format_of(ln)].name for ln in dep.execs},
                 })
-                if getattr(dep, "shift_choice", None):     # a shift format's auto radix/fit (deploy.shift_auto)
+                if getattr(dep, "shift_choice", None):     # a shift format's auto radix/fit (deploy.quantize.shift_auto)
                     entry["shift_choice"] = dep.shift_choice
                 calib = task_formats.choices(cfg.formats, asg.formats())
                 if calib:                                   # the fixed-point formats' options as resolved
                     entry["fixed_point_calibration"] = calib
                 if imported is not None:
                     entry["imported_quantization"] = imported
-                from ..deploy import fitreport              # the output layer's refit and two terms (issue 52)
+                from ..deploy.reports import fitreport              # the output layer's refit and two terms (issue 52)
                 entry.update(fitreport.entry(dep))
                 if getattr(dep, "actmm", None):             # attention's MatMuls: where they ran, how many calls
-                    from ..deploy.actmm_engine import report as actmm_report
+                    from ..deploy.run.actmm_engine import report as actmm_report
                     entry["act_matmul"] = actmm_report(dep.actmm)
                 entry["run"] = ({"path": "network kernel", "kernel_starts": 1, "batch": int(len(x_test))}
                                 if cnet is not None else {"path": "layer by layer"})
@@ -178,10 +180,10 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
                         if ex.layer.relu:        # a Clip's ReLU fused in: the file's tensor there is before it
                             r = np.maximum(r, 0)
                         k = getattr(dep, "balanced", {}).get(ln)
-                        if isinstance(k, int):   # scaled by 2**k to balance a skip Concat (deploy.equalize)
+                        if isinstance(k, int):   # scaled by 2**k to balance a skip Concat (deploy.quantize.equalize)
                             q = np.ldexp(q, -k)
                         kc = getattr(dep, "chain_scales", {}).get(ln)
-                        if kc is not None:       # channel c scaled by 2**k[c] (deploy.chain_equalize)
+                        if kc is not None:       # channel c scaled by 2**k[c] (deploy.quantize.chain_equalize)
                             q = np.ldexp(q, -np.asarray(kc).reshape(-1, 1, 1))
                         rms = float(np.sqrt(np.mean((q - r) ** 2)) / max(np.sqrt(np.mean(r ** 2)), 1e-30))
                         st = ex.stats
@@ -222,7 +224,7 @@ def network_net(dep, net, cfg, name, accs, x_check, target, target_options, *, r
     import tempfile
     from pathlib import Path
     from ..network import artifact
-    from ..deploy.layers import program_of
+    from ..deploy.lower.layers import program_of
     from ..network.loader import CompiledNet, kernel_network
     if cfg.calibration["mode"] != "static":
         if required:
@@ -263,7 +265,7 @@ def end_to_end_latency(dep, net, cfg, name, accs, x1) -> dict:
     import tempfile
     from pathlib import Path
     from ..network import artifact, latency
-    from ..deploy.layers import program_of
+    from ..deploy.lower.layers import program_of
     if cfg.calibration["mode"] != "static":
         return {"end_to_end": None, "end_to_end_note": "dynamic calibration: no compiled model to model end to end"}
     try:

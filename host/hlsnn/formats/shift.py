@@ -62,7 +62,7 @@ Code limit (``max_code``, two-hot only; an accelerator config's ``shift_mac.max_
     A limit ``Lm`` (a two-hot magnitude of the format, at least ``2**emax``: 128 at
     ``exp_bits`` 3) takes the place of ``M`` above: ``F`` fits the largest weight to ``Lm``,
     and only the codes with ``|value| <= Lm`` are candidates of the nearest rounding (and of
-    :mod:`hlsnn.deploy.shift_fit`'s refit), so no code above it is ever produced. Why: the
+    :mod:`hlsnn.deploy.quantize.shift_fit`'s refit), so no code above it is ever produced. Why: the
     product ``x * value`` of an int8 activation then has ``|x * value| <= 2**14``, and two such
     products pack into one DSP48E1 (the shift_mac network kernel's ``net_dsp`` banks,
     :mod:`hlsnn.engines.shift_mac.network.dsp`). The code values stay exact integers, so the
@@ -623,7 +623,7 @@ def quantize_twohot(w, exp_bits: int, *, delta: int = 0,
 def encode(values, scale_exponent, mode: str, exp_bits: int, *, delta: int = 0,
            axis: Optional[int] = None) -> ShiftTensor:
     """The canonical codes of integer code values chosen by the caller (a quantizer other than
-    nearest rounding, e.g. :mod:`hlsnn.deploy.shift_fit`): ``values`` must all be levels of
+    nearest rounding, e.g. :mod:`hlsnn.deploy.quantize.shift_fit`): ``values`` must all be levels of
     the format (:func:`levels`), ``scale_exponent`` as in :meth:`ShiftTensor.from_codes`.
     Each value is written as the module docstring says (zero flag for 0, the canonical code
     of its magnitude, the sign in ``s1`` for pot and in ``s2`` for two-hot), so

@@ -1,5 +1,5 @@
 """Modelled cycles of one deployed layer: the kernel calls the deploy runner
-(:mod:`hlsnn.deploy.runner`) makes for it, costed by the engine's cycle model.
+(:mod:`hlsnn.deploy.run.runner`) makes for it, costed by the engine's cycle model.
 
 The calls are those of the runner's main pass (the output shift known, no statistics), for a
 batch of ``batch`` images:
@@ -22,15 +22,15 @@ grouped (depthwise) conv layers on either GEMM engine
     conv layers through ``conv2d_batch_int`` (as many images per call as the grid holds; a
     strided, dilated, grouped or asymmetrically padded one as the runner runs it, the stride-1
     convolution of :func:`hlsnn.engines.convgeom.as_stride1` on the host-padded input, a
-    kernel beyond ``max_ksize`` as the runner's blocks of taps (:mod:`hlsnn.deploy.blocks`); more
+    kernel beyond ``max_ksize`` as the runner's blocks of taps (:mod:`hlsnn.deploy.run.blocks`); more
     input channels than ``max_in_channels`` as the runner's raw calls, one per chunk),
     dense layers as a 1x1 convolution over a ``(K, 1, batch)`` map; per chunk of
     ``max_out_channels``. The counts depend on which inputs and weights are zero: they come
     from the replica of the kernel's loops (:class:`.counting.CountingTarget`) run on ``x``
     and ``w`` when given, else on a seeded synthetic layer of the same shape with the given
     weight sparsity and input density (zeros placed independently at random). A conv taking
-    its input in two int8 terms (``input_terms``, :mod:`hlsnn.deploy.twoin`) runs as the
-    runner's raw sums of each term (:func:`hlsnn.deploy.blocks.raw_sums`: the stride-1
+    its input in two int8 terms (``input_terms``, :mod:`hlsnn.deploy.quantize.twoin`) runs as the
+    runner's raw sums of each term (:func:`hlsnn.deploy.run.blocks.raw_sums`: the stride-1
     convolution of the padded input, the whole kernel one block, or the blocks of taps beyond
     ``max_ksize``): two passes, the second on the residual ``lo`` codes (``lo_density``).
 """
@@ -141,14 +141,14 @@ def _sparse(layer, cfg, batch, conv, k, n, weight_sparsity, input_density, x, w,
     big = conv is not None and (convgeom.as_stride1(w[:1, :1], layer.geom)[2] if general else w.shape[2]) \
         > p["max_ksize"]
     if big or two is not None:
-        # the runner's raw sums (hlsnn.deploy.blocks.raw_sums): per term, per block of taps
+        # the runner's raw sums (hlsnn.deploy.run.blocks.raw_sums): per term, per block of taps
         # (beyond max_ksize: a 'same' 7x7 too, CBAM's spatial conv on a max_ksize-5 config; else
         # the whole kernel) a raw convolution of the shifted input
         from ..engines.convgeom import kernel_blocks
         g = layer.geom
         kc = KernelCycles()
         terms = [x]
-        if two is not None:            # the residual's codes (hlsnn.deploy.twoin): a second pass
+        if two is not None:            # the residual's codes (hlsnn.deploy.quantize.twoin): a second pass
             terms.append(rng.integers(1, 128, xshape) * rng.choice([-1, 1], xshape) * (rng.random(xshape) < two))
         for xt in terms:
             xp = convgeom.pad_nchw(xt, g.pads)
@@ -222,8 +222,8 @@ def _merge(kc, one):
 
 def input_terms(ex) -> dict:
     """The :func:`layer_kernel_cycles` keywords of a deployed layer ``ex`` (an executor of
-    :mod:`hlsnn.deploy.executors`) that takes its input in two terms (``ex.two``, decided when it
-    calibrates: :func:`hlsnn.deploy.twoin.applies`), with its last run's ``lo`` density;
+    :mod:`hlsnn.deploy.run.executors`) that takes its input in two terms (``ex.two``, decided when it
+    calibrates: :func:`hlsnn.deploy.quantize.twoin.applies`), with its last run's ``lo`` density;
     ``{}`` for one term."""
     if not getattr(ex, "two", None):
         return {}

@@ -116,7 +116,7 @@ def read(path, *, validate=True):
     if program.get("version") != VERSION:
         raise InputError(f"{printable(path)}: compiled model version {excerpt(program.get('version'), 40)}; this "
                          f"hlsnn reads version {VERSION}: recompile it with `hlsnn compile`")
-    from ..deploy.programrev import REVISION     # the optional fields this hlsnn knows (no imports)
+    from ..deploy.lower.programrev import REVISION     # the optional fields this hlsnn knows (no imports)
     rev = program.get("revision", 1)
     if isinstance(rev, int) and not isinstance(rev, bool) and rev > REVISION:
         raise InputError(f"{printable(path)}: compiled by a newer hlsnn ({excerpt(program.get('hlsnn'), 40)}, "

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..errors import InputError, printable
 from . import artifact
-from ..deploy.layers import program_of
+from ..deploy.lower.layers import program_of
 
 
 def choose_assignment(cfg, assignment=None) -> str:
@@ -32,14 +32,14 @@ def compile_model(config_path, assignment, output, *, check_samples=4, calibrati
     ``host_fallback``: nodes no rule covers run on the host with onnx's reference
     implementation (``hlsnn deploy --host-fallback``); the loader then needs onnx.
     ``recalibrate``: a model quantized elsewhere gets calibrated radix points in every layer, not the
-    file's where they map exactly (``hlsnn deploy --recalibrate``, :func:`hlsnn.deploy.qimport.for_assignment`).
+    file's where they map exactly (``hlsnn deploy --recalibrate``, :func:`hlsnn.deploy.importer.qimport.for_assignment`).
     A network kernel above the board's fit budget (90% of each resource, :func:`hlsnn.network.fit.check_network`)
     is refused before anything is written, unless ``allow_overfit`` (``hlsnn compile --allow-overfit``)."""
     from ..deploy import datasets
     from ..deploy.config import deployment_kwargs, load_deploy_config
-    from ..deploy.evaluate import _check_data, _layout, open_accelerators
-    from ..deploy.onnx_import import load_onnx
-    from ..deploy.runner import Deployment
+    from ..deploy.reports.evaluate import _check_data, _layout, open_accelerators
+    from ..deploy.importer.onnx_import import load_onnx
+    from ..deploy.run.runner import Deployment
     cfg = load_deploy_config(config_path)
     assignment = choose_assignment(cfg, assignment)
     cal = cfg.calibration
@@ -51,19 +51,19 @@ def compile_model(config_path, assignment, output, *, check_samples=4, calibrati
     net = load_onnx(cfg.model, output=cfg.output, host_fallback=host_fallback)
     ds = datasets.load(cfg.data, layout=_layout(net, cfg.layout))
     _check_data(cfg.data, net, ds, None, "regression")     # the samples' shape, as hlsnn deploy checks it (no labels)
-    from ..deploy import task_formats               # as hlsnn deploy resolves a regression's fixed/sparse auto
+    from ..deploy.quantize import task_formats               # as hlsnn deploy resolves a regression's fixed/sparse auto
     cfg.formats = task_formats.resolve(cfg.formats, task_formats.task_of(cfg, ds), net)
-    from ..deploy import trained                    # a model hlsnn.train exported: as hlsnn deploy follows it
+    from ..deploy.importer import trained                    # a model hlsnn.train exported: as hlsnn deploy follows it
     cfg.formats = trained.follow(cfg)
     x_cal = ds.x_train[:calibration_samples or cal["samples"]]
     asg = cfg.assignments[assignment]
     accs = open_accelerators(cfg, "emu", [assignment])
     try:
-        from ..deploy import qimport                    # issue 50: a file's own radix points where they map exactly
+        from ..deploy.importer import qimport                    # issue 50: a file's own radix points where they map exactly
         dep = Deployment(net, asg, cfg.formats, accs, **deployment_kwargs(cfg),   # static: mode checked above
                          qmap=qimport.layer_mapping(net, cfg.model), recalibrate=recalibrate)
         dep.task = _task(cfg, ds)                       # how shift_auto scores a candidate, as hlsnn deploy does
-        from ..deploy.shift_auto import cal_labels
+        from ..deploy.quantize.shift_auto import cal_labels
         dep.cal_labels = cal_labels(ds, len(x_cal), dep.task)
         dep.calibrate(x_cal)                            # and the file's radix points (Deployment.qmap)
         xc = np.asarray(ds.x_test[:check_samples], np.float64) if check_samples else None
@@ -96,7 +96,7 @@ def _check_written(program, arrays, source):
 
 def _task(cfg, ds):
     """The task ``hlsnn deploy`` infers for ``cfg`` (:func:`hlsnn.evaluation.run.deploy`)."""
-    from ..deploy.evaluate import infer_task
+    from ..deploy.reports.evaluate import infer_task
     if cfg.targets == "inputs":
         return "regression"
     y = None if ds.y_test is None else np.asarray(ds.y_test)

@@ -159,7 +159,7 @@ def network_resources(net, ps, shape=None):
 def network_kernel(program, arrays, source=""):
     """``(net, cfg)``: a compiled model's lowered network and its accelerator config, or None
     where it runs layer by layer (no network kernel)."""
-    from ..deploy import program as netmode
+    from ..deploy.lower import program as netmode
     from ..engines.network.move import refuse_kernel
     from .loader import config_of
     try:

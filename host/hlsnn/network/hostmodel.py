@@ -98,7 +98,7 @@ LOADER = {
               "per float32 value on every image, loader's Python 3.84 us",
 }
 
-#: host ops on this x86: ``(fixed us, ns per element)`` of :func:`hlsnn.deploy.hostops.run`,
+#: host ops on this x86: ``(fixed us, ns per element)`` of :func:`hlsnn.deploy.run.hostops.run`,
 #: fitted on 64 and 16,384 float64 elements (``bfp patches``: ``netprefix.bfp_patches``, one
 #: patch per image), measured by ``benchmarks/bench_loader_host.py`` (re-measured with the
 #: loader's fast path, the ops' code unchanged: within 3% of these; kept). BatchNormalization
@@ -225,9 +225,9 @@ def op_cost_x86(op):
     return (sorted(f for f, _ in timed)[len(timed) // 2], sorted(n for _, n in timed)[len(timed) // 2])
 
 
-#: ``--host-fallback`` recurrent nodes run by onnx's reference evaluator (:func:`hlsnn.deploy.hostops._fallback`):
+#: ``--host-fallback`` recurrent nodes run by onnx's reference evaluator (:func:`hlsnn.deploy.run.hostops._fallback`):
 #: ``(fixed us, us per time step, us per time step of each further sequence)`` on this x86: the fixed
-#: cost of one run of the node (the evaluator is built once per layer, :func:`hlsnn.deploy.hostops.fallback_session`;
+#: cost of one run of the node (the evaluator is built once per layer, :func:`hlsnn.deploy.run.hostops.fallback_session`;
 #: rebuilt on every call, as before 2026-11-27, the same benchmark gave 157.0 / 120.9 us), the cost of each step of one
 #: sequence (the reference's Python loop over the sequence; the step's products are tiny next to it),
 #: and what each further sequence adds to a step when one run covers several (the step's numpy on a

@@ -1,6 +1,6 @@
 """The host layers of a compiled model checked by one table (issue 47): :data:`HOST_OPS` names
 every host op this hlsnn runs and, per op, each attribute the loader, the host ops
-(:mod:`hlsnn.deploy.hostops` and the modules it calls), the network mode's rules and the
+(:mod:`hlsnn.deploy.run.hostops` and the modules it calls), the network mode's rules and the
 latency model read: its JSON type, its range or choices, and whether ``hlsnn compile`` always
 writes it (*required*) or only sometimes (*optional*). An op whose ``attrs`` are the ONNX node's
 own (``MaxPool``, ``Reshape``, ``Softmax``, ... as the exporter wrote them: ``open``) may hold
@@ -247,7 +247,7 @@ def _perm(w, a):
         fail(f"{w}: attrs.perm", f"{excerpt(a['perm'], 60)} is not a permutation of 0..{len(a['perm']) - 1}")
 
 
-#: the unary and binary ops a UnaryChain node may be (hlsnn.deploy.unaryfuse, tables.key)
+#: the unary and binary ops a UnaryChain node may be (hlsnn.deploy.rewrite.unaryfuse, tables.key)
 CHAIN_OPS = ("Mul", "Add", "HardSwish", "Sigmoid", "Tanh", "Erf", "Softplus", "Softsign", "Mish", "Selu", "Celu",
              "HardSigmoid", "LeakyRelu", "Elu", "Gelu", "PRelu", "Scale", "AddConst", "Relu")
 MAX_CHAIN = 64
@@ -269,7 +269,7 @@ def _chain(w, a):
         check_host(f"{at}", nd["op"], nd["attrs"])
 
 
-#: attention's per-sample ops (hlsnn.deploy.samplewise): the functions each op runs, and the
+#: attention's per-sample ops (hlsnn.deploy.run.samplewise): the functions each op runs, and the
 #: attributes each function needs besides fn, in_shapes and out_shape
 SW_FNS = {"SwMove": ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Gather", "Slice", "Split"),
           "SwCompute": ("Concat", "Add", "Sub", "Mul", "Div", "Relu", "Sigmoid", "Tanh", "Erf", "Gelu", "Softmax",
@@ -315,7 +315,7 @@ ALPHA = {"alpha": Num()}
 
 #: every host op of a compiled model and the attributes it holds (module docstring)
 HOST_OPS = {
-    # the ONNX node's own attributes (hlsnn.deploy.onnx_import.HOST_OPS), others allowed
+    # the ONNX node's own attributes (hlsnn.deploy.importer.onnx_import.HOST_OPS), others allowed
     "MaxPool": Op(POOL, POOL_OPT, open=True),
     "AveragePool": Op(POOL, POOL_OPT, open=True),
     "GlobalAveragePool": Op(opt=FLAG, open=True),
@@ -329,7 +329,7 @@ HOST_OPS = {
     "Dropout": Op(open=True),
     "BatchNormalization": Op(opt={"epsilon": EPS}, open=True),
     "Softmax": Op(opt={"axis": AXIS, "coerce_2d": Flag()}, open=True),
-    # made by hlsnn's import rules (hlsnn.deploy.import_rules, host*.py, onnx_nodes, unaryfuse,
+    # made by hlsnn's import rules (hlsnn.deploy.importer.import_rules, host*.py, onnx_nodes, unaryfuse,
     # samplewise): exactly these keys
     "GlobalMaxPool": Op(opt=FLAG),
     "Clip": Op({"lo": Nullable(Num()), "hi": Nullable(Num())}, check=_clip),
@@ -438,7 +438,7 @@ def dry_run(w, j, a, in_shapes, arrays):
     if grown is not None and grown > MAX_ELEMS:
         fail(w, f"its output would hold {grown:,} values per image (at most {MAX_ELEMS:,})")
     from types import SimpleNamespace
-    from ..deploy import hostops
+    from ..deploy.run import hostops
     from ..errors import HlsnnError, MissingDependency
     layer = SimpleNamespace(name=j["name"], op=op, attrs=dict(a), inputs=list(j["inputs"]), output=j["output"])
     if op == "BatchNormalization":

@@ -210,7 +210,7 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
     :mod:`hlsnn.engines.network.kernel`), or None when the network kernel cannot run the model.
     The host checks the input (``net.run``'s input check, on the image as stored), runs
     the host ops on the float input before the kernel (a model's input normalization,
-    :mod:`hlsnn.deploy.netprefix`, and a ``bfp_systolic`` kernel's first patches; each at its
+    :mod:`hlsnn.deploy.lower.netprefix`, and a ``bfp_systolic`` kernel's first patches; each at its
     measured cost per op kind and element, :func:`hlsnn.network.hostmodel.op_us`), quantizes the
     input (8 bytes read, 1 written per value), starts the kernel once, dequantizes the output (1
     read, 8 written), runs the loader's own Python and the host layers after the output (a
@@ -233,7 +233,7 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
     logits: MLPerf Tiny's DMA + kernel + softmax; input quantization outside it) and ``host``:
     the steps with their basis, and the double-buffered figures per image."""
     from . import artifact
-    from ..deploy import program as netmode
+    from ..deploy.lower import program as netmode
     from ..engines.network.move import refuse_kernel
     from ..engines.network.perf import DDR_LATENCY
     from ..engines.shift_mac.network import perf as netperf
@@ -288,7 +288,7 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
                                     words=bfp_words, prefix=bool(net.host_before)) if c_host else None
     # bytes per value the host writes into the input buffer and reads from the output buffer
     in_b, out_b = t.get("in_value_bytes", 1), t.get("out_value_bytes", 1)
-    # the host ops on the float input before the kernel (hlsnn.deploy.netprefix), each at its
+    # the host ops on the float input before the kernel (hlsnn.deploy.lower.netprefix), each at its
     # measured cost per op kind and element (hostmodel.op_us), and a bfp_systolic kernel's first
     # patches formed on the host after them (netprefix.bfp_patches)
     pre = []
@@ -335,8 +335,8 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
         layers.append(row(nm, kind, kernel_cycles=c, kernel_us=k_us, fabric_us=max(k_us, extra.get("ddr_us", 0.0)),
                           **extra))
     # rule 5 and the host layers after the logits, measured together (finish_us): split evenly;
-    # a view after the logits (Reshape, Flatten, ...: hlsnn.deploy.netafter) costs nothing
-    from ..deploy.netafter import is_view
+    # a view after the logits (Reshape, Flatten, ...: hlsnn.deploy.lower.netafter) costs nothing
+    from ..deploy.lower.netafter import is_view
     ops_after = [j for j in net.host_after if not is_view(j["op"])]
     fin = [("output", "host dequantize", (8 + out_b) * n_out)] + [(j["name"], "host " + j["op"], 16 * n_out)
                                                                   for j in ops_after]
@@ -419,10 +419,10 @@ def model(path, *, board=None, batch=1, network=None, host="c", input_dtype="flo
             return _with_energy(res)
         if network:
             from . import artifact
-            from ..deploy import program as netmode
+            from ..deploy.lower import program as netmode
             from ..engines.network.move import refuse_kernel
             refuse_kernel(netmode.lower(*artifact.read(path)))          # raises the reason
-    from ..deploy.twoterm import cost_layer            # rule 4 of hlsnn.deploy.twoterm
+    from ..deploy.quantize.twoterm import cost_layer            # rule 4 of hlsnn.deploy.quantize.twoterm
     from ..measure.layers import input_terms, layer_kernel_cycles
     from .loader import load
     net = load(path, "emu", self_check=False, network=False)
@@ -477,7 +477,7 @@ def model(path, *, board=None, batch=1, network=None, host="c", input_dtype="flo
                 terms = getattr(ex, "terms", 1)          # weight_terms: 2 runs K doubled, rows [p | p]
                 kc = layer_kernel_cycles(cost_layer(ex.layer, terms), cfg, batch, fmt_type=j["format"], in_hw=in_hw,
                                          weight_sparsity=wsp, input_density=ex.stats.input_density,
-                                         **input_terms(ex))      # input_terms 2: two raw passes (deploy.twoin)
+                                         **input_terms(ex))      # input_terms 2: two raw passes (deploy.quantize.twoin)
                 dma = _dma_bytes(kc, cfg)
                 rows = 0
                 if j["kind"] == "conv" and j["format"] in ("bfp", "twohot", "pot"):

@@ -8,8 +8,8 @@ scikit-learn, no PyYAML, no data set, no calibration. The loader
   own config must have that hash, else :class:`~hlsnn.errors.InputError` says which overlay
   differs and how;
 * rebuilds every engine layer from its stored codes and radix points
-  (:func:`hlsnn.deploy.layers.restore`) and runs the network with the deployment runner's
-  own code (:class:`hlsnn.deploy.runner.Deployment`, static radix points), so a compiled
+  (:func:`hlsnn.deploy.lower.layers.restore`) and runs the network with the deployment runner's
+  own code (:class:`hlsnn.deploy.run.runner.Deployment`, static radix points), so a compiled
   network gives the bits its deployment gave when it was compiled, on every target;
 * with ``self_check=True`` (the default) runs the stored input/output pairs and raises
   :class:`~hlsnn.errors.HlsnnError` on the first differing bit of the last engine layer's
@@ -26,14 +26,14 @@ import numpy as np
 
 from ..errors import HlsnnError, InputError, excerpt, printable
 from . import artifact
-from ..deploy import program as netmode
-from ..deploy import netprefix
-from ..deploy.layers import DeployStub, _host_layer, restore
-from ..deploy import programrev
+from ..deploy.lower import program as netmode
+from ..deploy.lower import netprefix
+from ..deploy.lower.layers import DeployStub, _host_layer, restore
+from ..deploy.lower import programrev
 from .board import is_network_overlay
 
 TARGETS = ("emu", "csim", "sim", "pynq")
-#: targets with the network path (hlsnn.deploy.program on emu, the network kernel's
+#: targets with the network path (hlsnn.deploy.lower.program on emu, the network kernel's
 #: C-simulation on csim, on the simulated board through pynq on sim, and on a board's
 #: network overlay through pynq on pynq: hlsnn.network.board)
 NETWORK_TARGETS = ("emu", "csim", "sim", "pynq")
@@ -126,8 +126,8 @@ class CompiledNet:
 
     def _init(self, path, target, overlays, self_check, network, target_options):
         from ..runtime import Accelerator
-        from ..deploy import samplewise
-        from ..deploy.runner import Deployment
+        from ..deploy.run import samplewise
+        from ..deploy.run.runner import Deployment
         if target not in TARGETS:
             raise InputError(f"target = {target!r}: must be one of {', '.join(TARGETS)}")
         if network not in (None, True, False):
@@ -334,7 +334,7 @@ class CompiledNet:
         # a Softmax after the logits over each image's vector: applied by the C call (nethost.softmax_rule)
         from .nethost import softmax_rule
         fold = softmax_rule(n)
-        from ..deploy.netafter import host_stubs      # as netmode.finish runs them, made once per network
+        from ..deploy.lower.netafter import host_stubs      # as netmode.finish runs them, made once per network
         after = () if fold else tuple(host_stubs(n))
         return keep, self.input_shape, counts, before, tuple(n.output["shape"]), after, fold
 
@@ -394,7 +394,7 @@ class CompiledNet:
         t0 = time.perf_counter() if t0 is None else t0
         if self._c_path():
             # sim/pynq: rule 1, the start, the poll and the read-back in one C call (nethost),
-            # after the host ops on the float input (hlsnn.deploy.netprefix)
+            # after the host ops on the float input (hlsnn.deploy.lower.netprefix)
             # its values dequantized in C (the same bits as netmode.dequantize): not again here
             q, yv = self._kernel.run_image(netprefix.run(n, x))
             q = tuple(a.reshape((len(x),) + tuple(n.output["shape"])) for a in q) if isinstance(q, tuple) \
@@ -414,7 +414,7 @@ class CompiledNet:
             self.last_kernel_starts, kernel_s = 1, self._kernel.last_kernel_s
         else:
             if self._fast is None:              # the network mode compiled (netfast), else numpy
-                from ..deploy import fast as netfast
+                from ..deploy.run import fast as netfast
                 self._fast = netfast.build(n) or False
             q = self._fast.run(xq)[0] if self._fast else netmode.run_ints(n, xq)
             self.last_kernel_starts = 0
@@ -519,7 +519,7 @@ def load(path, target="emu", *, overlays=None, self_check=True, network=None, **
     config, refused unless its hash is the stored one). ``self_check``: run the stored
     input/output pairs first. ``network``: None runs the network path where it exists (a
     network on one ``shift_mac``, ``sparse_cluster`` or ``bfp_systolic`` accelerator that
-    :func:`hlsnn.deploy.program.lower` accepts: one kernel start per batch on ``emu``, ``csim``,
+    :func:`hlsnn.deploy.lower.program.lower` accepts: one kernel start per batch on ``emu``, ``csim``,
     ``sim``, and on ``pynq`` when ``overlays`` names network overlays), True requires it, False
     runs layer by layer."""
     return CompiledNet(path, target, overlays=overlays, self_check=self_check, network=network, **target_options)

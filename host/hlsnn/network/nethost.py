@@ -1,8 +1,8 @@
 """The network kernel's host side in C: one ``ctypes`` call per kernel start
 (``native/netin.c``, portable C that builds for the boards' ARM cores).
 
-* :func:`quantize` / :func:`quantize_into`: rule 1 (:func:`hlsnn.deploy.program.quantize_input`,
-  i.e. :func:`hlsnn.deploy.quant.to_fixed`) on an image as the data set stores it (float32,
+* :func:`quantize` / :func:`quantize_into`: rule 1 (:func:`hlsnn.deploy.lower.program.quantize_input`,
+  i.e. :func:`hlsnn.deploy.quantize.quant.to_fixed`) on an image as the data set stores it (float32,
   float64 or uint8), written as int8 (int16 above 8 bits) straight into the kernel's input buffer; bit-exact with the
   Python rule (``tests/deploy/test_nethost.py``: ties, saturation, negatives, tiny values).
 * :class:`CHost`: the per-start step of a :class:`~hlsnn.network.board.NetBoard` in one call
@@ -119,7 +119,7 @@ BFP_TABLE_MAX = 1 << 16
 
 def softmax_rule(net):
     """True when the C call can apply the network's host layers after the logits itself
-    (the bits of :func:`hlsnn.deploy.hostops.run`'s Softmax): they are one ``Softmax`` over
+    (the bits of :func:`hlsnn.deploy.run.hostops.run`'s Softmax): they are one ``Softmax`` over
     each image's output vector (axis 1 or -1 of a (B, n) output), and the outputs are integers
     (``hlsnn_in_softmax`` of ``netin.c``) or a ``bfp_systolic`` network's words whose table
     (:func:`bfp_exp_table`, ``2**(M + E)`` entries) is at most :data:`BFP_TABLE_MAX`
@@ -218,7 +218,7 @@ def quantize_into(x, f, bits, mode, dst):
 
 def quantize(net, x):
     """Rule 1 of the lowered network ``net`` on the batch ``x`` in C: int64 integers of x's
-    shape (the bits of :func:`hlsnn.deploy.program.quantize_input`)."""
+    shape (the bits of :func:`hlsnn.deploy.lower.program.quantize_input`)."""
     rule = input_rule(net)
     if rule is None:
         raise InputError(f"the C input rule does not cover {net.engine}'s input {net.input}")
@@ -308,7 +308,7 @@ class CHost:
                 self.exps = exp_table(self.f_out, self.lane == np.int16)
         self._sm = False
         if not self.words:
-            from ..deploy.quant import to_fixed
+            from ..deploy.quantize.quant import to_fixed
             i = board.net.input
             self.table = to_fixed(v, i["f"], i["bits"], True, i["rounding"]).astype(self.lane)
 
@@ -392,7 +392,7 @@ class CHost:
                 finish_words(b.net, None, self.q8.view(np.uint64).copy())
             y = self.y.copy()
             if self._sm and self.ctx.sm_left:        # an image the table does not cover: numpy's Softmax
-                from ..deploy.netafter import host_stubs
+                from ..deploy.lower.netafter import host_stubs
                 for f in host_stubs(b.net):
                     y = f(y, None)
             return ((self.pm.copy(), self.pe.copy()) if ints else None), y

@@ -62,7 +62,7 @@ def _runs_on(prog, res):
 
 
 def _summary(prog, arrays, path, res):
-    from ..deploy.report import _table
+    from ..deploy.reports.report import _table
     runs = _runs_on(prog, res)
     engine = [j for j in prog["layers"] if runs[j["name"]] != "host"]
     host = [j for j in prog["layers"] if runs[j["name"]] == "host"]
@@ -89,7 +89,7 @@ def _summary(prog, arrays, path, res):
 def _chart(res):
     """A horizontal bar chart of each layer's fabric and host time, or '' without matplotlib."""
     try:
-        from ..deploy.report import _img, _matplotlib
+        from ..deploy.reports.report import _img, _matplotlib
         new = _matplotlib()
     except MissingDependency:
         return "<p>(install the <code>plot</code> extra for a chart of these times)</p>"
@@ -109,7 +109,7 @@ def _chart(res):
 
 
 def _latency(res, other):
-    from ..deploy.report import _table
+    from ..deploy.reports.report import _table
     c = res["constants"]
     parts = [f"<h2>End-to-end latency on {escape(res['board'])} ({escape(res['cpu'])}), batch {res['batch']}</h2>",
              f"<p>Modelled, per batch: {escape(_path_name(res))}. Kernel cycles come from the cycle model of the "
@@ -159,10 +159,10 @@ def write_report(path, *, out=None, board=None, batch=1) -> Path:
     ------
     InputError
         ``out`` does not end in .html/.htm, is a folder or its folder does not exist (checked
-        before any work: :func:`hlsnn.deploy.report.page_out`) or cannot be written,
+        before any work: :func:`hlsnn.deploy.reports.report.page_out`) or cannot be written,
         ``path`` is not a compiled model, or ``board`` is unknown.
     """
-    from ..deploy.report import page_out, write_page
+    from ..deploy.reports.report import page_out, write_page
     out = page_out(out if out is not None else build_root() / f"{Path(path).stem}_report.html")
     prog, arrays = artifact.read(path)
     res = latency.model(path, board=board, batch=batch)

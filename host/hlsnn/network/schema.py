@@ -64,12 +64,6 @@ def _num(where, v, lo, hi):
     return v
 
 
-def _bool(where, v):
-    if not isinstance(v, bool):
-        _fail(where, f"{excerpt(v, 40)} is not true or false")
-    return v
-
-
 def _dict(where, v):
     if not isinstance(v, dict):
         _fail(where, f"{excerpt(v, 60)} is not an object")
@@ -160,8 +154,8 @@ def _validate(p, arrays):
     _label("calibration.mode", _key(cal, "mode", "calibration"))
     if "hlsnn" in p:
         _label("hlsnn (the version that wrote it)", p["hlsnn"])
-    if "revision" in p:                 # the optional fields its writer knew (hlsnn.deploy.programrev)
-        from ..deploy.programrev import REVISION
+    if "revision" in p:                 # the optional fields its writer knew (hlsnn.deploy.lower.programrev)
+        from ..deploy.lower.programrev import REVISION
         _int("revision", p["revision"], 1, REVISION)
     accels = _dict("accels", _key(p, "accels", "the program"))
     if not 1 <= len(accels) <= 16:
@@ -285,7 +279,7 @@ def _window(w, a, shape):
     if shape is None or len(shape) != nd + 1:
         return None
 
-    def size(n, k, s, lo, hi):          # hlsnn.deploy.pooling._pool's output size (ceil_mode too)
+    def size(n, k, s, lo, hi):          # hlsnn.deploy.run.pooling._pool's output size (ceil_mode too)
         if not a.get("ceil_mode", 0):
             return (n + lo + hi - k) // s + 1
         o = -(-(n + lo + hi - k) // s) + 1
@@ -317,19 +311,13 @@ def _host(w, j, in_shapes, arrays):
     if "table_in" in j:                 # rule 9e's code radix (hlsnn.engines.network.tablein)
         _int(f"{w}: table_in.f_in", _key(_dict(f"{w}: table_in", j["table_in"]), "f_in", f"{w}: table_in"),
              -MAX_RADIX, MAX_RADIX)
-    if "codes" in j:                    # attention's calibrated output radix (hlsnn.engines.network.attention)
+    if "codes" in j:                    # attention's calibrated output radix (hlsnn.engines.network.tokens.attention)
         if op not in ("AddConst", "MatMulAct", "LayerNormalization", "Add"):
             _fail(w, f"codes on a {op} layer: an AddConst's, a MatMulAct's, a LayerNormalization's or an Add's "
-                     f"output radix (hlsnn.engines.network.attention rules 17, 18, 15c, 4r)")
+                     f"output radix (hlsnn.engines.network.tokens.attention rules 17, 18, 15c, 4r)")
         _int(f"{w}: codes.f_out", _key(_dict(f"{w}: codes", j["codes"]), "f_out", f"{w}: codes"),
              -MAX_RADIX, MAX_RADIX)
-    if "pair_in" in j:                  # BFP pairs as codes (hlsnn.engines.bfp_systolic.network.attnpairs rule 20)
-        if op not in ("AddConst", "SwCompute", "LayerNormalization"):
-            _fail(w, f"pair_in on a {op} layer: an AddConst's, a Softmax's or a LayerNormalization's input radix "
-                     f"(hlsnn.engines.bfp_systolic.network.attnpairs rules 17b, 19b, 15b)")
-        _int(f"{w}: pair_in.f_in", _key(_dict(f"{w}: pair_in", j["pair_in"]), "f_in", f"{w}: pair_in"),
-             -MAX_RADIX, MAX_RADIX)
-    if "lnorm_in" in j:                 # rule 15s's code radix (hlsnn.engines.network.layernorm)
+    if "lnorm_in" in j:                 # rule 15s's code radix (hlsnn.engines.network.tokens.layernorm)
         _int(f"{w}: lnorm_in.f_in", _key(_dict(f"{w}: lnorm_in", j["lnorm_in"]), "f_in", f"{w}: lnorm_in"),
              -MAX_RADIX, MAX_RADIX)
     if "gate_in" in j:                  # rule 10c's code radix per operand (hlsnn.engines.network.gatein)
@@ -377,10 +365,10 @@ MAX_CONSTS = 16
 
 
 def _fallback(w, j, a, arrays):
-    """A ``--host-fallback`` layer (hlsnn.deploy.layers): its ONNX node as serialized bytes
+    """A ``--host-fallback`` layer (hlsnn.deploy.lower.layers): its ONNX node as serialized bytes
     ``<name>/onnx_node`` (uint8, 1..MAX_NODE_BYTES), its opset imports ``[[domain, version]]``
     and the names of its constant inputs, each stored as ``<name>/const<i>``. The node itself is
-    parsed and matched against the layer when it loads (hlsnn.deploy.layers._host_layer), where
+    parsed and matched against the layer when it loads (hlsnn.deploy.lower.layers._host_layer), where
     onnx is imported."""
     node = arrays.get(f"{j['name']}/onnx_node")
     if node is None or node.dtype != np.uint8 or node.ndim != 1 or not 1 <= node.size <= MAX_NODE_BYTES:
@@ -418,7 +406,7 @@ def _fields(w, j, table):
 
 RADIX = Either(Int(-MAX_RADIX, MAX_RADIX), ListOf(Int(-MAX_RADIX, MAX_RADIX), 1, MAX_DIM))
 STEP, GROUPS = Nullable(Int(1, MAX_ELEMS)), Int(1, MAX_DIM)
-#: an engine layer's fields (``hlsnn.deploy.layers.capture`` and ``program_of``): the engine's own
+#: an engine layer's fields (``hlsnn.deploy.lower.layers.capture`` and ``program_of``): the engine's own
 #: and those every engine layer has; the arrays and what ties fields to them are checked in code below
 _COMMON = {"name": (Label(), True), "kind": (OneOf("dense", "conv"), True), "op": (OneOf("dense", "conv"), False),
            "accel": (Label(), True), "engine": (OneOf(*ENGINES), True), "format_name": (Label(), False),
@@ -499,7 +487,7 @@ def _engine(w, j, shape, accels, arrays):
             if t is not None and (t.ndim != 4 or list(t.shape) != (ws + [1, 1] if kind == "dense" else ws)):
                 _fail(w, f"its taps {j['name']}/{k} have shape {t.shape}; the weight {ws} has "
                          f"{tuple(ws + [1, 1] if kind == 'dense' else ws)}")
-        if j.get("in_terms") is not None:            # input_terms: 2 (hlsnn.deploy.twoin)
+        if j.get("in_terms") is not None:            # input_terms: 2 (hlsnn.deploy.quantize.twoin)
             t = arrays.get(f"{j['name']}/w_taps")
             if j["in_terms"] != 1 and (t is None or t.dtype.kind not in "iu"):
                 _fail(w, f"its taps {j['name']}/w_taps are missing")
@@ -572,7 +560,7 @@ def _engine(w, j, shape, accels, arrays):
 def _sparse_conv(w, j, n, ws, geom, arrays, cfg):
     """A ``sparse_cluster`` layer's fields that follow from its weight shape ``ws`` (a dense
     layer's as (n, K, 1, 1)) and geometry ``geom`` ``(kh, kw, sh, sw, pads, dilations, group)``
-    (None: dense), as :class:`hlsnn.deploy.executors.SparseExec` derives them: ``general`` (any
+    (None: dense), as :class:`hlsnn.deploy.run.executors.SparseExec` derives them: ``general`` (any
     convolution but a stride-1, undilated, ungrouped square one of "same" or "valid" pads), the
     ``wq`` array's shape (the weights, or a general convolution's stride-1 square kernel of its
     dilated extent with the groups as zero taps) and ``pads1``, and, from the accelerator's
@@ -622,7 +610,7 @@ def _sparse_conv(w, j, n, ws, geom, arrays, cfg):
 
 def _packs(w, j, n, group):
     """``(gp, groups, zg)`` of an engine layer that runs a grouped convolution as one GEMM per pack
-    of ``gp`` groups (:mod:`hlsnn.deploy.groups`): ``gp`` dividing the ``group`` groups, ``groups``
+    of ``gp`` groups (:mod:`hlsnn.deploy.run.groups`): ``gp`` dividing the ``group`` groups, ``groups``
     the packs, ``zg`` the outputs per pack (the loader's defaults where a field is absent)."""
     gp, groups = j.get("gp", 1), j.get("groups", 1)
     zg = j.get("zg", n // max(1, groups))
@@ -635,7 +623,7 @@ def _packs(w, j, n, group):
 def _shift_fields(w, j, n, ws, group, arrays):
     """A ``shift_mac`` layer's packs (:func:`_packs`) and code fields against its weight shape
     ``ws``: one row per output, ``terms`` x ``gp`` x the weight's values per output columns (as
-    :class:`hlsnn.deploy.executors.ShiftExec` quantizes the GEMM weight), the scale exponents of
+    :class:`hlsnn.deploy.run.executors.ShiftExec` quantizes the GEMM weight), the scale exponents of
     the shape its ``axis`` makes, every field by the format's own check
     (:meth:`hlsnn.formats.shift.ShiftTensor.from_codes`)."""
     from ..errors import HlsnnError
@@ -657,7 +645,7 @@ def _shift_fields(w, j, n, ws, group, arrays):
 
 def _bfp_chunks(w, j, n, ws, group, arrays):
     """A ``bfp_systolic`` layer's packs and chunks against its weight shape ``ws`` and ``group``
-    (as :class:`hlsnn.deploy.executors.BfpExec` makes them): ``gp`` groups per GEMM dividing the
+    (as :class:`hlsnn.deploy.run.executors.BfpExec` makes them): ``gp`` groups per GEMM dividing the
     groups, ``groups`` the packs, ``zg`` the outputs per pack; each chunk within one pack, its
     weight mantissas one row per output of K = ``gp`` x the weight's values per output, its bias
     mantissas one per output, its exponents of the shape its axis and block make (the format's own

@@ -213,10 +213,6 @@ def _renamed(r, rename):
     return name, list(idx)
 
 
-def _refs(c):
-    return {x.spelling for x in c.walk_preorder() if _kind(x) in ("DECL_REF_EXPR", "MEMBER_REF_EXPR")}
-
-
 class _Consts:
     """Integer constants of the translation unit (``constexpr``/``const`` with literal-derived
     initializers), by name, to evaluate trip counts and widths."""

@@ -90,5 +90,3 @@ def _limit(value):
     return int(value)
 
 
-def as_regs(values):
-    return np.asarray(values, dtype=np.uint32)

@@ -5,7 +5,7 @@ the preceding operation, DETERMINE, the conversion of saved results and the main
 (:mod:`~hlsnn.seed002.circuits`), boards on a Dask cluster (:mod:`~hlsnn.seed002.boards`), the
 timelines (:mod:`~hlsnn.seed002.timeline`) and :func:`calibrate`
 (:mod:`~hlsnn.seed002.methods`). ``docs/seed002-methods.md`` explains them; E5 (per layer the
-faster of E2 and E4) is ``hlsnn deploy --radix-update e5`` (:mod:`hlsnn.deploy.update`)."""
+faster of E2 and E4) is ``hlsnn deploy --radix-update e5`` (:mod:`hlsnn.deploy.quantize.update`)."""
 from .layout import METHODS, Circuit, Layout
 from .methods import Result, calibrate, calibration_images
 

@@ -11,7 +11,7 @@ Rules
       driven through its own DMA by pynq's drivers. A board served by a Dask worker
       (:mod:`hlsnn.seed002.boards`) is the same in that worker's process.
     * The deployment's executors call the group's ``kernel`` (:class:`SplitKernel`) as they
-      call one kernel. A call made inside ``hlsnn.deploy.update.phase(layer, ph)`` goes to the
+      call one kernel. A call made inside ``hlsnn.deploy.quantize.update.phase(layer, ph)`` goes to the
       circuits the layout gives ``ph``: its items (rows of a GEMM, images of a batch of maps,
       columns of a 1x1 map) are cut into one contiguous part per circuit
       (``numpy.array_split``), the parts run at once (one thread per circuit; on ``sim`` the
@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..blockdesign.hwh import instance_names
-from ..deploy import update as updates
+from ..deploy.quantize import update as updates
 from ..engines.stream import merge_stats
 from ..engines.tiling import add_u32
 from ..errors import InputError

@@ -2,7 +2,7 @@
 
 A :class:`Layout` names its circuits (:class:`Circuit`: a kernel instance of one accel config,
 on a board, with a capability: the share of a full circuit's compute it has) and, per phase of
-a radix update (:data:`hlsnn.deploy.update.PHASES`: ``preceding``, ``determine``,
+a radix update (:data:`hlsnn.deploy.quantize.update.PHASES`: ``preceding``, ``determine``,
 ``quantize``, ``main``), the circuits that do it. :func:`layout` gives each method's layout
 (SPECS 3.3, fig. 20-25):
 
@@ -36,7 +36,7 @@ METHODS = ("e1", "e2", "e3", "e4", "e6", "e7", "e8", "e9")
 PIPELINED = ("e6", "e7", "e8", "e9")
 #: methods whose circuits are separate accelerators (boards: Dask workers with a cluster)
 ACROSS_BOARDS = ("e7", "e9")
-#: which update of one layer a method's bits follow (:func:`hlsnn.deploy.update.run`): E2's two
+#: which update of one layer a method's bits follow (:func:`hlsnn.deploy.quantize.update.run`): E2's two
 #: operations on the sample, or E4's saved sample results; e1 is the deployment's own ``e1``
 BITS_OF = {"e1": "e1", "e2": "e2", "e3": "e4", "e4": "e4", "e6": "e2", "e7": "e2", "e8": "e4", "e9": "e4"}
 LOW_CAPABILITY = 0.25

@@ -5,7 +5,7 @@ points, the outputs and the timelines. ``docs/seed002-methods.md`` is the one-pa
 How the bits come about (the same code for every method)
     The deployment runs the network once with ``calibrate=True`` (:meth:`Deployment.run`), every
     fixed-point engine layer updating its output radix point by
-    :func:`hlsnn.deploy.update.run` (E2 or E4, forced per method: ``layout.BITS_OF``) or, for
+    :func:`hlsnn.deploy.quantize.update.run` (E2 or E4, forced per method: ``layout.BITS_OF``) or, for
     e1, :meth:`_Exec._two_pass` (E1). The sample is :func:`hlsnn.formats.radix_update.sample_mask`
     of the batch's images at ``percent`` %, DETERMINE is :meth:`_Exec.determine_groups`
     (:func:`hlsnn.formats.fixed.determine`) on the kernels' histograms. e3 is E4 at 100 %. The
@@ -99,8 +99,8 @@ def calibration_images(config_path, n=None):
     config's training split, in the model's input layout, as ``hlsnn deploy`` calibrates on."""
     from ..deploy import datasets
     from ..deploy.config import load_deploy_config
-    from ..deploy.evaluate import _layout
-    from ..deploy.onnx_import import load_onnx
+    from ..deploy.reports.evaluate import _layout
+    from ..deploy.importer.onnx_import import load_onnx
     cfg = load_deploy_config(config_path)
     net = load_onnx(cfg.model, output=cfg.output)
     ds = datasets.load(cfg.data, layout=_layout(net, cfg.layout))
@@ -116,8 +116,8 @@ def calibrate(config_path, x, *, method, percent=25.0, assignment=None, target="
     process) or a Dask scheduler address / ``distributed.Client`` (each board in a worker);
     ``circuits``, ``low``: :func:`hlsnn.seed002.layout.layout`."""
     from ..deploy.config import deployment_kwargs, load_deploy_config
-    from ..deploy.onnx_import import load_onnx
-    from ..deploy.runner import Deployment
+    from ..deploy.importer.onnx_import import load_onnx
+    from ..deploy.run.runner import Deployment
     from ..formats import radix_update
     from ..errors import printable
     from .circuits import CircuitGroup

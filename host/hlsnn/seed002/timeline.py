@@ -2,7 +2,7 @@
 DETERMINE, the conversion of saved results (``quantize``) and the main operation, each with a
 start and an end in µs (fig. 20-25).
 
-The cost of a layer (the cycle model: :func:`hlsnn.deploy.update.modelled_times`, the cycles
+The cost of a layer (the cycle model: :func:`hlsnn.deploy.quantize.update.modelled_times`, the cycles
 of ``hlsnn perf`` and the deploy report at the measured weight sparsity and input density,
 at the accel config's clock) for the whole batch:
 
@@ -46,7 +46,7 @@ claim for E6 is that it is about the single longest layer's preceding operation.
 """
 from __future__ import annotations
 
-from ..deploy import update as updates
+from ..deploy.quantize import update as updates
 from .layout import PIPELINED
 
 

@@ -23,7 +23,7 @@
 * :func:`export` writes the ONNX file with the trained weights already on the format's grid and
   a sidecar JSON (``<model>.onnx.hlsnn-train.json``) with the codes' scale exponents, checked to
   survive the deploy quantizer unchanged (:func:`check_round_trip`), and every deploy setting
-  training evaluated with, which ``hlsnn deploy`` and ``compile`` follow (:mod:`hlsnn.deploy.trained`).
+  training evaluated with, which ``hlsnn deploy`` and ``compile`` follow (:mod:`hlsnn.deploy.importer.trained`).
 * A bad argument (NaN, inf, out of its range, a fraction where a count is wanted, an unknown
   choice) is refused in one line naming it, its value and what is allowed, an
   :class:`~hlsnn.errors.InputError` (:mod:`hlsnn.train.checks`, also ``scripts/train_qat.py``'s options).

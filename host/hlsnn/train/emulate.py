@@ -1,5 +1,5 @@
 """Deployed evaluation of a prepared model: the model exported (:func:`hlsnn.train.export`) and
-run by hlsnn's own deploy path (:class:`hlsnn.deploy.runner.Deployment` on the ``emu``
+run by hlsnn's own deploy path (:class:`hlsnn.deploy.run.runner.Deployment` on the ``emu``
 target, or any target), so the accuracy seen while training is the deployed accuracy, bit for
 bit. The shift formats deploy with ``weight_fit: nearest``, which keeps the trained codes
 (:func:`hlsnn.train.check_round_trip`)."""
@@ -13,9 +13,9 @@ from contextlib import contextmanager
 import numpy as np
 
 from ..deploy.config import DeployConfig, deployment_kwargs, load_deploy_config
-from ..deploy.evaluate import open_accelerators
-from ..deploy.onnx_import import load_onnx
-from ..deploy.runner import Deployment
+from ..deploy.reports.evaluate import open_accelerators
+from ..deploy.importer.onnx_import import load_onnx
+from ..deploy.run.runner import Deployment
 from ..errors import InputError, printable
 from .export import export
 
@@ -25,7 +25,7 @@ def trained_config(deploy_config, onnx_path):
     formats with ``weight_fit: nearest`` (the trained codes, not a re-fit), every format with
     ``bias_correction: none`` (the trained biases), one shift code per weight and, for a shift
     format's ``radix: auto``, the radix rule training used (``msb``: :mod:`hlsnn.train.prepare`),
-    not one chosen at calibration (:mod:`hlsnn.deploy.shift_auto`)."""
+    not one chosen at calibration (:mod:`hlsnn.deploy.quantize.shift_auto`)."""
     cfg = deploy_config if isinstance(deploy_config, DeployConfig) else load_deploy_config(deploy_config)
     fm = {n: dataclasses.replace(f, weight_fit="nearest", weight_terms=1, bias_correction="none",
                                  radix="msb" if f.radix == "auto" else f.radix)
@@ -36,7 +36,7 @@ def trained_config(deploy_config, onnx_path):
 
 @contextmanager
 def deployed(model, example, deploy_config, assignment=None, *, target="emu", workdir=None, **target_options):
-    """The exported ``model`` as an open :class:`~hlsnn.deploy.runner.Deployment` (calibrate
+    """The exported ``model`` as an open :class:`~hlsnn.deploy.run.runner.Deployment` (calibrate
     it, then ``run``), with the config's calibration settings and rounding."""
     if workdir is not None and not os.path.isdir(workdir):
         raise InputError(f"workdir = {printable(workdir)}: not an existing folder (the exported model is written "
@@ -62,11 +62,11 @@ def deployed(model, example, deploy_config, assignment=None, *, target="emu", wo
 
 def modelled_latency(dep, x1):
     """The modelled latency of a calibrated, run deployment from :func:`deployed`, per image:
-    ``layer_kernels`` (:func:`hlsnn.deploy.evaluate.modelled_latency`: each engine layer's
+    ``layer_kernels`` (:func:`hlsnn.deploy.reports.evaluate.modelled_latency`: each engine layer's
     calls, at the measured weight sparsity and input density), ``layer_kernels_dense`` (the
     same at weight sparsity 0) and ``network`` (``hlsnn perf`` of the compiled model,
     :func:`hlsnn.evaluation.run.end_to_end_latency`; x1 one input)."""
-    from ..deploy.evaluate import modelled_latency as layers
+    from ..deploy.reports.evaluate import modelled_latency as layers
     from ..evaluation.run import end_to_end_latency
     from ..measure.layers import layer_cycles
     c = dep.train_context

@@ -1,7 +1,7 @@
 """``export``: the prepared model's trained weights on their format's grid, written as an ONNX
 file, plus a sidecar JSON (``<file>.hlsnn-train.json``) with each layer's format and scale
 exponents and every deploy setting training evaluated with (:func:`training_settings`, which
-``hlsnn deploy`` and ``compile`` follow: :mod:`hlsnn.deploy.trained`); :func:`check_round_trip`
+``hlsnn deploy`` and ``compile`` follow: :mod:`hlsnn.deploy.importer.trained`); :func:`check_round_trip`
 checks that the deploy quantizer keeps every code."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..deploy.trained import TRAINED_PARAMS
+from ..deploy.importer.trained import TRAINED_PARAMS
 from ..formats import shift as sfmt
 from .prepare import QConv2d, QLinear, quantized_layers
 from .quant import FixedAct, FixedWeight, ShiftWeight
@@ -59,7 +59,7 @@ def check_round_trip(model):
 
 
 def _format_settings(q):
-    """The deploy config fields of ``q``'s format as training ran them (:mod:`hlsnn.deploy.trained`)."""
+    """The deploy config fields of ``q``'s format as training ran them (:mod:`hlsnn.deploy.importer.trained`)."""
     shift = isinstance(q.wq, ShiftWeight)
     if shift:
         scale = "channel" if q.wq.per_channel else "tensor"
@@ -80,7 +80,7 @@ def training_settings(model):
     (per format name, :func:`_format_settings`), ``calibration`` (``mode``: ``static`` when
     :func:`hlsnn.train.calibrate` froze the radixes, else ``dynamic``; ``samples``, the images it
     calibrated on; ``overflow_ratio``, ``strided_stats``, ``clip_stats``) and ``rounding`` (the
-    host's activation rounding). The sidecar's ``training`` section: :mod:`hlsnn.deploy.trained`."""
+    host's activation rounding). The sidecar's ``training`` section: :mod:`hlsnn.deploy.importer.trained`."""
     qs = quantized_layers(model)
     formats = {}
     for _, q in qs:
@@ -108,7 +108,7 @@ def export(model, example, path, **onnx_kw):
     ``training``, every deploy setting training evaluated with (:func:`training_settings`):
     ``hlsnn deploy`` and ``compile`` take those the deploy config leaves ``auto`` (a shift format's
     ``radix``: training's ``msb``) and warn of any the config sets otherwise
-    (:mod:`hlsnn.deploy.trained`)."""
+    (:mod:`hlsnn.deploy.importer.trained`)."""
     import os
     from ..errors import InputError, printable
     folder = os.path.dirname(os.path.abspath(str(path)))

@@ -61,7 +61,7 @@ class _QMixin:
         w = self.weight if self.prune_mask is None else self.weight * self.prune_mask
         return self.wq(w)
 
-    #: images per call of a BFP layer in eval mode: ``hlsnn.deploy.runner.Deployment.chunk``, the
+    #: images per call of a BFP layer in eval mode: ``hlsnn.deploy.run.runner.Deployment.chunk``, the
     #: slices the deployment runs a batch in (an all-zero row's exponent is its call's largest)
     bfp_chunk = 32
 
@@ -100,7 +100,7 @@ class _QMixin:
             stats_of = None if stats_of is None else torch.relu(stats_of)
         if self.oq is None:
             return y
-        if self.clip_stats == "clipped" and self.relu6_after:     # hlsnn.deploy.executors._Exec.clip_stats
+        if self.clip_stats == "clipped" and self.relu6_after:     # hlsnn.deploy.run.executors._Exec.clip_stats
             stats_of = (y if stats_of is None else stats_of).clamp(0.0, 6.0)
         lse = True
         if self.oq.lse is not None:       # radix_lse.wanted_out: one weight radix, not the network's output
@@ -125,7 +125,7 @@ class _QMixin:
         magnitude, which can be above the learned one when no weight reaches the top; a row more
         than ``CHANNEL_FRAC_LIMIT`` bits finer than the tensor takes the tensor's."""
         import numpy as np
-        from ..deploy.quant import CHANNEL_FRAC_LIMIT
+        from ..deploy.quantize.quant import CHANNEL_FRAC_LIMIT
         from .quant import _deploy_scale_exponent
         w = self.quantized_weight().detach().double().abs().reshape(self.weight.shape[0], -1)
         f_t = int(_deploy_scale_exponent(float(w.max()), self.wq.max_mag))
@@ -153,7 +153,7 @@ class QConv2d(_QMixin, nn.Conv2d):
         outputs: another format, the native form, a kernel beyond ``max_ksize``, which runs
         in blocks of taps, or :attr:`strided_stats` ``kept``, the deployment's
         ``calibration: strided_stats: kept``, where the static radix is DETERMINE's on the
-        outputs the stride keeps: ``hlsnn.deploy.executors.SparseExec.kept_stats``)."""
+        outputs the stride keeps: ``hlsnn.deploy.run.executors.SparseExec.kept_stats``)."""
         if self.fmt not in ("fixed", "sparse") or self.oq is None or isinstance(self.padding, str) \
                 or self.strided_stats == "kept":
             return None
@@ -243,7 +243,7 @@ def prepare(model, deploy_config, assignment=None, *, layers=None, overflow_rati
     its output radix is chosen from (:meth:`QConv2d._stride1_results`), the deployment's rule.
     ``clip_stats`` (``off`` or ``clipped``; None: the config's ``calibration: clip_stats``): with
     ``clipped``, a layer followed by a ``ReLU6`` (:func:`_fuse_relu`) takes its output radix from
-    its results clipped at 6 (``hlsnn.deploy.executors._Exec.clip_stats``). Returns the model."""
+    its results clipped at 6 (``hlsnn.deploy.run.executors._Exec.clip_stats``). Returns the model."""
     cfg = deploy_config if isinstance(deploy_config, DeployConfig) else load_deploy_config(deploy_config)
     if overflow_ratio is None:
         overflow_ratio = cfg.calibration["overflow_ratio"]
@@ -299,7 +299,7 @@ def prepare(model, deploy_config, assignment=None, *, layers=None, overflow_rati
 def _keeps_format(module, inputs, out):
     """Forward hook of the modules that only move values (``Flatten``, ``MaxPool2d``, ``ReLU``,
     ``Identity``; ``ReLU6`` when 6 is a value of the format or beyond its range): the output
-    keeps the input's fixed-point format, as ``hlsnn.deploy.hostops.out_format`` keeps it."""
+    keeps the input's fixed-point format, as ``hlsnn.deploy.run.hostops.out_format`` keeps it."""
     fmt = getattr(inputs[0], "_hlsnn_fmt", None) if inputs else None
     if fmt is None or out is inputs[0]:
         return None

@@ -40,7 +40,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..deploy import kprune
+from ..deploy.quantize import kprune
 from .allocate import erk_sparsities, is_depthwise
 
 
@@ -158,7 +158,7 @@ def kernel_keep(n, sparsity, sub):
     sparsity) * n)`` (halves to even) rounded down to a multiple of ``sub``, at least ``sub``,
     at most ``n``. A step reads ``sub`` of a bank's columns: a kept column beyond a multiple would
     cost a whole step, and fewer than ``sub`` would save none. The rule is the deployment's
-    (:func:`hlsnn.deploy.kprune.keep`, which prunes without torch)."""
+    (:func:`hlsnn.deploy.quantize.kprune.keep`, which prunes without torch)."""
     return kprune.keep(n, sparsity, sub)
 
 
@@ -167,7 +167,7 @@ def kernel_banks(shape, banks, unfold=False):
     in the board-sized kernel (:func:`kernel_mask`): channel ``c`` in bank ``c mod B``; with
     ``unfold`` (the stem whose taps the image load unfolds into banks,
     :func:`hlsnn.engines.network.kernel.unfold_of`) ``c + C * kx``. An int tensor (C, kh, kw):
-    :func:`hlsnn.deploy.kprune.banks`'s."""
+    :func:`hlsnn.deploy.quantize.kprune.banks`'s."""
     return torch.as_tensor(np.ascontiguousarray(kprune.banks(shape, banks, unfold)))
 
 

@@ -13,10 +13,10 @@ straight-through estimator (backward):
   saturated to ``m`` signed bits.
 * :class:`FixedWeight`: the int8 weights of the ``fixed`` / ``sparse`` formats, one
   power-of-two scale ``largest_frac(max |w|, 127)`` per tensor or per output channel
-  (``hlsnn.deploy.quant.weight_fracs``).
+  (``hlsnn.deploy.quantize.quant.weight_fracs``).
 * :func:`fixed_fake` / :class:`FixedAct`: dynamic fixed point (source 002): the radix point
   chosen by DETERMINE on the statistics of the values being converted *now* (E1, the
-  current-statistics rule: :func:`hlsnn.deploy.quant.host_radix`), round half to even,
+  current-statistics rule: :func:`hlsnn.deploy.quantize.quant.host_radix`), round half to even,
   saturation; unsigned formats clip negatives to 0.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..deploy.quant import host_radix
+from ..deploy.quantize.quant import host_radix
 from ..engines.common import largest_frac
 from ..formats import shift_codes
 
@@ -140,7 +140,7 @@ def fixed_fake(x, f, bits, signed, rounding="nearest_even"):
 class FixedWeight(nn.Module):
     """int8 weights (the ``fixed``/``sparse`` formats): ``F = largest_frac(max |w|, 127)`` for
     the tensor, or (``per_channel``, the deploy's ``weight_scale: channel``) one ``F`` per
-    output channel (axis 0) by :func:`hlsnn.deploy.quant.weight_fracs`' rule: at most
+    output channel (axis 0) by :func:`hlsnn.deploy.quantize.quant.weight_fracs`' rule: at most
     ``CHANNEL_FRAC_LIMIT`` bits finer than the tensor's, and a channel whose codes are all zero
     (a pruned or dead unit) takes the tensor's, as the deploy finds it on the exported codes."""
 
@@ -150,7 +150,7 @@ class FixedWeight(nn.Module):
 
     def fracs(self, w):
         """The weights' radix: an int, or a float64 tensor of one per output channel."""
-        from ..deploy.quant import weight_fracs
+        from ..deploy.quantize.quant import weight_fracs
         wd = w.detach().double().cpu().numpy()
         f = weight_fracs(wd, self.per_channel, 127)
         if np.ndim(f) == 0:
@@ -180,7 +180,7 @@ class FixedAct(nn.Module):
         super().__init__()
         self.bits, self.signed, self.overflow_ratio = int(bits), bool(signed), float(overflow_ratio)
         self.rounding = rounding
-        self.lse = lse          # radix: lse (hlsnn.deploy.radix_lse): the deployment's host rounding, else None
+        self.lse = lse          # radix: lse (hlsnn.deploy.quantize.radix_lse): the deployment's host rounding, else None
         self.last_f = None
         self.frozen = None      # a static deployment's calibrated radix (hlsnn.train.calibrate), used in eval
         self.frozen_in_training = False     # ... and in training mode too (calibrate(..., in_training=True))
@@ -190,7 +190,7 @@ class FixedAct(nn.Module):
         """``x`` converted; the radix from ``stats_of`` (default ``x``): the values the engine's
         statistics unit sees when they are more than the outputs kept (``sparse_cluster``'s
         stride-1 form of a strided convolution). With :attr:`lse` set (and ``lse`` true: the
-        caller's exceptions, :func:`hlsnn.deploy.radix_lse.wanted_out`), DETERMINE's radix or up
+        caller's exceptions, :func:`hlsnn.deploy.quantize.radix_lse.wanted_out`), DETERMINE's radix or up
         to 3 bits finer by least squared error on those values, as the deployment chooses it."""
         signed = self.signed
         fmt = getattr(x, "_hlsnn_fmt", None)
@@ -205,7 +205,7 @@ class FixedAct(nn.Module):
             v = (x if stats_of is None else stats_of).detach().double().cpu().numpy()
             self.last_f = int(host_radix(v, self.bits, signed, self.overflow_ratio))
             if self.lse is not None and lse:
-                from ..deploy import radix_lse
+                from ..deploy.quantize import radix_lse
                 self.last_f = int(radix_lse.input_radix(v, self.last_f, self.bits, signed, self.lse))
         return fixed_fake(x, self.last_f, self.bits, signed, self.rounding)
 

@@ -169,9 +169,9 @@ def test_deploy_runs_a_layer_longer_than_max_k(tmp_path):
     import onnx
     from onnx import TensorProto, helper, numpy_helper
     from hlsnn.deploy.config import load_deploy_config
-    from hlsnn.deploy.evaluate import open_accelerators
-    from hlsnn.deploy.onnx_import import load_onnx
-    from hlsnn.deploy.runner import Deployment
+    from hlsnn.deploy.reports.evaluate import open_accelerators
+    from hlsnn.deploy.importer.onnx_import import load_onnx
+    from hlsnn.deploy.run.runner import Deployment
     k, n = 1100, 12
     rng = np.random.default_rng(0)
     w, bias = rng.normal(0, 0.05, (k, n)).astype(np.float32), rng.normal(0, 0.1, n).astype(np.float32)

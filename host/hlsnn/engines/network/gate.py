@@ -1,9 +1,9 @@
 """Activation tables and the channel gate in integers (issue 52): every unary elementwise op
 with an exact definition (``HardSwish``, ``Sigmoid``, ``Tanh``, ``Gelu``, a scalar ``Scale``, ...)
 on a fixed-point tensor, and a squeeze-excite block's ``Mul``
-of a map by a per-channel vector, as ops of :func:`hlsnn.deploy.program.lower` for the
+of a map by a per-channel vector, as ops of :func:`hlsnn.deploy.lower.program.lower` for the
 ``shift_mac`` and ``sparse_cluster`` network modes. The layer path
-(:meth:`hlsnn.deploy.runner.Deployment.run`) runs the same rules where the op's input is a
+(:meth:`hlsnn.deploy.run.runner.Deployment.run`) runs the same rules where the op's input is a
 fixed-point tensor, so both give the same bits. The rules (``q`` a tensor's ``b``-bit
 integers at radix ``F``, value ``q * 2**-F``):
 
@@ -16,7 +16,7 @@ integers at radix ``F``, value ``q * 2**-F``):
    field ``table``), each entry then saturated to ``b`` bits, as the next layer converted the
    op's float64 values before (a ``HardSwish`` of a ``twohot`` layer with ``radix: lse``:
    DETERMINE's or up to 3 bits finer, the least squared error on those values,
-   :mod:`hlsnn.deploy.radix_lse`); for the other :data:`MAX_FIT` tables (the tables of before)
+   :mod:`hlsnn.deploy.quantize.radix_lse`); for the other :data:`MAX_FIT` tables (the tables of before)
    and where no radix is recorded, the largest radix at which every entry fits without
    saturation (``F_o <= F + b``; ``b - 1`` for a table of zeros). The ops and their values
    ``f(x)``: :mod:`hlsnn.engines.network.tables`
@@ -24,7 +24,7 @@ integers at radix ``F``, value ``q * 2**-F``):
    ``LeakyRelu``, ``Elu``, ``Softplus``, ``Selu``, ``Celu``, ``Softsign``, ``Mish``,
    ``ThresholdedRelu``, ``PRelu``, ``Scale``, ``AddConst`` by one scalar, ``Bipolar`` (a QONNX
    ``BipolarQuant`` of an activation: its ``+-scale``, exact at the largest radix that fits), and
-   :mod:`hlsnn.deploy.unaryfuse`'s ``UnaryChain``: ``x * g(x)`` as one op), rationals
+   :mod:`hlsnn.deploy.rewrite.unaryfuse`'s ``UnaryChain``: ``x * g(x)`` as one op), rationals
    exact and transcendental values rounded only where a certified interval decides. The table
    is the rule: a kernel holds it as a ROM of ``2**b`` entries.
 
@@ -44,7 +44,7 @@ integers at radix ``F``, value ``q * 2**-F``):
     ``F_x`` by rule 4's requantization of one tensor: ``shift_round_sat(p, Fa + Fg - F_x, B,
     rounding)``, exact while ``Fa + Fg <= max(F_x + 24, 0)`` (checked). The layer path
     multiplies the two exact float64 values (a product of two ``b``-bit codes is exact) and the
-    engine layer converts it at ``F_x`` with :func:`hlsnn.deploy.quant.to_fixed`: the same bits.
+    engine layer converts it at ``F_x`` with :func:`hlsnn.deploy.quantize.quant.to_fixed`: the same bits.
     **The product of two maps** (issue 52: ``Mul`` of two computed tensors of one shape, a
     SiLU ``x * sigmoid(x)`` or a GLU-style ``a * sigmoid(b)``, field ``same``) is this rule
     element by element, ``p = qa[c, y, x] * qb[c, y, x]``: the same exact product, the same
@@ -174,16 +174,16 @@ def is_table(op, attrs):
 def applies(op, fmt, attrs=None, ndim=None):
     """The layer path runs rule 9 (or 9ch, a table per channel, given the input's rank
     ``ndim``) for host ``op`` (its ``attrs``) on an input of format ``fmt`` (when an engine
-    layer follows it: :meth:`hlsnn.deploy.runner.Deployment.run`)."""
+    layer follows it: :meth:`hlsnn.deploy.run.runner.Deployment.run`)."""
     return (is_table(op, attrs) or channel_consts(op, attrs, ndim) is not None) and fmt is not None \
         and 2 <= int(fmt[1]) <= MAX_TABLE_BITS
 
 
 def host_run(layer, act, rounding, f_out=None):
-    """Rule 9 in the layer path: host ``layer``'s output on the :class:`~hlsnn.deploy.quant.Act`
+    """Rule 9 in the layer path: host ``layer``'s output on the :class:`~hlsnn.deploy.quantize.quant.Act`
     ``act`` (a fixed-point tensor) as ``(values, fmt)``: the table's codes times ``2**-F_o``
     (exact), format ``(F_o, b, True)`` (``F_o`` = ``f_out``, calibrated, where given:
-    ``Deployment._table_radix`` of :mod:`hlsnn.deploy.runner`)."""
+    ``Deployment._table_radix`` of :mod:`hlsnn.deploy.run.runner`)."""
     f, bits, signed = act.fmt
     lo = -(1 << (bits - 1)) if signed else 0
     q = act.ints()
@@ -214,7 +214,7 @@ def gate_ints(a, g, f, bits):
     from ...primitives import shift_round_sat
     p = np.asarray(a, np.int64) * np.asarray(g, np.int64)
     if "split" in f:                    # rule 8m: a shift per channel range of (B, C, HW) (.catmix)
-        from .catmix import shifts_by_channel
+        from .joins.catmix import shifts_by_channel
         return shift_round_sat(p, shifts_by_channel(f, p.shape[1])[None, :, None], bits, f["rounding"])[0]
     return shift_round_sat(p, f["shift"], bits, f["rounding"])[0]
 
@@ -281,7 +281,7 @@ def lower_host(j, state, shapes, ops, bits, rounding, why, op_cls):
 
 def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls, out=None):
     """An engine layer ``j`` reads the pending gate ``st``: the gate op with its requantization
-    to ``j``'s ``F_x`` (rule 10), as the tensor ``NAME_q`` (:func:`hlsnn.deploy.program.walk`
+    to ``j``'s ``F_x`` (rule 10), as the tensor ``NAME_q`` (:func:`hlsnn.deploy.lower.program.walk`
     calls it once per gate); ``out``: another tensor (and op) name, for a second radix (rule 10c,
     :mod:`hlsnn.engines.network.gatein`)."""
     g = st[1]
@@ -292,7 +292,7 @@ def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls, 
     t = out or g["name"] + "_q"
     split = {}
     if g.get("split"):                  # rule 8m: a gate of a concat's mixed map, a shift per channel range
-        from .catmix import gate_shifts
+        from .joins.catmix import gate_shifts
         fp = max(fp, g["fa2"] + g["fb"])
         if fp > max(f_x + 24, 0):
             raise why(j, f"the requantization from radix {fp} to {f_x} is not exact in today's host rule")
@@ -304,7 +304,7 @@ def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls, 
 
 
 def check_op(op, ints, bad):
-    """:func:`hlsnn.deploy.program.check_ops` for this module's ops."""
+    """:func:`hlsnn.deploy.lower.program.check_ops` for this module's ops."""
     f = op.f
     if op.kind == "lut":
         ints(op, f, ("c", "hw"), 1, 1 << 26)

@@ -7,7 +7,7 @@ product of three codes ``x * s * t``: wider than the integer kernels' gate produ
 
 **Rule 10c.** Such an operand's exact float64 values ``v`` (a product of codes, or of pairs) are
 converted to ``b``-bit signed codes at the radix ``F_g`` that DETERMINE picks from them on the
-calibration images (:func:`hlsnn.deploy.quant.host_radix`, the deployment's ``overflow_ratio``),
+calibration images (:func:`hlsnn.deploy.quantize.quant.host_radix`, the deployment's ``overflow_ratio``),
 fixed after calibration (``dynamic``: every batch), as an engine layer reading them would:
 
 * integer formats (``b`` the codes' width of the product's operands): ``q = to_fixed(v, F_g, b)``,
@@ -20,7 +20,7 @@ fixed after calibration (``dynamic``: every batch), as an engine layer reading t
 The gate then multiplies those codes by the other operand under rule 10 (10b): a product of two
 codes, as any gate. ``F_g`` is kept in the compiled program's host-layer field ``gate_in``
 (``{"f_in": [F or None, F or None]}``, one entry per operand). The layer path
-(:mod:`hlsnn.deploy.gatecodes`) does exactly that. The integer network modes materialize the
+(:mod:`hlsnn.deploy.run.gatecodes`) does exactly that. The integer network modes materialize the
 pending inner gate at ``F_g`` (rule 10's requantization: a second ``gate`` op where an engine
 layer already read it at another radix) and hold the outer gate pending for its consumer, as
 always; the bfp network mode writes the inner gate's pairs as codes by a rule-9b table of the

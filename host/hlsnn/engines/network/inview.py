@@ -2,7 +2,7 @@
 flat features into ``x.unsqueeze(1)`` and a ``Conv1d``, a ``(64,)`` input read as ``1 x 64``).
 
 A conv reads its own view of its input (an ``Unsqueeze``'s, a ``Reshape``'s: the same values in
-NCHW order, :func:`hlsnn.deploy.hostops.alias_shape`). The network kernels keep a tensor in
+NCHW order, :func:`hlsnn.deploy.run.hostops.alias_shape`). The network kernels keep a tensor in
 channel banks (channel ``c`` in bank ``c % Q``, its ``H x W`` pixels at consecutive words), so
 the input's per-image shape decides where the image load writes each value: a ``(64,)`` input is
 64 channels of one pixel, which a conv reading ``1 x 64`` (one channel of 64 pixels) would read
@@ -16,7 +16,7 @@ view, the kernel's input takes that view's shape (``net.input["shape"]`` and its
 wants. The emulator's network mode reads the same integers (its ops reshape every input to the
 shape they read). Later readers read the input in that shape; one that reads it as yet another
 map is refused by name as before. Not with host ops on the float input before the kernel
-(:mod:`hlsnn.deploy.netprefix`) or after the logits that read it (their shapes are the model's).
+(:mod:`hlsnn.deploy.lower.netprefix`) or after the logits that read it (their shapes are the model's).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The network kernel of a lowered ``shift_mac`` network (:mod:`hlsnn.deploy.program`):
+"""The network kernel of a lowered ``shift_mac`` network (:mod:`hlsnn.deploy.lower.program`):
 its buffers, its descriptor table and resident weights, rendered into
 ``hls/engines/shift_mac/network*.j2``, built for C-simulation and run through ctypes.
 
@@ -17,7 +17,7 @@ second block: the model input, read last by the shortcut conv, the first block's
 by the max-pool branch after the others, and the bottleneck's output while a branch conv
 writes) a fourth, ``act[3]``: always the fewest that hold it, so a network that two or three
 hold renders as before; up to eight (an unrolled recurrent cell keeps the input, the state and the
-gates' partial sums live: :mod:`hlsnn.deploy.rnnunroll`). One that needs a ninth is refused with
+gates' partial sums live: :mod:`hlsnn.deploy.rewrite.rnnunroll`). One that needs a ninth is refused with
 the tensor's name. Each
 activation buffer is as large as the largest tensor any of them holds, ``sc`` as the most words
 live in it at once.
@@ -52,20 +52,19 @@ import numpy as np
 from ...errors import CsimError, InputError, printable
 from ...engine_registry import network_part
 from ...names import c_ident, comment, check_slug
-from .skips import sc_regions
+from .joins.skips import sc_regions
 
 FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl",
           "pt_w", "sh_w", "step_row", "step_chan", "cg", "steps", "zb", "zlast", "ohw", "hw", "woff", "boff",
           "n_iter", "sa", "sb", "gap", "shift", "clo", "chi", "single", "wide", "sc_base",
-          "dpre", "dm", "doff", "dl",           # a mean's division (hlsnn.engines.network.mean; dm 1: none)
+          "dpre", "dm", "doff", "dl",           # a mean's division (hlsnn.engines.network.pools.mean; dm 1: none)
           "pix")                                # a gate by a 1 x H x W map (hlsnn.engines.network.gate rule 10p)
 OPS = {"conv": 0, "maxpool": 1, "avgpool": 1, "add": 2, "upsample": 3, "zerostuff": 3, "pad": 3, "concat": 4,     # 3: hlsnn.engines.network.move
        "transpose": 5,                                                                  # 5: ... .transpose
        "lut": 6, "gate": 7,                                                             # 6, 7: ... .gate
        "linwide": 1,
-       "lnorm": 8,                                  # 8: hlsnn.engines.network.layernorm
-       "gather": 9, "addc": 10, "actmm": 11, "softmax": 12,      # 9-12: ... .attention (.attnkernel)
-       "pscale": 13, "plnorm": 14}                  # 13, 14: BFP pairs (hlsnn.engines.bfp_systolic.network.attnkern)
+       "lnorm": 8,                                  # 8: hlsnn.engines.network.tokens.layernorm
+       "gather": 9, "addc": 10, "actmm": 11, "softmax": 12}      # 9-12: ... .attention (.attnkernel)
 #: the ops whose kernel loops also write the shortcut buffer (descriptor ``dual``)
 SC_WRITERS = ("conv", "lut", "add", "maxpool", "avgpool", "gather", "addc", "softmax", "pscale", "plnorm")
 #: the ops with two operands, the earlier-made one read from the shortcut buffer
@@ -130,7 +129,7 @@ def allocate(net, pc=1):
             if n == MAX_ACT_BUFS:
                 raise
     check_disjoint(net, place)
-    from .chain import check_place
+    from .joins.chain import check_place
     check_place(net, place, name)
     act_words = max([bank_words(net.shapes[t], pc) for t in order if place[t][0] is not None] + [1])
     sc_words = sc_regions(net, order, made, sc_uses, {t: bank_words(net.shapes[t], pc) for t in order if sc_uses[t]})
@@ -218,7 +217,7 @@ def descriptor_head(op, unfold, place, name, pz, pc, sc_transpose=False):
     if "div" in f:
         dv = f["div"]
         d.update(dpre=dv["pre"], dm=dv["dm"], doff=dv["doff"], dl=dv["dl"])
-    from .gatesc import writes as gate_writes       # a gate over its own shortcut map (.gatesc)
+    from .joins.gatesc import writes as gate_writes       # a gate over its own shortcut map (.gatesc)
     gate = ("gate",) if gate_writes(op, name) else ()
     writers = SC_WRITERS + (("transpose",) if sc_transpose else ()) + gate
     if dst is None and op.kind not in ("conv", "lut", "add", "gather", "addc", "softmax", "pscale", "plnorm") + \
@@ -229,7 +228,7 @@ def descriptor_head(op, unfold, place, name, pz, pc, sc_transpose=False):
         raise InputError(f"network kernel: {op.name} ({op.kind}) makes a shortcut: its output is read from the "
                          f"shortcut buffer, which the kernels' {op.kind} loop does not write (a "
                          f"{', '.join(writers)} op's loop does); this network runs layer by layer")
-    if op.kind in ("conv", "maxpool", "avgpool"):       # avgpool: hlsnn.engines.network.linpool
+    if op.kind in ("conv", "maxpool", "avgpool"):       # avgpool: hlsnn.engines.network.pools.linpool
         src = place[name(op.ins[0])][0]
         t, l, _, _ = f["pads"]
         d.update(src=src, h=f["h"], w=f["w"], oh=f["oh"], ow=f["ow"], kh=f["kh"], kw=f["kw"], sh=f["sh"],
@@ -280,20 +279,20 @@ def pool_or_add(op, f, d, place, name, pc, a_bits, wide=None):
     if op.kind in ("upsample", "zerostuff", "pad", "concat"):   # a data move (hlsnn.engines.network.move)
         from .move import move_descriptor
         return move_descriptor(op, f, d, place, name, pc, a_bits)
-    if op.kind == "transpose":                                # rows and channels (hlsnn.engines.network.transpose)
-        from .transpose import descriptor
+    if op.kind == "transpose":                                # rows and channels (hlsnn.engines.network.tokens.transpose)
+        from .tokens.transpose import descriptor
         return descriptor(op, d, place, name, pc)
     if op.kind in ("lut", "gate"):                            # a table, a gate (hlsnn.engines.network.gate)
         from .gate import gate_descriptor
         return gate_descriptor(op, f, d, place, name, pc, a_bits)
-    if op.kind == "lnorm":                                    # a LayerNorm (hlsnn.engines.network.layernorm)
-        from .layernorm import descriptor as lnorm
+    if op.kind == "lnorm":                                    # a LayerNorm (hlsnn.engines.network.tokens.layernorm)
+        from .tokens.layernorm import descriptor as lnorm
         return lnorm(op, f, d, place, name, pc)
-    if op.kind == "linwide":                                  # a resized wide sum (hlsnn.engines.network.linwide)
-        from .linwide import descriptor as lin
+    if op.kind == "linwide":                                  # a resized wide sum (hlsnn.engines.network.joins.linwide)
+        from .joins.linwide import descriptor as lin
         return lin(op, f, d, pc)
-    if op.kind == "avgpool":                                  # a window sum (hlsnn.engines.network.linpool)
-        from .linpool import descriptor
+    if op.kind == "avgpool":                                  # a window sum (hlsnn.engines.network.pools.linpool)
+        from .pools.linpool import descriptor
         return a_bits + descriptor(op, f, d, pc)
     if op.kind == "maxpool":
         d.update(n_iter=-(-f["c"] // pc) * f["oh"] * f["ow"] * f["kh"] * f["kw"])
@@ -338,7 +337,7 @@ def unfold_of(net, place, pc):
 def pool_scale(net):
     """``{"pool_scale", "pool_scale_bits"}``: rule 11u's ROM (:mod:`.uncounted`; an empty list
     without such a pool)."""
-    from .uncounted import rom
+    from .pools.uncounted import rom
     r = rom(net)
     return dict(pool_scale=r["pool_scale"], pool_scale_bits=r["pool_scale_bits"]) if r else \
         dict(pool_scale=[], pool_scale_bits=0)
@@ -471,7 +470,7 @@ def build(net, *, strict=None, out_root=None, render_fn=None):
         os.close(fd)
         argv = [csim.compiler(), *flags, "-Wno-unused-label", f"-I{folder / 'include'}", f"-I{folder}", f"-isystem{csim.ap_types_dir()}",
                 str(folder / "network.cpp"), str(folder / "bridge.cpp"), "-o", part]
-        from ... import csim_pch
+        from ...csim import pch as csim_pch
         pch = csim_pch.pch_args(csim.compiler(), flags, csim.ap_types_dir())   # faster, never different
         proc = compiling.run(argv[:1] + pch + argv[1:], f"the C-simulation of the network kernel of {net.name}")
         if csim_pch.retry_without(pch, proc):

@@ -1,5 +1,5 @@
 """An output conv's input in two int8 terms on the network path (issue 52, rule 12t of the
-network mode): ``input_terms: 2`` (:mod:`hlsnn.deploy.twoin`) of a conv reading rule 12w's
+network mode): ``input_terms: 2`` (:mod:`hlsnn.deploy.quantize.twoin`) of a conv reading rule 12w's
 resized wide sum (:mod:`.linwide`), k_ae_lin's last conv in ``fixed8`` on ``sparse_cluster``.
 
 Layer by layer the conv takes its host-quantized input ``x`` in two terms (twoin step 1):
@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import numpy as np
 
-#: bits between the two terms' radix points (:data:`hlsnn.deploy.twoin.SHIFT`, the same: tested)
+#: bits between the two terms' radix points (:data:`hlsnn.deploy.quantize.twoin.SHIFT`, the same: tested)
 SHIFT = 7
 
 #: rule 12t's op field on ``linwide`` and ``conv``
@@ -100,7 +100,7 @@ def materialize(j, a, w, steps, why, op_cls):
     """Engine layer ``j`` reads rule 12w's resize ``a`` in two terms: the chained sum, then the
     ``linwide`` op with ``terms`` 2 (module rule 12t) as ``NAME_q2`` (state ``("q", F_x)``,
     shape ``(Cp + C, ...)``); its name returned."""
-    from .chain import materialize_sum
+    from .joins.chain import materialize_sum
     lin = a["lin"]
     base = lin["name"] + "_q2"
     f_x = j["f_x"]
@@ -199,7 +199,7 @@ def run_lin(op, t, b, bits):
 
 def conv_acc(x, f, acc_fn):
     """Rule 12t's accumulators of a batch ``x`` (B, Cp + C, H, W): ``(acc(hi) << 7) + acc(lo)``,
-    ``acc_fn`` rule 2's (:func:`hlsnn.deploy.program.conv_acc`)."""
+    ``acc_fn`` rule 2's (:func:`hlsnn.deploy.lower.program.conv_acc`)."""
     c, lo = f["c"], f["lo"]
     return (acc_fn(x[:, :c], f) << SHIFT) + acc_fn(x[:, lo:lo + c], f)
 

@@ -1,12 +1,12 @@
 """Data moves in the integer network mode (issue 52): nearest ``Upsample`` by integer factors,
 ``ZeroStuff`` (a transposed convolution's input: ``s - 1`` zeros between the pixels) and a
-channel ``Concat`` (a U-Net's skip), as ops of :func:`hlsnn.deploy.program.lower` for the
+channel ``Concat`` (a U-Net's skip), as ops of :func:`hlsnn.deploy.lower.program.lower` for the
 ``shift_mac`` and ``sparse_cluster`` network modes. The rules (``q`` a tensor's integers at
 radix ``F``, a ``C x H x W`` map per image):
 
 6. **upsample** by ``(fh, fw)``: ``y[c, y, x] = q[c, y // fh, x // fw]``; radix unchanged
-   (:func:`hlsnn.deploy.hostops.run`'s ``np.repeat`` of each pixel, exact). With ``edge``
-   ``(ey, ex)`` (a bilinear upsample's first step, :mod:`hlsnn.engines.network.linpool` rule
+   (:func:`hlsnn.deploy.run.hostops.run`'s ``np.repeat`` of each pixel, exact). With ``edge``
+   ``(ey, ex)`` (a bilinear upsample's first step, :mod:`hlsnn.engines.network.pools.linpool` rule
    12): ``y[c, y, x] = q[c, clamp((y - ey) // fh), clamp((x - ex) // fw)]``, an ``(H*fh +
    2ey) x (W*fw + 2ex)`` map (the border pixels once more on each side).
 7. **zerostuff** by strides ``(sh, sw)``: ``y[c, y*sh, x*sw] = q[c, y, x]``, every other
@@ -14,7 +14,7 @@ radix ``F``, a ``C x H x W`` map per image):
    fixed-point format, so the integers are the host op's values exactly).
 8. **concat** along the channels of parts of one ``H x W``: the parts' integers one after the
    other. When the parts share a radix the result has it (the layer path's ``Concat`` keeps a
-   shared format: :func:`hlsnn.deploy.hostops.out_format`). Otherwise the layer path
+   shared format: :func:`hlsnn.deploy.run.hostops.out_format`). Otherwise the layer path
    concatenates float values and the consuming engine layer quantizes them to its calibrated
    ``F_x``: here each part is requantized to ``F_x`` as it is moved, by rule 4's
    requantization of one tensor (``shifts``: ``shift_round_sat(q, F_i - F_x, B, rounding)``,
@@ -33,14 +33,14 @@ radix ``F``, a ``C x H x W`` map per image):
    On BFP pairs the part is the input's exact float32 pairs (netbfp rule 1), moved as they are.
 
 14. **pad** in ``reflect`` or ``edge`` mode (a conv's ``padding_mode='reflect'`` /
-    ``'replicate'``, which :mod:`hlsnn.deploy.torchdecomp` keeps as a host ``Pad``) by ``(top,
+    ``'replicate'``, which :mod:`hlsnn.deploy.rewrite.torchdecomp` keeps as a host ``Pad``) by ``(top,
     left, bottom, right)`` on the height and width (a rank-2 ``C x L`` map's length is its
     height): ``y[c, y, x] = q[c, m(y - top, H), m(x - left, W)]``, an ``(H + top + bottom) x (W +
     left + right)`` map, with ``m(i, n) = clamp(i, 0, n - 1)`` (edge) or ``m(i, n) = |i|``
     mirrored at ``n - 1`` (reflect: ``2(n - 1) - |i|`` past it; the border pixel not repeated,
     ONNX's and numpy's ``reflect``; pads below ``n`` on each side, as torch requires). Every
     output is one input's integer, radix and format unchanged: the layer path's float ``np.pad``
-    moves the same values (:func:`hlsnn.deploy.hostops.out_format` keeps the format), so it is
+    moves the same values (:func:`hlsnn.deploy.run.hostops.out_format` keeps the format), so it is
     exact. On BFP pairs both the mantissa and the exponent move so. A pad of the channels or the
     batch, a ``constant`` pad (its value need not be a code) and a pad of a pending op (an Add,
     a concat at two radix points, a pool, a gate) are refused by name.
@@ -49,10 +49,10 @@ radix ``F``, a ``C x H x W`` map per image):
     height or width: :mod:`.pick`) is this reflect pad with ``k`` before and ``1 - n - k`` after on
     that axis: a crop to the one step ``|0 - k| = k`` (check_op takes those two sides only then).
 
-These ops run in :func:`hlsnn.deploy.program.run_ints` (numpy, integers only). The network
+These ops run in :func:`hlsnn.deploy.lower.program.run_ints` (numpy, integers only). The network
 kernels run them in their ``Move`` and ``Concat`` loops (:data:`KERNEL_KINDS`); the compiled emu
-fast path (:mod:`hlsnn.deploy.fast`) runs them by :func:`run` itself between its compiled convs
-(:func:`hlsnn.deploy.program.run_move`, same bits), and :func:`refuse_kernel` names an op no
+fast path (:mod:`hlsnn.deploy.run.fast`) runs them by :func:`run` itself between its compiled convs
+(:func:`hlsnn.deploy.lower.program.run_move`, same bits), and :func:`refuse_kernel` names an op no
 kernel loop takes (the network then runs layer by layer on csim, sim and pynq)."""
 from __future__ import annotations
 
@@ -174,7 +174,7 @@ def pad_index(n, before, after, mode):
 def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
     """An engine layer ``j`` reads the pending concat ``st`` (parts at different radix points):
     each part requantized to ``j``'s ``F_x`` (module rule 8), then moved, as the tensor
-    ``NAME_q`` (state ``("q", F_x)``; :func:`hlsnn.deploy.program.walk` calls it once per
+    ``NAME_q`` (state ``("q", F_x)``; :func:`hlsnn.deploy.lower.program.walk` calls it once per
     concat)."""
     c = st[1]
     f_x = j["f_x"]
@@ -182,12 +182,12 @@ def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
     fs = list(c["fs"])
     for i, t in enumerate(c["ins"]):        # a pending pool's part: rule 11's op requantized to F_x first
         if c.get("pools", [False] * len(fs))[i]:
-            from .linpool import materialize as pool_materialize
+            from .pools.linpool import materialize as pool_materialize
             pool_materialize(j, t, state[t], state, shapes, ops, aliases, rounding, why, op_cls)
             fs[i] = f_x
     if f_x is None or max(fs) > max(f_x + 24, 0):
         raise why(j, f"the requantization from radix {max(fs)} to {f_x} is not exact in today's host rule")
-    from .catinput import check_radix
+    from .joins.catinput import check_radix
     check_radix(j, c, fs, f_x, why)                     # rule 8i: the graph input's part at its own radix
     hw = c["h"] * c["w"]
     ops.append(op_cls("concat", c["name"], list(c["ins"]), base,
@@ -197,7 +197,7 @@ def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
 
 
 def check_op(op, ints, bad):
-    """:func:`hlsnn.deploy.program.check_ops` for this module's ops."""
+    """:func:`hlsnn.deploy.lower.program.check_ops` for this module's ops."""
     f = op.f
     if op.kind == "concat":
         ints(op, f, ("hw", "h", "w"), 1, 1 << 26)
@@ -213,7 +213,7 @@ def check_op(op, ints, bad):
     ints(op, f, ("c", "h", "w", "oh", "ow"), 1, 1 << 16)
     if op.kind == "pad":
         t, left, b, r = pads = tuple(f.get("pads", ()))
-        from .pick import axis_ok                      # rule 14p: a pick is a reflect crop to one step
+        from .tokens.pick import axis_ok                      # rule 14p: a pick is a reflect crop to one step
         if len(pads) != 4 or any(not isinstance(v, (int, np.integer)) for v in pads) or not (
                 axis_ok(t, b, f["h"], f["oh"], f.get("mode")) and axis_ok(left, r, f["w"], f["ow"], f.get("mode"))):
             raise bad(op, f"pads {pads}: four integers in 0..64, or a pick's k and 1 - n - k (rule 14p)")
@@ -262,7 +262,8 @@ def refuse_kernel(net):
     """:class:`InputError` naming the first op of this module in ``net``: the network kernels'
     C++ has no loop for it yet (module docstring)."""
     from ...errors import InputError
-    from . import attention, gate, layernorm
+    from .tokens import attention, layernorm
+    from . import gate
     layernorm.refuse_kernel(net)
     attention.refuse_kernel(net)
     for op in net.ops:

@@ -1,6 +1,6 @@
 """A lowered network as its integer ops (:class:`Op`, :class:`NetProgram`): what an engine's
 lowering rules (``engines/<engine>/network/lower.py``) build and its network kernel renders;
-:mod:`hlsnn.deploy.program` walks a compiled model's layers into one."""
+:mod:`hlsnn.deploy.lower.program` walks a compiled model's layers into one."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -61,7 +61,7 @@ class NetProgram:
     accel: str
     aliases: dict
     engine: str = "shift_mac"
-    #: host ops on the float input before the kernel (:mod:`hlsnn.deploy.netprefix`), and
+    #: host ops on the float input before the kernel (:mod:`hlsnn.deploy.lower.netprefix`), and
     #: the model's input they read (``name``, per-image ``shape``); ``input`` is the kernel's
     host_before: list = field(default_factory=list)
     source: dict = None

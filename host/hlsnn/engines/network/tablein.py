@@ -7,14 +7,14 @@ after a U-Net's ``Add(ConvTranspose, skip)``, a ``HardSwish`` after a squeeze-ex
 
 **Rule 9e.** The op's exact float64 values ``v`` (a sum, product or mean of ``b``-bit codes)
 are converted to ``b``-bit signed codes at the radix ``F_t`` that DETERMINE picks from them on
-the calibration images (``hlsnn.deploy.quant.host_radix``, as an engine layer reading
+the calibration images (``hlsnn.deploy.quantize.quant.host_radix``, as an engine layer reading
 them picks its ``F_x``): ``q = to_fixed(v, F_t, b)``; the table (rule 9) then reads ``q`` at
 ``F_t`` as it reads a conv's output. ``F_t`` is kept in the compiled program's host-layer field
-``table_in`` (``{"f_in": F_t}``). The layer path (``hlsnn.deploy.tablecodes.run``) does exactly that; the network
+``table_in`` (``{"f_in": F_t}``). The layer path (``hlsnn.deploy.run.tablecodes.run``) does exactly that; the network
 mode (:func:`lower_host`) materializes the pending op requantized to ``F_t`` (the op's own
 rule: 4 for an Add, 10 for a gate, 11 for a pool, exact under the same conditions as for an
 engine consumer, else refused by name) and puts the table op after it, so both give the same
-bits (the layer path's half: :mod:`hlsnn.deploy.tablecodes`). The kernel runs the op's loop then the table's loop (no new loop: the table reads the
+bits (the layer path's half: :mod:`hlsnn.deploy.run.tablecodes`). The kernel runs the op's loop then the table's loop (no new loop: the table reads the
 op's output buffer).
 
 Where the op's inputs are not fixed-point codes of one width (a BFP layer's output, the float
@@ -53,7 +53,7 @@ def lower_host(j, w, steps, why, op_cls):
     if st[0] == "add":
         base = steps.materialize_add(consumer, st[1], w)
     else:
-        from . import linpool
+        from .pools import linpool
         base = st[1]["name"] + "_q"
         from .program import materialized
         if not materialized(consumer, st[1]["name"], w.state, w.shapes, why):

@@ -16,7 +16,7 @@ Which ops (:func:`key`; anything else, a per-channel op among them, is no table)
   none) or ``x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) / 2`` (tanh; ``0.044715`` the
   decimal of ONNX's definition); ``Softplus`` ``ln(1 + e^x)``; ``Selu`` ``gamma x`` (``x > 0``)
   else ``gamma alpha (e^x - 1)``; ``Celu`` ``x`` (``x >= 0``) else ``alpha (e^(x / alpha) -
-  1)``; ``Mish`` ``x tanh(ln(1 + e^x))`` (:mod:`hlsnn.deploy.hostunary`). ``x = 0`` gives the
+  1)``; ``Mish`` ``x tanh(ln(1 + e^x))`` (:mod:`hlsnn.deploy.run.hostunary`). ``x = 0`` gives the
   rational value itself (``0``; ``1/2`` for ``Sigmoid``), as do ``Elu``'s, ``Selu``'s and
   ``Celu``'s positive ``x``.
 
@@ -95,7 +95,7 @@ def key(op, attrs):
     if op == "PRelu":
         s = _scalar(a.get("slope"))
         return None if s is None else (op, (("slope", s),))
-    if op == "UnaryChain":                       # elementwise ops from one x (hlsnn.deploy.unaryfuse)
+    if op == "UnaryChain":                       # elementwise ops from one x (hlsnn.deploy.rewrite.unaryfuse)
         nodes = []
         for i, nd in enumerate(a.get("nodes") or ()):
             args = tuple(int(v) for v in nd.get("args") or ())

@@ -203,7 +203,7 @@ class Kernel:
       goes through the map tiling above.
     * *Input channels* C > ``max_in_channels`` and ``k > max_ksize`` are errors: splitting the
       sum over C would requantize partial sums. (The deploy runner splits C into raw calls,
-      whose int32 sums it adds on the host before the output rules: ``deploy.runner.SparseExec``.)
+      whose int32 sums it adds on the host before the output rules: ``deploy.run.runner.SparseExec``.)
     * The transfer limit is :func:`~hlsnn.engines.tiling.transfer_limit` of the target (None:
       unlimited); the bytes of a call's input and output are computed exactly as
       :func:`protocol.pack_input` and :func:`protocol.n_output_beats` lay them out.

@@ -2,7 +2,7 @@
 
 A W4A4 network (Brevitas' ``Int8WeightPerTensorFixedPoint`` at 4 bits: narrow, ``-7..7``; its
 ``QuantReLU``/``QuantIdentity`` at 4 bits unsigned: ``0..15``, kept as the ``Clip`` of each
-activation, :mod:`hlsnn.deploy.qimport`) multiplies int4 weights by uint4 activations. The kernel
+activation, :mod:`hlsnn.deploy.importer.qimport`) multiplies int4 weights by uint4 activations. The kernel
 (``hls/engines/sparse_cluster/network.cpp.j2``, ``Cfg::kBits4``) then serves four lanes with
 one DSP48E1 where the int8 kernel serves two, and builds its other products from LUTs at about
 24 LUTs each (FINN's estimate for 4 x 4 bits, :data:`~hlsnn.engines.sparse_cluster.netsize.FABRIC_MUL4_LUT`)
@@ -17,13 +17,13 @@ with ``f_k = w_k * x``, ``|f_k| <= 105``. The fabric splits ``P`` exactly: ``f_k
 ``w_k < 0 and x != 0`` (``x >= 0``), so ``f_k`` is the 8-bit two's complement word ``{s_k, r_k mod
 2**7}`` (``-105 <= f_k <= 105``, and ``f_k mod 2**7`` is ``r_k``'s low 7 bits), with ``r_0 = P``,
 ``r_{k+1} = (r_k >> 7) + s_k`` (``(r_k - f_k) / 2**7``: exact), and ``f_3 = r_3``. These are integers,
-equal to ``w_k * x``: the kernel's sums are the emulator's (:func:`hlsnn.deploy.program.conv_ints`).
+equal to ``w_k * x``: the kernel's sums are the emulator's (:func:`hlsnn.deploy.lower.program.conv_ints`).
 
 **Exactness ranges** (:func:`check`, at render and at compile): every conv's (and dense
 layer's) weight codes in ``[-7, 7]`` and its input codes in ``[0, 15]``, proved from the program
 (:func:`ranges`): the kernel's input is the host's quantization of a ``Clip`` to ``[0, 15 * 2**-F]``
 (the input ``Quant``), a conv's or Add's output codes lie in its clamp (rule 2's fused ``Clip``,
-rule 4q's, :mod:`hlsnn.engines.network.addclip`) and its ReLU, a max pool's in its input's. A
+rule 4q's, :mod:`hlsnn.engines.network.joins.addclip`) and its ReLU, a max pool's in its input's. A
 program outside these is refused by name: it runs on the int8 kernel (``net_bits`` 8).
 """
 from __future__ import annotations
@@ -39,7 +39,7 @@ INT8 = (-128, 127)
 
 def _input_range(net):
     """The codes of the kernel's input: the host quantizes a ``Clip`` (the last host op before
-    the kernel, :mod:`hlsnn.deploy.netprefix`) at the input's radix, else any int8."""
+    the kernel, :mod:`hlsnn.deploy.lower.netprefix`) at the input's radix, else any int8."""
     if net.input.get("clip"):                     # the input Quant's Clip folded into the load (netprefix)
         return tuple(net.input["clip"])
     f = net.input.get("f")

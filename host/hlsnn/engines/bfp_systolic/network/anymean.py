@@ -1,10 +1,10 @@
 """A mean over a count that is not a power of two on BFP pairs (issue 52): rule 6b of the
 bfp_systolic network mode (:mod:`hlsnn.engines.bfp_systolic.network.lower`), for a ``GlobalAveragePool`` (rule 6), an
-``AveragePool`` (rule 7, :mod:`hlsnn.engines.network.linpool` rule 11) and a ``ReduceMean``
+``AveragePool`` (rule 7, :mod:`hlsnn.engines.network.pools.linpool` rule 11) and a ``ReduceMean``
 over ``n = 2**a * d`` values, ``d`` odd and > 1.
 
 **The layer path's value.** Layer by layer the pool is a float64 host op
-(:mod:`hlsnn.deploy.hostops`, :mod:`hlsnn.deploy.pooling`): the exact sum ``S = s * 2**e0``
+(:mod:`hlsnn.deploy.run.hostops`, :mod:`hlsnn.deploy.run.pooling`): the exact sum ``S = s * 2**e0``
 of the pooled values (exact: rules 6 and 7 bound ``|s|``) divided by ``n``, one correctly
 rounded division ``v = fl(S / n)``; a ``MaxPool`` after it picks the largest ``v``; the next
 BFP layer quantizes its patch of such values by rule 3: the patch exponent from ``floor(log2
@@ -41,7 +41,7 @@ both saturate); where it is one, ``t`` is a short dyadic and ``v = t``. So both 
 Tested against float64 numpy on many random sums (``tests/deploy/test_network_bfp_mean.py``).
 
 6c. **concat of means** (a ``Concat`` with a part that is a mean: milesial's U-Net, an
-    ``align_corners`` resize (:mod:`hlsnn.engines.network.cornerresize`) into the skip's
+    ``align_corners`` resize (:mod:`hlsnn.engines.network.pools.cornerresize`) into the skip's
     ``Concat``). With ``L`` the least common multiple of the program's odd divisors, each part
     over ``d`` (1: plain pairs) has its mantissas multiplied by ``L / d``: ``(s L / d) * 2**e / L =
     s * 2**e / d``, the same values, now every element a mean over ``L`` (one divisor per kernel).
@@ -167,8 +167,8 @@ def odd(n):
 
 def magic(d, mant_bits):
     """The kernel's constant reciprocal for ``floor(u / d)``, ``0 <= u <= d * 2**(M+1)``:
-    ``(M_d, off, L)`` of :func:`hlsnn.engines.network.mean.magic`."""
-    from ...network.mean import magic as mg
+    ``(M_d, off, L)`` of :func:`hlsnn.engines.network.pools.mean.magic`."""
+    from ...network.pools.mean import magic as mg
     return mg(int(d), int(d) << (mant_bits + 1))
 
 

@@ -5,7 +5,7 @@ fields, iterations, cycles and resources.
 Tensors are held as every tensor of the kernel (:func:`hlsnn.engines.network.kernel.allocate`):
 channel ``c`` in bank ``c % Q`` at word ``(c // Q) H W + y W + x`` (a ``(T, F)`` tensor: row ``t``
 in bank ``t % Q``, its ``F`` features consecutive words). So the gather (16b), the AddConst (17b)
-and the Softmax (19b) walk their tensors as :mod:`hlsnn.engines.network.attnkernel` describes
+and the Softmax (19b) walk their tensors as :mod:`hlsnn.engines.network.tokens.attnkernel` describes
 (its ROM builder is shared: the gather's pattern, the constants at radix ``G``, the exponential
 tables), on elements: rule 20's code of an element is rule 9b's rounding shifter; a class
 token's constant elements (16k) are a ROM of their own, ``kGConst``, which the gather's word
@@ -33,7 +33,7 @@ LOOPS = {9: ("NetGather",), 10: ("NetAddc",), 11: ("NetAmmBExp", "NetAmmAExp", "
 #: outputs (the shifter 2, the write); the Softmax's rows (read, the code 2, table, add /
 #: product 3, write); the LayerNorm's (read, the code 2, products 3 x 2, shifters 4, write)
 DEPTH = {9: 4, 10: 6, 11: (4, 7, 3), 12: 6, 13: 9, 14: 12}
-#: the cycles of a Softmax row's division ``2**K // S`` (:data:`hlsnn.engines.network.attnkernel.DIV_LATENCY`)
+#: the cycles of a Softmax row's division ``2**K // S`` (:data:`hlsnn.engines.network.tokens.attnkernel.DIV_LATENCY`)
 DIV_LATENCY = 44
 
 
@@ -53,14 +53,13 @@ def elem_word(m, e, elem_bits):
 
 
 def tables(net, place, pc, elem_bits):
-    """The ROMs of the program's attention ops: :func:`hlsnn.engines.network.attnkernel.tables`'
+    """The ROMs of the program's attention ops: :func:`hlsnn.engines.network.tokens.attnkernel.tables`'
     (``gather``, ``addc``, ``exp``), the class tokens' constant elements ``gconst`` and the
     LayerNorms' ``pln_g``, ``pln_b`` (each op's first word in its field ``rom``);
     :class:`InputError` for a constant beyond the element."""
     from ....errors import InputError
-    from ...network import attnkernel
-    from .gate import pairs_of  # noqa: F401  (the constants are pairs already)
-    consts = []
+    from ...network.tokens import attnkernel
+        consts = []
     for op in net.ops:
         if op.kind == "gather" and len(op.f.get("cm", ())):
             cm, ce = (np.asarray(v, np.int64) for v in (op.f["cm"], op.f["ce"]))
@@ -82,7 +81,7 @@ def tables(net, place, pc, elem_bits):
 def descriptor(net, op, d, place, name, pc):
     """Fill the descriptor ``d`` of an attention op (module docstring)."""
     from ....errors import InputError
-    from ...network import attnkernel
+    from ...network.tokens import attnkernel
     f = op.f
     if op.kind in ("gather", "addc", "actmm", "softmax"):
         attnkernel.descriptor(net, op, d, place, name, pc)
@@ -101,7 +100,7 @@ def descriptor(net, op, d, place, name, pc):
         d.update(n_iter=-(-c // pc) * h * w, sa=int(f["cm"]), sb=int(f["ce"]))
     elif op.kind == "plnorm":
         pl = f["plan"]
-        from ...network.layernorm import R_BITS
+        from ...network.tokens.layernorm import R_BITS
         d.update(zb=-(-f["rows"] // pc), w=int(f["c"]), shift=int(pl["f_in"]), sb=int(pl["e"]),
                  sa=int(pl["fg"] + R_BITS - pl["k"]), kh=int(pl["k"] - f["f_out"]), oh=int(f["f_out"]),
                  woff=int(f["rom"]), n_iter=-(-f["rows"] // pc) * int(f["c"]))
@@ -147,8 +146,8 @@ def cycles(r, pc, ii=None):
 
 def fields(net, t, rows, pc, elem_bits):
     """The template fields of the attention loops (all False without an attention op)."""
-    from ...network import attention as at
-    from ...network.layernorm import T_BITS, Y_BITS, rsqrt_table
+    from ...network.tokens import attention as at
+    from ...network.tokens.layernorm import T_BITS, Y_BITS, rsqrt_table
     ks = kinds(net)
     flags = {f"has_{k}": k in ks for k in ("gather", "addc", "pscale", "plnorm")}
     flags.update(has_amm="actmm" in ks, has_smax="softmax" in ks, has_attn=bool(ks))

@@ -1,6 +1,6 @@
 """Attention on BFP pairs (issue 79): the rules of a ``bfp_systolic`` attention network's host
-ops, written once here and run by the layer path (:func:`hlsnn.deploy.attnrun.layer_run`, the
-engine's ``MatMulAct`` through :mod:`hlsnn.deploy.actmm_engine`) and by the network mode
+ops, written once here and run by the layer path (:func:`hlsnn.deploy.run.attnrun.layer_run`, the
+engine's ``MatMulAct`` through :mod:`hlsnn.deploy.run.actmm_engine`) and by the network mode
 (:func:`lower_host` in the one walk, :func:`run` in :func:`.lower.run`), so both give the same
 bits. Elements are pairs ``(m, e)`` (value ``m * 2**e``, :mod:`.lower`'s rule 2); ``M`` =
 ``mantissa_bits``, ``rnd`` the deployment's ``rounding`` (as rule 9b's codes; rule 18b's GEMM
@@ -8,12 +8,12 @@ rounds by the accel config's, as the engine does).
 
 20. **codes of pairs** (the entry of every rule below that rounds to a radix): the op's input
     pairs written as ``b = M``-bit signed codes at the radix ``F_i`` calibrated on the op's
-    input values (DETERMINE, :func:`hlsnn.deploy.quant.host_radix` with the deployment's
+    input values (DETERMINE, :func:`hlsnn.deploy.quantize.quant.host_radix` with the deployment's
     overflow ratio; the compiled program's host-layer field ``pair_in``): rule 9b's
     conversion :func:`hlsnn.engines.bfp_systolic.network.gate.codes`, ``q =
     shift_round_sat(m, -(e + F_i), b, rnd)``, exactly ``round(m 2**(e + F_i))`` saturated.
     Error: half a unit at ``F_i``, and what DETERMINE's overflow ratio lets saturate.
-16b. **gather** of pairs (a head split or merge, :mod:`hlsnn.engines.network.attention` rule
+16b. **gather** of pairs (a head split or merge, :mod:`hlsnn.engines.network.tokens.attention` rule
     16's pattern): mantissas and exponents move together; exact. 16k on pairs: a class token's
     constants are pairs of their float values (exact: :func:`pairs_of`), no rounding. 16s: a
     ``Scale`` of q and k by a constant ``c`` is the exact product ``(m cm, e + ce)`` by ``c``
@@ -24,10 +24,10 @@ rounds by the accel config's, as the engine does).
     exact product). The layer path multiplies the exact values by the same constant in float64,
     exactly, and its rule 18b gives the same bits.
 17b. **addc** (a position embedding ``x + P``): rule 20's codes at ``F_i``, then rule 17 on
-    them (:func:`~hlsnn.engines.network.attention.addc`, codes at the calibrated ``F_o``, field
+    them (:func:`~hlsnn.engines.network.tokens.attention.addc`, codes at the calibrated ``F_o``, field
     ``codes``); the output pairs are ``(y, -F_o)``.
 18b. **actmm**, a ``MatMul`` of two BFP activations (``Q Kᵀ``, ``P V`` per head): the engine's
-    own GEMM with ``B`` as its weights (:mod:`hlsnn.deploy.actmm_engine`'s rule): each row of
+    own GEMM with ``B`` as its weights (:mod:`hlsnn.deploy.run.actmm_engine`'s rule): each row of
     ``A`` (``T x K``) one block (:mod:`.lower` rule 3's exponent ``clamp(L - (M - 2))`` over
     the row's leading ones, mantissas ``shift_round_sat`` to ``M`` bits), each column of ``B``
     one block (``weight_exponent: row``; ``tensor``: one for the head's ``B``), the exact
@@ -35,11 +35,11 @@ rounds by the accel config's, as the engine does).
     no bias, no ReLU): pairs ``(ym, e4)``, one exponent per row of scores. The shared
     exponents carry the scores' range: no calibrated radix. ``S <= max_n``.
 19b. **softmax** over the keys: rule 20's codes at ``F_i`` (``b = M``), then rule 19
-    (:func:`~hlsnn.engines.network.attention.softmax` with ``exp_table(F_i, M)``); the output
+    (:func:`~hlsnn.engines.network.tokens.attention.softmax` with ``exp_table(F_i, M)``); the output
     pairs are ``(y, -(M - 1))``. Error: rule 19's bound plus rule 20's rounding of the scores.
 15b. **plnorm**, ``LayerNormalization`` over the features of ``(T, F)`` rows of pairs: rule 20's
     codes at ``F_i``, rule 15's normalized codes at radix ``k``
-    (:func:`hlsnn.engines.network.layernorm.normalized`), then ``shift_round_sat`` to ``M`` bits
+    (:func:`hlsnn.engines.network.tokens.layernorm.normalized`), then ``shift_round_sat`` to ``M`` bits
     at the calibrated ``F_o`` (field ``codes``; rule 15c); the output pairs are ``(y, -F_o)``.
 
 The residual ``Add``, the token mean and the GELU table are the network mode's rules 5, 6 and 9b
@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...network import attention as at
+from ...network.tokens import attention as at
 from .gate import codes, pairs_of
 
 #: the op kinds of the rules above (``plnorm`` is 15b; the others share rule 16-19's names, with
@@ -111,7 +111,7 @@ def lnorm_pairs(x, plan, f_out, bits, rounding):
     """Rule 15b on pairs (..., C) over the last axis, with ``plan`` rule 15's constants for
     ``bits``-bit codes at the input radix ``F_i = plan["f_in"]``."""
     from ....primitives import shift_round_sat
-    from ...network.layernorm import normalized
+    from ...network.tokens.layernorm import normalized
     q = codes(x[0], x[1], plan["f_in"], bits, rounding)
     y = shift_round_sat(normalized(q, plan, rounding), plan["k"] - int(f_out), bits, rounding)[0]
     return y, np.full(y.shape, -int(f_out), np.int64)
@@ -154,7 +154,7 @@ def scale_pairs(x, cm, ce):
 
 def lnorm_plan(c, f_in, bits, attrs):
     """Rule 15's constants for rule 15b (with ``f_in``), or a string saying why not."""
-    from ...network.layernorm import plan
+    from ...network.tokens.layernorm import plan
     p = plan(c, f_in, bits, attrs["epsilon"], attrs.get("scale"), attrs.get("bias"))
     return dict(p, f_in=int(f_in)) if isinstance(p, dict) else p
 

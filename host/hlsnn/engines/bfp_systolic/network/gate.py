@@ -15,7 +15,7 @@ and after which an engine layer still runs (``rounding``: the deployment's).
     :data:`hlsnn.engines.network.gate.UNARY` but ``HardSwish``; its input a BFP engine layer's
     output, or one moved by :data:`MOVES`; or, issue 52, an ``Add`` (its ``Relu``) or a gate
     ``Mul`` of pairs: exact pairs of wider mantissas, coded the same way): ``F`` is DETERMINE's radix point
-    (:func:`hlsnn.deploy.quant.host_radix`, the deployment's ``overflow_ratio``) for ``b =
+    (:func:`hlsnn.deploy.quantize.quant.host_radix`, the deployment's ``overflow_ratio``) for ``b =
     M``-bit signed codes of the op's input on the calibration images, fixed after calibration
     (``dynamic`` mode: every batch). Each element's code is ``q = shift_round_sat(m,
     clamp(-(e + F), -(b + 1), 62), b, rounding)``: exactly ``round(m * 2**e * 2**F)`` saturated
@@ -242,7 +242,7 @@ def _computed(t, w):
 
 def lower_host(steps, j, st, w):
     """:meth:`BfpSteps.host` for rules 9b and 10b: True if ``j`` was lowered; :class:`InputError`
-    (by :func:`hlsnn.deploy.program._why`) for a table or gate without a rule here."""
+    (by :func:`hlsnn.deploy.lower.program._why`) for a table or gate without a rule here."""
     from ...network.program import Op, _chw, _why
     op = j["op"]
     if op == "Clip" and st[0] == "q":                      # rule 9d: Clip(0, hi) exactly

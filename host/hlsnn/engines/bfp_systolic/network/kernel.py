@@ -381,8 +381,8 @@ def _conv_row(op, f, j, d, shape_bits, roms, offs, most):
 def render(net, out_dir):
     """Render the kernel of ``net`` into ``out_dir`` (as :func:`hlsnn.engines.shift_mac.network.kernel.render`):
     ``(files, sha, tables)``."""
-    from ...network.chain import sc_add
-    from ...network.gatesc import used as gate_sc
+    from ...network.joins.chain import sc_add
+    from ...network.joins.gatesc import used as gate_sc
     from ....version import __version__
     from . import perf as bfpperf
     from .anymean import cat_fields, mean_fields
@@ -417,7 +417,7 @@ def render(net, out_dir):
                wexps=[_ints(x) for x in t["wexps"]], biases=[_ints(x) for x in t["biases"]],
                max_exp_iter=most_exp, max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_move_iter=_most(t, 3), max_cat_iter=_most(t, 4), max_tr_iter=_most(t, 5),
                max_add_iter=_most(t, 2), n_taps=len(t["taps"]),
-               has_wpool=any(op.kind == "avgpool" for op in net.ops),   # hlsnn.engines.network.linpool
+               has_wpool=any(op.kind == "avgpool" for op in net.ops),   # hlsnn.engines.network.pools.linpool
                has_odd=any(op.kind == "avgpool" and op.f.get("odd") for op in net.ops),   # rule 4o (.reduce)
                gate_odd=any(op.kind == "gate" and op.f.get("odd") for op in net.ops),     # rule 10r (.gatero)
                odd_bits=netreduce.ODD_BITS, odd_sum_bits=netreduce.SUM_BITS,

@@ -1,9 +1,9 @@
-"""The network mode of a ``bfp_systolic`` network (:mod:`hlsnn.deploy.program`, dispatched
-by :func:`hlsnn.deploy.program.engine_rules`): the specification of its network path, one
+"""The network mode of a ``bfp_systolic`` network (:mod:`hlsnn.deploy.lower.program`, dispatched
+by :func:`hlsnn.deploy.lower.program.engine_rules`): the specification of its network path, one
 kernel start per batch. Its layers are lowered by the one walk of every engine
-(:func:`hlsnn.deploy.program.lower`) with this engine's steps (:class:`BfpSteps`).
+(:func:`hlsnn.deploy.lower.program.lower`) with this engine's steps (:class:`BfpSteps`).
 
-Layer by layer (:class:`hlsnn.deploy.executors.BfpExec`), a BFP layer quantizes each im2col
+Layer by layer (:class:`hlsnn.deploy.run.executors.BfpExec`), a BFP layer quantizes each im2col
 patch of its float64 input to BFP (one exponent per patch), runs the GEMM with the engine's
 rules and returns the dequantized outputs ``ym * 2**ye`` as float64; the host runs ``Add``,
 ``Relu``, ``MaxPool``, ``GlobalAveragePool`` in float64 between layers. Every one of those
@@ -69,7 +69,7 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
    are equal values. ``Flatten``, ``Reshape``, ``Identity`` change nothing. A ``Relu`` on a
    conv's output is ``m = max(m, 0)``.
    An ``AveragePool`` of ``2**p`` taps and a bilinear ``Resize`` by 2 (``half_pixel``) are
-   :mod:`hlsnn.engines.network.linpool`'s rules 11 and 12 on pairs (:func:`avgpool_pairs`:
+   :mod:`hlsnn.engines.network.pools.linpool`'s rules 11 and 12 on pairs (:func:`avgpool_pairs`:
    each window's exact sum at the smallest exponent of its non-zero elements, that exponent
    less ``p``; the sum within :data:`ELEM_BITS`, else :class:`NotExact`).
 8. **Tables, HardSwish, Clip and the gate** (rules 9b, 9c, 9d, 10b of
@@ -86,7 +86,7 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
 9. **Output**: the last engine layer's ``(ym, e4)``; the host returns ``ym * 2**e4`` (float64,
    exact) and runs the host layers after it (a final ``Softmax``) in float64.
 
-:func:`~hlsnn.deploy.program.lower` refuses, naming the layer: a config whose output exponent is not the *max*
+:func:`~hlsnn.deploy.lower.program.lower` refuses, naming the layer: a config whose output exponent is not the *max*
 rule (*stats*, mean + k sigma of a row's results, is an integer rule too but not written here
 yet; *rolling* carries state from sample to sample across the batch and the calls, which one
 image at a time cannot reproduce), ``stochastic`` rounding (a random draw per element on the
@@ -121,7 +121,7 @@ def _op(kind, name, ins, out, **f):
 
 class BfpSteps:
     """``bfp_systolic``'s steps in the one walk of a network's layers
-    (:func:`hlsnn.deploy.program.walk`, which lowers the host ops every engine shares): its
+    (:func:`hlsnn.deploy.lower.program.walk`, which lowers the host ops every engine shares): its
     tensors are pairs (state ``("q", None)``: no radix point), the float input is read as it is
     (rule 1), a ``Relu`` on pairs is an op of its own (rule 7), an Add is materialized as rule 5
     or 6, a layer as rules 3 and 4 (module rules)."""
@@ -242,7 +242,7 @@ class BfpSteps:
 
 
 class BfpRules:
-    """``bfp_systolic``'s entry in :func:`hlsnn.deploy.program.engine_rules`: its network
+    """``bfp_systolic``'s entry in :func:`hlsnn.deploy.lower.program.engine_rules`: its network
     mode is a program on pairs (:class:`BfpSteps` in the one walk, :func:`run`; module docstring)."""
     engine = "bfp_systolic"
     formats = ("bfp",)
@@ -456,12 +456,12 @@ def maxpool_pairs(x, f):
 
 
 def avgpool_pairs(op, get, b, elem=ELEM_BITS):
-    """:mod:`hlsnn.engines.network.linpool` rule 11 on a batch of ``b`` images of ``(m, e)``
+    """:mod:`hlsnn.engines.network.pools.linpool` rule 11 on a batch of ``b`` images of ``(m, e)``
     pairs: each window's exact sum (taps shifted by their weights' bits) at ``e0``, the
     smallest exponent of its non-zero elements (0 when none), as ``(s, e0 - p)`` (the op's
     ``shift`` is ``p``); :class:`NotExact` where the magnitudes' sum reaches ``2**(elem-1)``
     (``elem``: the kernel's element bits, :func:`elem_bits`)."""
-    from ...network.linpool import windows
+    from ...network.pools.linpool import windows
     f = op.f
     m, e = (np.asarray(a, np.int64).reshape(b, f["c"], f["h"], f["w"]) for a in get(op.ins[0]))
     wm, t = windows(m, f)
@@ -478,12 +478,12 @@ def avgpool_pairs(op, get, b, elem=ELEM_BITS):
         return round_odd(terms.sum(axis=(-2, -1)), e0 - f["shift"])
     k = 1
     if f.get("uncounted"):                         # rule 11u: the sum times L / count, over L (rule 6b)
-        from ...network.uncounted import scale
+        from ...network.pools.uncounted import scale
         k = scale(f)
     big_term = (np.abs(terms) >= 1 << (elem - 1)).any()      # (before the sum: 2**62 terms would wrap int64)
     if big_term or ((np.abs(terms) << t).sum(axis=(-2, -1)) * k >= 1 << (elem - 1)).any():
         raise NotExact(f"network kernel (bfp): {op.name}: a pool's sum spans more than {elem - 1} bits (the "
-                       f"kernel's element; rule 11 of hlsnn.engines.network.linpool); run it with network=False")
+                       f"kernel's element; rule 11 of hlsnn.engines.network.pools.linpool); run it with network=False")
     return (terms << t).sum(axis=(-2, -1)) * k, e0 - f["shift"]
 
 
@@ -543,7 +543,7 @@ def _run(net, xq, keep):
             else:
                 env[op.out] = run_pairs(op, get, bsz)
         elif op.kind == "transpose":
-            from ...network.transpose import run_pairs
+            from ...network.tokens.transpose import run_pairs
             env[op.out] = run_pairs(op, get, bsz)
         elif op.kind == "avgpool":
             env[op.out] = avgpool_pairs(op, get, bsz, eb)
@@ -568,5 +568,5 @@ def _run(net, xq, keep):
     return (out, env) if keep else out
 
 
-#: the rules :func:`hlsnn.deploy.program.engine_rules` finds (:func:`hlsnn.engine_registry.network_part`)
+#: the rules :func:`hlsnn.deploy.lower.program.engine_rules` finds (:func:`hlsnn.engine_registry.network_part`)
 RULES = BfpRules

@@ -2,7 +2,7 @@
 after a BFP conv or dense layer (h_jet_bnin's per-feature ``PReLU``) ran layer by layer in
 bfp8, "a table (rule 9) is a function of one value"; two-hot and fixed8 have rule 9ch (a table
 per channel of codes). The layer path is unchanged: its float64 ``PRelu``
-(:mod:`hlsnn.deploy.hostextra`: ``x`` or ``slope_c * x``) of the layer's exact pairs, which the
+(:mod:`hlsnn.deploy.run.hostextra`: ``x`` or ``slope_c * x``) of the layer's exact pairs, which the
 next BFP engine layer quantizes by its rule 3 (per patch: the leading one ``L`` of the largest
 ``|v|``, then ``R(v 2**-xe)`` to ``M``-bit mantissas, ``xe = L - M + 2``).
 

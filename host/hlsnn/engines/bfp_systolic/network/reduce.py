@@ -1,21 +1,21 @@
-"""CBAM's channel mean and max on BFP pairs (issue 52): :mod:`hlsnn.engines.network.reduce` rule 4c
+"""CBAM's channel mean and max on BFP pairs (issue 52): :mod:`hlsnn.engines.network.pools.reduce` rule 4c
 in the ``bfp_systolic`` network mode (:mod:`hlsnn.engines.bfp_systolic.network.lower`), and the
 spatial gate by the map they make (:mod:`hlsnn.engines.bfp_systolic.network.gate` rule 10p).
 
-**The layer path** (:class:`hlsnn.deploy.executors.BfpExec` and the host ops between BFP layers):
+**The layer path** (:class:`hlsnn.deploy.run.executors.BfpExec` and the host ops between BFP layers):
 ``ReduceMax`` / ``ReduceMean`` over axis 1 of a ``C x H x W`` map are numpy's ``max`` and ``mean``
-in float64 (:mod:`hlsnn.deploy.hostextra`) of exact values (a BFP layer's ``m * 2**e``, a gate's
+in float64 (:mod:`hlsnn.deploy.run.hostextra`) of exact values (a BFP layer's ``m * 2**e``, a gate's
 product of two such, rule 10b): the max is the largest value itself, the mean the exact sum of the
 ``C`` values divided once by ``C`` (``np.mean``: the sum, then one division). The 7x7 conv after
 the ``Concat`` quantizes those float64 values by rule 3. Neither reduction reads rule 10c's codes on
-BFP pairs (:func:`hlsnn.deploy.gatecodes.operand_bits`: "rule 4c has no BFP form" there; the
+BFP pairs (:func:`hlsnn.deploy.run.gatecodes.operand_bits`: "rule 4c has no BFP form" there; the
 channel gate's product pairs are exact in the element, rule 10b).
 
 4c. **On pairs**: the map, held as ``C x HW x 1``, is transposed to ``HW x C x 1`` (netmove rule 9:
     each pixel's ``C`` elements one channel's pixels; the pairs move as they are), pooled by one
     ``C x 1`` window per channel, then transposed back from ``HW x 1 x 1`` to the ``1 x H x W`` map.
     The max is rule 7's max pool (the element of the largest value, an exact comparison of pairs):
-    the layer path's float64 max, the same value. The mean is :mod:`hlsnn.engines.network.linpool`
+    the layer path's float64 max, the same value. The mean is :mod:`hlsnn.engines.network.pools.linpool`
     rule 11 on pairs, the exact sum ``s`` at the smallest exponent ``e0`` of the window's non-zero
     elements (``|s|`` and the magnitudes' sum below ``2**52``: the layer path's float64 sum is then
     exact in any order; :class:`~hlsnn.engines.bfp_systolic.network.lower.NotExact` otherwise, the

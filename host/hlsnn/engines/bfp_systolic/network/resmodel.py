@@ -255,7 +255,7 @@ def datapath(net, tables):
       pool bits with an enable) and the two subtractors that give the channel's sums, and the
       output element's select (``W + 10``);
     * ``wpool`` (``Q``, a program with an average pool or a bilinear upsample,
-      :mod:`hlsnn.engines.network.linpool`): four ``AlignExact`` (the term and its magnitude,
+      :mod:`hlsnn.engines.network.pools.linpool`): four ``AlignExact`` (the term and its magnitude,
       the running sum and magnitudes' sum realigned to a smaller exponent), their two adders
       (``E + 1``), the exponent compare and selects, the bound compare and the output select;
     * ``oddpool`` (``Q``, a program with CBAM's channel mean, netbfp rule 4o of

@@ -1,4 +1,4 @@
-"""The network kernel of a lowered ``shift_mac`` network (:mod:`hlsnn.deploy.program` with
+"""The network kernel of a lowered ``shift_mac`` network (:mod:`hlsnn.deploy.lower.program` with
 :mod:`~hlsnn.engines.shift_mac.network.lower`'s rules): its descriptor table and resident weights (:func:`tables`), rendered
 into ``hls/engines/shift_mac/network*.j2`` (:func:`render`); the buffers, the descriptor head
 and the binding are :mod:`hlsnn.engines.network.kernel`'s, which its docstring describes."""
@@ -72,11 +72,11 @@ def tables(net, pz, pc):
     dup, paired = pairs.plan(net, place, pz, pc, unfold)   # tap pairs (.pairs)
     from ...network.gate import lut_roms
     luts, lut_banks = lut_roms(net, a_bits, pc)    # rule 9ch: a ROM copy per bank, else None
-    from ...network.layernorm import roms as ln_roms
+    from ...network.tokens.layernorm import roms as ln_roms
     ln_g, ln_b = ln_roms(net, pc)                  # rule 15's scale and bias codes, a ROM per bank
-    from ...network import attention, attnkernel
-    attn = attnkernel.tables(net, place, pc)       # rules 16-19's ROMs (hlsnn.engines.network.attnkernel)
-    from ...network.chain import wide_bits
+    from ...network.tokens import attention, attnkernel
+    attn = attnkernel.tables(net, place, pc)       # rules 16-19's ROMs (hlsnn.engines.network.tokens.attnkernel)
+    from ...network.joins.chain import wide_bits
     wide_sums = wide_bits(net)                     # chained Adds' exact sums: wider shortcut words
     for op in net.ops:
         f, d = descriptor_head(op, unfold, place, name, pz, pc, sc_transpose=True)
@@ -139,7 +139,7 @@ def tables(net, pz, pc):
             wins.append(np.asarray(win["bases"], np.int64))
             woff += nb * steps
             boff += nb
-        elif op.kind in attention.KINDS:               # attention's loops (hlsnn.engines.network.attnkernel)
+        elif op.kind in attention.KINDS:               # attention's loops (hlsnn.engines.network.tokens.attnkernel)
             attnkernel.descriptor(net, op, d, place, name, pc)
         else:
             add_bits = max(add_bits, pool_or_add(op, f, d, place, name, pc, a_bits, wide_sums))
@@ -246,11 +246,11 @@ def narrow_codes(c, ebits, pot):
 def render(net, out_dir):
     """Render the kernel of ``net`` into ``out_dir``: ``network.cpp``, ``network.h``,
     ``network_data.h``, ``bridge.cpp`` and the hlsnn headers. Returns ``(files, sha, tables)``."""
-    from ...network.chain import sc_add
-    from ...network.gatesc import used as gate_sc
+    from ...network.joins.chain import sc_add
+    from ...network.joins.gatesc import used as gate_sc
     from ....version import __version__
     from . import perf as netperf
-    from ...network import attnkernel, layernorm
+    from ...network.tokens import attnkernel, layernorm
     p = net.params
     pz, pc = lanes(p)
     t = tables(net, pz, pc)
@@ -280,8 +280,8 @@ def render(net, out_dir):
                shifts=[_ints(s) for s in t["shifts"]], win_base=_ints(t["win_base"]),
                max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_add_iter=_most(t, 2),
                max_move_iter=_most(t, 3), max_cat_iter=_most(t, 4), max_tr_iter=_most(t, 5),
-               has_wpool=any(op.kind == "avgpool" for op in net.ops),   # hlsnn.engines.network.linpool
-               has_linwide=any(op.kind == "linwide" for op in net.ops),  # hlsnn.engines.network.linwide
+               has_wpool=any(op.kind == "avgpool" for op in net.ops),   # hlsnn.engines.network.pools.linpool
+               has_linwide=any(op.kind == "linwide" for op in net.ops),  # hlsnn.engines.network.joins.linwide
                has_lut=any(op.kind == "lut" for op in net.ops), has_gate=any(op.kind == "gate" for op in net.ops),
                max_lut_iter=_most(t, 6), max_gate_iter=_most(t, 7), lut_words=len(t["luts"]), luts=_ints(t["luts"]),
                lut_banks=[_ints(r) for r in t["lut_banks"]] if "lut_banks" in t else None,
@@ -292,7 +292,7 @@ def render(net, out_dir):
                lane_of=[j % pz for j in range(pc)], block_of=[j - j % pz for j in range(pc)],
                parts=t["parts"], part_of=[j // pz if t["parts"] > 1 else 0 for j in range(pc)],
                sc_add=sc_add(net, t["place"]), gate_sc=gate_sc(net, t["place"]),
-               split_shift=any("split" in op.f for op in net.ops),   # rule 8m (hlsnn.engines.network.catmix)
+               split_shift=any("split" in op.f for op in net.ops),   # rule 8m (hlsnn.engines.network.joins.catmix)
                act_distance=max(netperf.CONV_DEPTH, netperf.POOL_DEPTH, netperf.ADD_DEPTH),
                **unfold_fields(t["unfold"], pc))
     return render_templates("shift_mac", ctx, out_dir) + (t,)

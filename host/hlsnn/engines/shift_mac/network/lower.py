@@ -1,4 +1,4 @@
-"""``shift_mac``'s rules of the integer network mode (:mod:`hlsnn.deploy.program`'s walk, module
+"""``shift_mac``'s rules of the integer network mode (:mod:`hlsnn.deploy.lower.program`'s walk, module
 rule 2): two-hot / power-of-two codes as their shift-add values (:func:`_fields`, the kernel's
 fields), ``saturate_A(acc + bias)``, ReLU and ``shift_round_sat`` with the config's rounding
 (:func:`hlsnn.engines.shift_mac.emulator.output_rule`)."""
@@ -30,14 +30,14 @@ class ShiftRules:
                              f"takes 2..{MAX_BITS}-bit ones (such a config runs layer by layer)")
         return p["act_bits"]
 
-    #: the shift codes per weight the kernel sums (:mod:`hlsnn.deploy.twoterm`; 2: a second
+    #: the shift codes per weight the kernel sums (:mod:`hlsnn.deploy.quantize.twoterm`; 2: a second
     #: shift-add per unit, the kernel's ``kWeights2``)
     terms = (1, 2)
 
     @staticmethod
     def weights(j, arrays, chw, why):
         """``(values (Z, Cg, kh, kw) int64, extra op fields)`` of an engine layer. Two codes per
-        weight (``terms`` 2, :mod:`hlsnn.deploy.twoterm` rule 2: each GEMM's rows ``[Q1 | Q2]``):
+        weight (``terms`` 2, :mod:`hlsnn.deploy.quantize.twoterm` rule 2: each GEMM's rows ``[Q1 | Q2]``):
         the values ``Q1 + Q2`` (the accumulator ``sum (q1 + q2) x`` is the layer path's, exact)
         and the second term's shift-add fields as ``ea2``, ``eb2``, ... beside the first's."""
         t = sfmt.ShiftTensor.from_codes(j["mode"], j["exp_bits"], *(arrays[f"{j['name']}/{k}"] for k in
@@ -68,7 +68,7 @@ def _one(t, j, shape, why):
     if values.size == int(np.prod(shape)):
         return values.reshape(shape), dict(mode=j["mode"], fields=_fields(t, shape))
     # a grouped conv stored as the layer path runs it: gp groups packed to one GEMM
-    # (hlsnn.deploy.groups.gemm_weight); the layer's own (Z, C/g, kh, kw) codes taken back
+    # (hlsnn.deploy.run.groups.gemm_weight); the layer's own (Z, C/g, kh, kw) codes taken back
     z = shape[0]
     k = int(np.prod(shape[1:]))
     gp, g = int(j.get("gp") or 1), (j.get("geom") or {}).get("group", 1)
@@ -108,5 +108,5 @@ def _fields(t, shape):
     return f
 
 
-#: the rules :func:`hlsnn.deploy.program.engine_rules` finds (:func:`hlsnn.engine_registry.network_part`)
+#: the rules :func:`hlsnn.deploy.lower.program.engine_rules` finds (:func:`hlsnn.engine_registry.network_part`)
 RULES = ShiftRules

@@ -20,7 +20,7 @@ kw`` has zero codes), each half with its own tap cursor (the upper one starts at
 ``ky1, kx1 = divmod(S, kw)``, address offset ``off1 = ky1 * w + kx1``). A pixel then takes ``S``
 cycles instead of ``kh * kw``: ResNet-8's 3x3 convs of 16 channels 5 instead of 9 on a 16 x 32
 kernel. The sums are the same integers in another order, and the kernel's reduction wraps like the
-accumulator (``sum_t``), so no bit moves (:mod:`hlsnn.deploy.program`'s rules are unchanged).
+accumulator (``sum_t``), so no bit moves (:mod:`hlsnn.deploy.lower.program`'s rules are unchanged).
 """
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ count, so the schedule is static):
 * upsample / zerostuff / pad (:mod:`hlsnn.network.netmove`): one output pixel a cycle,
   ``ceil(C/Q) * OH * OW``, plus :data:`MOVE_DEPTH`; a channel concat (its requantization as
   the Add's), ``ceil(C/Q) * H * W``, plus :data:`ADD_DEPTH`; a transpose of an ``R x S``
-  map (:mod:`hlsnn.engines.network.transpose`): one diagonal of a ``Q x Q`` block a cycle,
+  map (:mod:`hlsnn.engines.network.tokens.transpose`): one diagonal of a ``Q x Q`` block a cycle,
   ``ceil(R/Q) * ceil(S/Q) * Q``, plus :data:`MOVE_DEPTH`;
 * lut (:mod:`hlsnn.engines.network.gate`, a table activation): ``ceil(C/Q) * H * W``, plus
   :data:`LUT_DEPTH`; gate (a channel gate, requantized as the Add's sum): ``ceil(C/Q) * H * W``,
@@ -57,8 +57,8 @@ PAIR_LOGIC = 13
 CONV_DEPTH = 8       # act read (BRAM, 1), shift, the Q-input adder tree (4), accumulate, epilogue (bias, shift)
 
 
-from ...network.layernorm import LOOPS as LN_LOOPS, OP_CODE as LN_OP  # noqa: E402 - rule 15's loops
-from ...network.attnkernel import LOOPS as ATT_LOOPS, cycles as attn_cycles, iterations as attn_iterations  # noqa: E402
+from ...network.tokens.layernorm import LOOPS as LN_LOOPS, OP_CODE as LN_OP  # noqa: E402 - rule 15's loops
+from ...network.tokens.attnkernel import LOOPS as ATT_LOOPS, cycles as attn_cycles, iterations as attn_iterations  # noqa: E402
 
 LOOPS = {0: "NetMac", 1: "NetPool", 2: "NetAdd", 3: "NetMove", 4: "NetConcat", 5: "NetTranspose", 6: "NetLut", 7: "NetGate"}
 
@@ -75,11 +75,11 @@ def iterations(net, tables):
     it = {"NetLoadWords": words(tables["in_elems"], tables), "NetLoad": tables.get("load_iters", tables["in_elems"]),
           "NetStore": tables["out_elems"], "NetStoreWords": words(tables["out_elems"], tables)}
     for r in tables["rows"]:
-        if _f(r, "op") == LN_OP:                # rule 15's two loops (hlsnn.engines.network.layernorm)
+        if _f(r, "op") == LN_OP:                # rule 15's two loops (hlsnn.engines.network.tokens.layernorm)
             for k in LN_LOOPS:
                 it[k] = it.get(k, 0) + _f(r, "n_iter")
             continue
-        if _f(r, "op") in ATT_LOOPS:            # attention's loops (hlsnn.engines.network.attnkernel)
+        if _f(r, "op") in ATT_LOOPS:            # attention's loops (hlsnn.engines.network.tokens.attnkernel)
             for k, n in attn_iterations(r, _f).items():
                 it[k] = it.get(k, 0) + n
             continue
@@ -99,11 +99,11 @@ def op_cycles(net, tables, conv_depth=CONV_DEPTH, ii=None):
              + tables.get("load_iters", tables["in_elems"]) * g("NetLoad", 1))]   # load_iters: a pixel of
     # every channel a cycle (the board-sized sparse kernel's unfolded load), else a value a cycle
     for op, r in zip(net.ops, tables["rows"]):
-        if _f(r, "op") == LN_OP:                # rule 15 (hlsnn.engines.network.layernorm)
-            from ...network.layernorm import cycles as ln_cycles
+        if _f(r, "op") == LN_OP:                # rule 15 (hlsnn.engines.network.tokens.layernorm)
+            from ...network.tokens.layernorm import cycles as ln_cycles
             rows.append((op.name, op.kind, ln_cycles({k: _f(r, k) for k in ("zb", "hw")}, ii)))
             continue
-        if _f(r, "op") in ATT_LOOPS:            # attention's loops (hlsnn.engines.network.attnkernel)
+        if _f(r, "op") in ATT_LOOPS:            # attention's loops (hlsnn.engines.network.tokens.attnkernel)
             rows.append((op.name, op.kind, attn_cycles(r, _f, ii)))
             continue
         rows.append((op.name, op.kind, _f(r, "n_iter") * g(LOOPS[_f(r, "op")], 1) + depth[_f(r, "op")]))
@@ -159,7 +159,7 @@ def multipliers(net, tables):
     loop's ``Q`` act_bits x act_bits products (:mod:`hlsnn.engines.network.gate`), when the program has
     a gate; none otherwise (the convs shift and add)."""
     from ....resources import Multiplier
-    from ...network.mean import multipliers as mean_multipliers      # a mean's division (rule 13)
+    from ...network.pools.mean import multipliers as mean_multipliers      # a mean's division (rule 13)
     from .dsp import multipliers as dsp_multipliers                  # the DSP banks' packed products
     if not any(op.kind == "gate" for op in net.ops):
         return mean_multipliers(net, tables) + dsp_multipliers(tables)
@@ -205,9 +205,9 @@ def datapath(net, tables):
       LUT6 levels of a ``64 / lane_bits``:1 multiplexer), and each channel's current and next word
       (``2 * C * 64`` flip-flops);
     * ``wpool`` (``Q``, a program with an average pool): :func:`wpool_logic`;
-    * ``linwide`` (a program with rule 12w's resize): :func:`hlsnn.engines.network.linwide.logic`;
+    * ``linwide`` (a program with rule 12w's resize): :func:`hlsnn.engines.network.joins.linwide.logic`;
     * ``mean`` (a mean over a count that is not a power of two): :func:`mean_logic`;
-    * ``split`` (a pool or gate of a concat's mixed map): :func:`hlsnn.engines.network.catmix.logic`;
+    * ``split`` (a pool or gate of a concat's mixed map): :func:`hlsnn.engines.network.joins.catmix.logic`;
     * ``axi``, ``control``: :data:`AXI_MASTER` x 2, :data:`AXI_LITE`, :data:`CONTROL`.
     """
     import math
@@ -243,10 +243,10 @@ def datapath(net, tables):
     from .dsp import logic as dsp_logic         # the DSP banks' split
     parts.update(dsp_logic(tables))
     parts.update(wpool_logic(net, pc, a, wb))
-    from ...network.linwide import logic as linwide_logic      # rule 12w's LinWide loop
+    from ...network.joins.linwide import logic as linwide_logic      # rule 12w's LinWide loop
     parts.update(linwide_logic(net, pc, a, wb))
     parts.update(mean_logic(net, tables))
-    from ...network.catmix import logic as split_logic         # rule 8m's channel-range shifts
+    from ...network.joins.catmix import logic as split_logic         # rule 8m's channel-range shifts
     parts.update(split_logic(net, tables))
     return parts
 
@@ -263,8 +263,8 @@ def tree_levels(n):
 
 
 def mean_logic(net, tables):
-    """``{"mean": (LUT, FF)}`` of rule 13's datapath (:mod:`hlsnn.engines.network.mean`) beside
-    its products (:func:`hlsnn.engines.network.mean.multipliers`, one site each, in the loops
+    """``{"mean": (LUT, FF)}`` of rule 13's datapath (:mod:`hlsnn.engines.network.pools.mean`) beside
+    its products (:func:`hlsnn.engines.network.pools.mean.multipliers`, one site each, in the loops
     whose ops divide): the left
     shift by ``pre`` (``shifter_luts(db, 31)``), the offset's adder (``db``), the right shift by
     ``L`` (``shifter_luts(db, 95)``) and the requantization's wider shifter (``shifter_luts(db,
@@ -282,7 +282,7 @@ def mean_logic(net, tables):
 
 def wpool_logic(net, pc, a, wb):
     """``{"wpool": (LUT, FF)}`` when the program has an average pool or a bilinear upsample
-    (:mod:`hlsnn.engines.network.linpool`; the pool loop's sum is rendered only then), else
+    (:mod:`hlsnn.engines.network.pools.linpool`; the pool loop's sum is rendered only then), else
     ``{}``: per bank the tap's left shift by 0..2 and the sum's adder (``wb`` bits), the
     requantization (``shifter_luts(wb, 31)``, its increment and clamp, ``wb + 2a``) and the
     output select (``a``); the sum's register (``wb``). Also the sparse kernel's."""
@@ -298,7 +298,7 @@ def resources(net, tables, ps):
     its parts)."""
     import math
     from ....resources import build
-    from ...network import attnkernel, layernorm      # rule 15's, rules 16-19's ROMs, DSPs and logic
+    from ...network.tokens import attnkernel, layernorm      # rule 15's, rules 16-19's ROMs, DSPs and logic
     m = build(buffers(net, tables) + layernorm.buffers(net, tables) + attnkernel.buffers(net, tables),
               multipliers(net, tables) + layernorm.multipliers(net, tables) + attnkernel.multipliers(net, tables), ps)
     logic = dict(datapath(net, tables), **layernorm.logic(net, tables), **attnkernel.logic(net, tables))

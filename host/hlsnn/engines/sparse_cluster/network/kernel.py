@@ -1,4 +1,4 @@
-"""The network kernel of a lowered ``sparse_cluster`` network (:mod:`hlsnn.deploy.program`
+"""The network kernel of a lowered ``sparse_cluster`` network (:mod:`hlsnn.deploy.lower.program`
 with :mod:`hlsnn.engines.sparse_cluster.network.lower`'s rules): its compressed weights and step table, its
 descriptor table, rendered into ``hls/engines/sparse_cluster/network*.j2`` (the C ABI bridge is
 the shift_mac network kernel's), built for C-simulation and run through ctypes.
@@ -135,22 +135,22 @@ def tables(net, pz, pc, pm):
     sum_bits, add_bits = 18, 16
     a_bits = 8
     unfold = netkernel.unfold_of(net, place, pc)
-    from ...network.chain import wide_bits
+    from ...network.joins.chain import wide_bits
     wide_sums = wide_bits(net)                     # chained Adds' exact sums: wider shortcut words, Add one pixel a cycle
     fast_add = bool(sz) and sub >= 2 and all(op.f["hw"] % 2 == 0 for op in net.ops if op.kind == "add") \
         and not wide_sums and not lintwo.add_used(net)   # rule 12t's add: the one-pixel Add loop
     from ...network.gate import lut_roms
     luts, lut_banks = lut_roms(net, a_bits, pc)    # rule 9ch: a ROM copy per bank, else None
-    from ...network.layernorm import roms as ln_roms
+    from ...network.tokens.layernorm import roms as ln_roms
     if sz and any(op.kind == "lnorm" for op in net.ops):
         raise InputError("network kernel: a LayerNormalization (rule 15) in a board-sized sparse kernel (net_shape: "
                          "board): its loop is in the plain kernel only so far; this network runs layer by layer")
     ln_g, ln_b = ln_roms(net, pc)                  # rule 15's scale and bias codes, a ROM per bank
-    from ...network import attention, attnkernel
+    from ...network.tokens import attention, attnkernel
     if sz and any(op.kind in attention.KINDS for op in net.ops):
         raise InputError("network kernel: attention's ops (rules 16-19) in a board-sized sparse kernel (net_shape: "
                          "board): their loops are in the plain kernel only so far; this network runs layer by layer")
-    attn = attnkernel.tables(net, place, pc)       # rules 16-19's ROMs (hlsnn.engines.network.attnkernel)
+    attn = attnkernel.tables(net, place, pc)       # rules 16-19's ROMs (hlsnn.engines.network.tokens.attnkernel)
     for op in net.ops:
         f, d = descriptor_head(op, unfold, place, name, pz, pc, sc_transpose=True)
         if op.kind == "conv":
@@ -215,7 +215,7 @@ def tables(net, pz, pc, pm):
                      n_iter=f["oh"] * f["ow"] * n_steps, relu=int(f["relu"]))
             wins += win["bases"]
             boff += nb
-        elif op.kind in attention.KINDS:               # attention's loops (hlsnn.engines.network.attnkernel)
+        elif op.kind in attention.KINDS:               # attention's loops (hlsnn.engines.network.tokens.attnkernel)
             attnkernel.descriptor(net, op, d, place, name, pc)
         else:
             ab = pool_or_add(op, f, d, place, name, pc, a_bits, wide_sums)
@@ -263,10 +263,11 @@ def _words(a, per_line=8):
 def render(net, out_dir):
     """Render the kernel of ``net`` into ``out_dir`` (as :func:`hlsnn.engines.shift_mac.network.kernel.render`):
     ``(files, sha, tables)``."""
-    from ...network.chain import sc_add
-    from ...network.gatesc import used as gate_sc
+    from ...network.joins.chain import sc_add
+    from ...network.joins.gatesc import used as gate_sc
     from ....version import __version__
-    from ...network import attnkernel, layernorm, perf as netperf
+    from ...network.tokens import attnkernel, layernorm
+    from ...network import perf as netperf
     from . import perf as sparseperf
     from .. import netsize
     p = net.params
@@ -294,8 +295,8 @@ def render(net, out_dir):
                biases=[_ints(b) for b in t["biases"]],
                shifts=[_ints(s) for s in t["shifts"]], win_base=_ints(t["win_base"]),
                max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_add_iter=_most(t, 2), max_move_iter=_most(t, 3), max_cat_iter=_most(t, 4), max_tr_iter=_most(t, 5),
-               has_wpool=any(op.kind == "avgpool" for op in net.ops),   # hlsnn.engines.network.linpool
-               has_linwide=any(op.kind == "linwide" for op in net.ops),  # hlsnn.engines.network.linwide
+               has_wpool=any(op.kind == "avgpool" for op in net.ops),   # hlsnn.engines.network.pools.linpool
+               has_linwide=any(op.kind == "linwide" for op in net.ops),  # hlsnn.engines.network.joins.linwide
                has_lintwo=lintwo.used(net), shl=_ints(t["shl"]),          # hlsnn.engines.network.lintwo
                has_addtwo=lintwo.add_used(net), add_clip=any(op.kind == "add" and "clip" in op.f for op in net.ops),
                in_clip=net.input.get("clip"),                         # netprefix._fold_clip
@@ -306,7 +307,7 @@ def render(net, out_dir):
                ln_g=[_ints(r) for r in t["ln_g"]], ln_b=[_ints(r) for r in t["ln_b"]],
                **attnkernel.widths(net, t, pc),                                     # rules 16-19 (.attnkernel)
                sc_add=sc_add(net, t["place"]), gate_sc=gate_sc(net, t["place"]),
-               split_shift=any("split" in op.f for op in net.ops),   # rule 8m (hlsnn.engines.network.catmix)
+               split_shift=any("split" in op.f for op in net.ops),   # rule 8m (hlsnn.engines.network.joins.catmix)
                act_distance=max(sparseperf.CONV_DEPTH, netperf.POOL_DEPTH, netperf.ADD_DEPTH),
                **netkernel.unfold_fields(t["unfold"], pc))
     return netkernel.render_templates("sparse_cluster", ctx, out_dir) + (t,)

@@ -1,4 +1,4 @@
-"""The network mode's ``sparse_cluster`` layers (:mod:`hlsnn.deploy.program`, rule 2 with
+"""The network mode's ``sparse_cluster`` layers (:mod:`hlsnn.deploy.lower.program`, rule 2 with
 this engine's weights and output rule); the specification of the ``sparse_cluster`` network
 kernel (:mod:`hlsnn.engines.sparse_cluster.network.kernel`).
 
@@ -8,7 +8,7 @@ input at radix ``F_in``:
 
 * **Weights** ``w[z, ci, ky, kx]``: the layer's own int8 taps (Z, C/g, kh, kw) as calibration
   quantized them. A compiled model stores them as the engine runs them layer by layer
-  (:class:`hlsnn.deploy.executors.SparseExec`): a convolution other than a stride-1 square one
+  (:class:`hlsnn.deploy.run.executors.SparseExec`): a convolution other than a stride-1 square one
   with "same" or "valid" padding as its stride-1 form (:func:`hlsnn.engines.convgeom.as_stride1`:
   the groups' block-diagonal weight, a rectangular kernel padded with zero taps), a kernel
   split into blocks with its own taps beside (``w_taps``), a dense layer as (Z, K, 1, 1).
@@ -78,7 +78,7 @@ def output_rule(p, acc, bias, shift, relu):
 
 
 class SparseRules:
-    """``sparse_cluster``'s layer rules for :func:`hlsnn.deploy.program.lower` (module
+    """``sparse_cluster``'s layer rules for :func:`hlsnn.deploy.lower.program.lower` (module
     docstring)."""
     engine = "sparse_cluster"
     formats = ("fixed", "sparse")
@@ -104,5 +104,5 @@ class SparseRules:
         return output_rule(p, acc, bias, shift, relu)
 
 
-#: the rules :func:`hlsnn.deploy.program.engine_rules` finds (:func:`hlsnn.engine_registry.network_part`)
+#: the rules :func:`hlsnn.deploy.lower.program.engine_rules` finds (:func:`hlsnn.engine_registry.network_part`)
 RULES = SparseRules

@@ -75,9 +75,9 @@ def buffers(net, tables):
             Buffer("kWinBase", "net_top", "array", 32, (nb,), static=True, note="per block: its window's base"),
             Buffer("kLut", "net_top", "array", 8, (pc, len(tables["luts"])), partition=((1, "complete"),),
                    static=True, note="the activation tables, a copy per bank")][:None if shiftperf.has_lut(net) else -1]
-    from ...network import attnkernel, layernorm
-    bufs += layernorm.buffers(net, tables)            # rule 15's ROMs (hlsnn.engines.network.layernorm)
-    bufs += attnkernel.buffers(net, tables)           # rules 16-19's ROMs (hlsnn.engines.network.attnkernel)
+    from ...network.tokens import attnkernel, layernorm
+    bufs += layernorm.buffers(net, tables)            # rule 15's ROMs (hlsnn.engines.network.tokens.layernorm)
+    bufs += attnkernel.buffers(net, tables)           # rules 16-19's ROMs (hlsnn.engines.network.tokens.attnkernel)
     muls = [Multiplier("w*x", "NetMac", 8, 8, count=pz * pm,
                        note=f"{pz} lanes x {pm} int8 x int8 products per cycle")] + shiftperf.multipliers(net, tables) \
         + layernorm.multipliers(net, tables) + attnkernel.multipliers(net, tables)
@@ -106,11 +106,11 @@ def resources(net, tables, ps):
     a board-sized kernel's: :func:`hlsnn.engines.sparse_cluster.netsize.estimate`)."""
     import math
     from ....resources import build
-    from ...network.linwide import logic as linwide_logic      # rule 12w's LinWide loop
-    from ...network.catmix import logic as split_logic         # rule 8m's channel-range shifts
+    from ...network.joins.linwide import logic as linwide_logic      # rule 12w's LinWide loop
+    from ...network.joins.catmix import logic as split_logic         # rule 8m's channel-range shifts
     from ...network.lintwo import logic as lintwo_logic        # rule 12t's two input terms
-    from ...network.layernorm import logic as ln_logic         # rule 15's LayerNorm loops
-    from ...network.attnkernel import logic as attn_logic      # rules 16-19's loops
+    from ...network.tokens.layernorm import logic as ln_logic         # rule 15's LayerNorm loops
+    from ...network.tokens.attnkernel import logic as attn_logic      # rules 16-19's loops
     if tables.get("sized"):
         from .. import netsize
         e = netsize.estimate(tables["sized"], ps, len(tables["steps"]), tables["act_words"], tables["sc_words"],
@@ -124,7 +124,7 @@ def resources(net, tables, ps):
                   **linwide_logic(net, tables["pc"], net.input["bits"], tables["add_bits"]), **split_logic(net, tables),
                   **lintwo_logic(net, tables))
         extra = [lg.get(k, (0, 0)) for k in ("wpool", "mean", "linwide", "split", "lintwo")]
-        from ...network.mean import multipliers as mean_multipliers       # a mean's division (rule 13)
+        from ...network.pools.mean import multipliers as mean_multipliers       # a mean's division (rule 13)
         mean_dsp = build([], mean_multipliers(net, tables), ps).dsp if tables.get("div_bits") or \
             tables.get("pool_scale") else 0
         return {"bram36": e["bram36"], "uram": e["uram"], "lut": e["lut"] + sum(v[0] for v in extra),

@@ -1,0 +1,84 @@
+"""A max pool of the float input that an engine layer also reads, in every engine's network mode
+(rule 3i; issue 52's sixth family: InceptionTime's branch ``conv1x1(MaxPool1d(3, 1, 1)(x))``
+beside its bottleneck ``conv1x1(x)`` and its shortcut, all of the model input ``x``).
+
+Layer by layer the host runs the ``MaxPool`` on the float input in float64 and the engine layer
+that reads the pool quantizes the result (rule 1 of :mod:`hlsnn.deploy.lower.program`: ``to_fixed`` at
+its ``F_x``), while the other layers reading ``x`` quantize ``x`` itself. A host op on the float
+input before the kernel (:mod:`hlsnn.deploy.lower.netprefix`) cannot serve both: the kernel has one
+input, and the prefix's output would replace ``x``.
+
+* **Integer engines** (radix points). ``to_fixed`` (the value written at radix ``F + 24`` with
+  ``rint``, then rounded to radix ``F`` with the deployment's rounding and saturated) is monotone
+  non-decreasing, so the max of the quantized values is the quantized max, and the padding
+  (``-inf`` in the float pool) never wins either way. The pool of the kernel's input integers
+  (rule 3, the input's radix ``F``) therefore gives the bits the layer path's reader gets when it
+  reads at that ``F_x``: every engine layer reading the pool (through data moves only) must have
+  ``F_x = F``, the radix at which every layer reading the float input reads it (rule 1's check,
+  by name otherwise). Stochastic rounding (not monotone, not a rule of the network mode) is
+  refused.
+* **bfp_systolic** (pairs). The kernel's input elements are the float32 values themselves (its
+  rule 1); rule 7's max pool picks the element of the largest value, the float pool's value.
+
+A pool of the float input that nothing else reads stays a prefix op (host, float64, before the
+kernel), as before this rule.
+"""
+from __future__ import annotations
+
+from ..program import ALIAS_OPS
+
+#: the deployment roundings under which ``to_fixed`` is monotone (all but ``stochastic``)
+MONOTONE = ("nearest_even", "nearest_away", "truncate")
+
+
+def _views(program, t):
+    """``t`` and every tensor a chain of data moves (:data:`ALIAS_OPS`) makes of it."""
+    seen, todo = {t}, [t]
+    while todo:
+        s = todo.pop()
+        for la in program["layers"]:
+            if la["kind"] == "host" and la["op"] in ALIAS_OPS and s in la["inputs"] and la["output"] not in seen:
+                seen.add(la["output"])
+                todo.append(la["output"])
+    return seen
+
+
+def _readers(program, t):
+    """The layers that read ``t`` or a view of it (:func:`_views`), data moves excepted."""
+    views = _views(program, t)
+    return [la for la in program["layers"] if any(i in views for i in la["inputs"])
+            and not (la["kind"] == "host" and la["op"] in ALIAS_OPS)]
+
+
+def lower_host(j, program, w, steps, why, op_cls, fields):
+    """Host layer ``j`` as rule 3i lowers it (module docstring; appending its maxpool op to
+    ``w.ops``): True, or False when it is not a ``MaxPool`` of the float input that another layer
+    reads too. ``fields``: :func:`hlsnn.deploy.lower.poolfields.maxpool_fields`."""
+    if j["op"] != "MaxPool":
+        return False
+    src = j["inputs"][0]
+    st = w.state.get(src)
+    if st is None or st[0] != "input":
+        return False
+    root = w.aliases.get(src, src)
+    if not [la for la in _readers(program, root) if la is not j]:
+        return False                         # the pool alone reads the input: a prefix op (netprefix)
+    readers = _readers(program, j["output"])
+    if not readers or any(la["kind"] == "host" for la in readers):
+        raise why(j, "a max pool of the float input that another layer reads too is lowered when only engine "
+                     "layers read the pool (through data moves)")
+    if steps.bits is None:                   # bfp_systolic: the input's pairs, picked (rule 7)
+        steps.read_input(j, src, st, w)
+    else:
+        if program["rounding"] not in MONOTONE:
+            raise why(j, f"a max pool of the float input under {program['rounding']} rounding (not monotone)")
+        f_x = {la["f_x"] for la in readers}
+        if len(f_x) != 1 or None in f_x:
+            raise why(j, f"the engine layers reading this max pool of the float input read it at radixes "
+                         f"{sorted(f_x, key=str)}; rule 3i needs one, the float input's")
+        steps.read_input(dict(j, f_x=f_x.pop()), j["output"], st, w)   # rule 1's check: the input's F_x
+    f = fields(j, w.shapes[src])
+    w.ops.append(op_cls("maxpool", j["name"], [src], j["output"], f))
+    w.state[j["output"]] = ("q", None if steps.bits is None else w.state[j["output"]][1])
+    w.shapes[j["output"]] = (f["c"], f["oh"]) if len(w.shapes[src]) == 2 else (f["c"], f["oh"], f["ow"])
+    return True

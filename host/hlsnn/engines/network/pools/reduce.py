@@ -1,0 +1,164 @@
+"""A ``ReduceMean`` over a whole length or token axis in the network mode (issue 52): the host
+op ``ReduceAxes`` (:mod:`hlsnn.deploy.run.hostextra`; ``x.mean(dim=1)`` of an (N, T, F) token
+tensor, ``x.mean(-1)`` of an (N, C, L) one) lowered to the global average pool every engine's
+network mode has (:mod:`hlsnn.deploy.lower.program` rule 4 with no second operand; the
+``bfp_systolic`` mode's rule 6), where its axes are a map's pixels:
+
+* a tensor held as a ``C x H x W`` map (``(C, L)``: ``C x L x 1``), the mean over all its axes
+  after the channels: that map's global pool;
+* ``(T, F)`` rows made by a ``MapToRows`` of an ``F x T x 1`` map (a token-wise ``Linear``'s
+  output, :mod:`hlsnn.engines.network.tokens.transpose`), the mean over the tokens ``T``: the global
+  pool of that map (the mean over a row's tokens is the mean of the map channel's pixels);
+  the transpose is dropped when nothing else reads its rows.
+
+The layer path computes ``np.mean`` in float64 of values that are exact (``b``-bit integers at
+a radix point, or BFP pairs): every partial sum is exact while the rule's bound holds (rule 4's
+``Fm + p <= F_x + 24``; bfp rule 6's ``2**53``), and the division by ``2**p`` is exact, so it is
+the rule's value, and the consumer converts it as the pool's requantization does: the same bits.
+A count that is not a power of two is rule 13's mean (:mod:`.mean`: the exact quotient rounded
+once, which the layer path's float64 mean gives too where :func:`.mean.plan` proves it) on the
+integer engines, and refused by name on BFP pairs; a mean over other axes (part of the pixels)
+or of rows not made by a transpose is refused by name; a ``ReduceMean`` or ``ReduceMax`` over the
+channels of a map (CBAM's spatial attention) is rule 4c, before any other host rule sees it. A
+``ReduceMax`` over the tokens of such rows (``x.max(dim=1).values``) is rule 4t
+(:func:`_max_over_tokens`): rule 3's max pool of the map's ``T`` pixels, exact on codes.
+
+4c. **A mean or max over the channels** (CBAM's spatial attention: ``x.mean(1, keepdim=True)``,
+    ``x.amax(1, keepdim=True)``; the integer engines ``shift_mac`` and ``sparse_cluster``) of a
+    ``C x H x W`` map ``q`` at radix ``F``: the map held as ``C x HW x 1`` is transposed to the
+    ``HW x C x 1`` map (:mod:`.transpose` rule 9: each pixel's ``C`` values as one channel's
+    pixels), a pool of one ``C x 1`` window per channel (the max: rule 3's max pool, codes at
+    ``F``, exact; the mean: :mod:`.linpool` rule 11's average pool over ``C``, the exact sum
+    divided by ``C = 2**p``, or rule 13's division for another ``C``, pending until its consumer
+    requantizes it to its ``F_x``), then transposed back to the ``1 x H x W`` map (``HW x 1 x
+    1`` to ``1 x HW x 1``). The layer path's float64 max is the largest code's value, and its
+    float64 mean is the exact rational (``C`` a power of two) or the one the rule 13 plan
+    proves, which the consumer (the 7x7 conv, through the ``Concat``: :mod:`.move` rule 8
+    requantizes each part to its ``F_x``) quantizes once: the same bits. On BFP pairs the same
+    ops run on the (m, e) elements, the mean held rounded to odd for the convs reading it (rule
+    4o: :mod:`hlsnn.engines.bfp_systolic.network.reduce`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .mean import count_fields
+
+
+def lower_host(j, program, w, steps, why):
+    """Lower host layer ``j`` if it is a ``ReduceMean`` of a fabric tensor (module docstring):
+    its output a pending global pool (state ``("add", {...})``, as ``GlobalAveragePool``'s);
+    True if it was."""
+    a = j.get("attrs", {})
+    if j["op"] == "ReduceAxes" and len(w.shapes.get(j["inputs"][0], ())) == 3 and \
+            {int(v) % 4 for v in a.get("axes", ())} == {1}:
+        return _over_channels(j, w, steps, why)
+    if j["op"] == "ReduceAxes" and a.get("fn") == "ReduceMax":
+        return _max_over_tokens(j, program, w, why)
+    if j["op"] != "ReduceAxes" or a.get("fn") != "ReduceMean":
+        return False
+    from ..program import _chw
+    state, shapes, aliases = w.state, w.shapes, w.aliases
+    src = j["inputs"][0]
+    st = state.get(src)
+    if st is None or st[0] != "q":
+        raise why(j, "a ReduceMean of an integer tensor computed on the fabric (not of a pending Add, pool or gate)")
+    shape = tuple(int(d) for d in shapes[src])
+    axes = sorted({int(v) % (len(shape) + 1) - 1 for v in a["axes"]})      # per image
+    phys = aliases.get(src, src)
+    if axes == list(range(1, len(shape))) and len(shape) >= 2:
+        pool, (_, h, wd) = steps.pool_source(src, w), _chw(shape)           # the map's own pixels
+        drop = None
+    elif len(shape) == 2 and axes == [0]:
+        made = [op for op in w.ops if op.out == phys and op.kind == "transpose"]
+        if not made:
+            raise why(j, f"a mean over the tokens of rows {shape} made by a MapToRows of a map (a token-wise "
+                         f"Linear's output) is supported")
+        t = made[0]
+        pool, h, wd = steps.pool_source(t.ins[0], w), t.f["s"], 1          # the map's T pixels
+        readers = sum(phys in la["inputs"] for la in program["layers"])
+        drop = t if phys == src and readers == 1 else None
+    else:
+        raise why(j, f"a ReduceMean over axes {list(a['axes'])} of a per-image {shape} tensor: over all axes after "
+                     f"the channels, or over the tokens of (T, F) rows, is supported")
+    n = h * wd
+    if drop is not None:
+        w.ops.remove(drop)
+    state[j["output"]] = ("add", dict(ins=[pool], fa=st[1], fb=st[1], relu=False, name=j["name"],
+                                      **count_fields(n)))             # p, or rule 13's division
+    shapes[j["output"]] = np.zeros((1,) + shape).mean(axis=tuple(v + 1 for v in axes),
+                                                       keepdims=bool(a.get("keepdims"))).shape[1:]
+    return True
+
+
+def _max_over_tokens(j, program, w, why):
+    """Rule 4t: a ``ReduceMax`` over the tokens ``T`` of ``(T, F)`` rows made by a ``MapToRows`` of
+    an ``F x T x 1`` map (``x.max(dim=1).values`` after a token-wise ``Linear``): rule 3's max pool
+    of that map's ``T`` pixels, one window per channel (codes at the map's radix, exact: the layer
+    path's float64 max is the largest code's value); the transpose is dropped when nothing else
+    reads its rows. False (no rule here) for another ``ReduceMax``."""
+    from ..program import Op
+    a = j.get("attrs", {})
+    src = j["inputs"][0]
+    st, shape = w.state.get(src), tuple(int(d) for d in w.shapes.get(src, ()))
+    phys = w.aliases.get(src, src)
+    made = [op for op in w.ops if op.out == phys and op.kind == "transpose"]
+    if st is None or st[0] != "q" or len(shape) != 2 or not made or \
+            sorted({int(v) % 3 - 1 for v in a.get("axes", ())}) != [0]:
+        return False
+    t = made[0]
+    readers = sum(phys in la["inputs"] for la in program["layers"])
+    if phys == src and readers == 1:
+        w.ops.remove(t)
+    c, n = shape[1], t.f["s"]                   # rule 3's one window over the map's T pixels (GlobalMaxPool's)
+    f = dict(c=c, h=n, w=1, oh=1, ow=1, kh=n, kw=1, sh=1, sw=1, pads=(0, 0, 0, 0))
+    w.ops.append(Op("maxpool", j["name"], [t.ins[0]], j["output"], f))
+    w.state[j["output"]] = st
+    w.shapes[j["output"]] = np.zeros((1,) + shape).max(axis=1, keepdims=bool(a.get("keepdims"))).shape[1:]
+    return True
+
+
+def _over_channels(j, w, steps, why):
+    """Rule 4c (module docstring): a ``ReduceMean`` / ``ReduceMax`` over the channels of a
+    ``C x H x W`` map as a transpose, a pool over each pixel's ``C`` values and a transpose back."""
+    from ..program import Op, _chw
+    fn = j["attrs"].get("fn")
+    if "gate_in" in j and steps.bits is not None:   # of a gate's product: its rule 10c codes (hlsnn.deploy.run.gatecodes)
+        from ..gatein import lower_operands
+        j = lower_operands(j, w, steps, why, Op)
+    src = j["inputs"][0]
+    st = w.state.get(src)
+    if fn not in ("ReduceMean", "ReduceMax"):
+        raise why(j, f"a {fn} over the channels of a C x H x W map has no rule on the network path (rule 4c: a "
+                     f"ReduceMean or ReduceMax)")
+    if steps.bits is None:                        # BFP pairs: rule 4c's ops at once (module docstring)
+        from ...bfp_systolic.network.reduce import over_channels
+        return over_channels(j, fn, w, steps, why, Op, _chw)
+    if st is not None and st[0] == "gate":
+        raise why(j, f"a {fn} over the channels of a pending gate's product (CBAM's channel gate, then its spatial "
+                     f"attention): the layer path reduces the exact product of two codes, wider than the pools' "
+                     f"codes; rule 4c takes a map of codes (a conv's, a table's, a gate's requantized output)")
+    if st is None or st[0] != "q":
+        raise why(j, f"a {fn} over the channels of an integer map computed on the fabric (not of a pending Add, "
+                     f"pool or gate)")
+    c, h, wd = _chw(w.shapes[src])
+    hw = h * wd
+    t = j["output"] + "_pix"                      # the HW x C x 1 map: a pixel's C values as its pixels
+    first = Op("transpose", j["name"] + "/pix", [src], t, dict(r=c, s=hw))
+    w.state[t], w.shapes[t] = st, (hw, c, 1)
+    back = dict(r=hw, s=1)                        # the HW x 1 x 1 result back to the 1 x H x W map
+    out = j["output"]
+    w.shapes[out] = (1, h, wd)
+    if fn == "ReduceMax":
+        m = out + "_max"
+        w.ops.append(first)
+        w.ops.append(Op("maxpool", j["name"], [t], m, dict(c=hw, h=c, w=1, oh=1, ow=1, kh=c, kw=1, sh=1, sw=1,
+                                                           pads=(0, 0, 0, 0))))
+        w.state[m], w.shapes[m] = st, (hw, 1, 1)
+        w.ops.append(Op("transpose", j["name"] + "/back", [m], out, back))
+        w.state[out] = st
+        return True
+    f = dict(c=hw, h=c, w=1, oh=1, ow=1, kh=c, kw=1, sh=1, sw=1, pads=(0, 0, 0, 0), my=0, mx=0, **count_fields(c))
+    w.state[out] = ("avgp", dict(f, src=t, fin=st[1], name=j["name"], bits=steps.bits, first=first,   # when read
+                                 then=[dict(kind="transpose", name=j["name"] + "/back", c=1, oh=h, ow=wd, op=back)]))
+    return True
