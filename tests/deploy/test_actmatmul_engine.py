@@ -241,10 +241,10 @@ def test_emu_csim_sim_give_the_same_bits(tmp_path, fmt):
 
 def test_the_deploy_report_and_the_latency_model_count_the_engine_calls(tmp_path):
     """``hlsnn deploy`` of a torch-exported attention classifier in bfp8 (fixed8, one network
-    kernel start, and two-hot below): both MatMuls of two
-    activations ran on bfp_systolic (100 test images x 2 heads = 200 GEMMs each, packed up
-    to the stores' limit), and the end-to-end model (batch 1) adds their kernel starts (one per
-    MatMul: the two heads' GEMMs in one call) to the engine layers' one each."""
+    kernel start, and two-hot below): on the emu layer path both MatMuls of two activations ran
+    on bfp_systolic (100 test images x 2 heads = 200 GEMMs each, packed up to the stores' limit),
+    and the end-to-end model (batch 1) is one start of the bfp network kernel (its attention
+    loops on BFP pairs, hlsnn.engines.bfp_systolic.network.attnkern)."""
     from hlsnn.deploy.reports.evaluate import format_result
     from hlsnn.evaluation.run import deploy
     from hlsnn.deploy.importer.onnx_import import load_onnx

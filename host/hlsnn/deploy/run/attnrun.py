@@ -85,8 +85,9 @@ def _pair_codes(dep, layer, act, calibrate):
 
 def layer_run(dep, layer, ins, calibrate, env):
     """The :class:`~hlsnn.deploy.quantize.quant.Act` of host ``layer`` on ``ins`` by rules 17-19 and 15c
-    in ``dep``'s layer path, or None where they do not apply (the caller's other rules run;
-    ``env`` the run's tensors by name)."""
+    in ``dep``'s layer path (on BFP pairs: rules 17b, 19b, 15b, their inputs written as codes by
+    rule 20 first), or None where they do not apply (the caller's other rules run; ``env`` the
+    run's tensors by name)."""
     from ..quantize.quant import Act
     if not applies(dep):
         a = layer.attrs

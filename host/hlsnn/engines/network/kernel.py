@@ -64,7 +64,8 @@ OPS = {"conv": 0, "maxpool": 1, "avgpool": 1, "add": 2, "upsample": 3, "zerostuf
        "lut": 6, "gate": 7,                                                             # 6, 7: ... .gate
        "linwide": 1,
        "lnorm": 8,                                  # 8: hlsnn.engines.network.tokens.layernorm
-       "gather": 9, "addc": 10, "actmm": 11, "softmax": 12}      # 9-12: ... .attention (.attnkernel)
+       "gather": 9, "addc": 10, "actmm": 11, "softmax": 12,      # 9-12: ... .attention (.attnkernel)
+       "pscale": 13, "plnorm": 14}                  # 13, 14: BFP pairs (hlsnn.engines.bfp_systolic.network.attnkern)
 #: the ops whose kernel loops also write the shortcut buffer (descriptor ``dual``)
 SC_WRITERS = ("conv", "lut", "add", "maxpool", "avgpool", "gather", "addc", "softmax", "pscale", "plnorm")
 #: the ops with two operands, the earlier-made one read from the shortcut buffer

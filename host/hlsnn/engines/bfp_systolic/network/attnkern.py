@@ -59,7 +59,7 @@ def tables(net, place, pc, elem_bits):
     :class:`InputError` for a constant beyond the element."""
     from ....errors import InputError
     from ...network.tokens import attnkernel
-        consts = []
+    consts = []
     for op in net.ops:
         if op.kind == "gather" and len(op.f.get("cm", ())):
             cm, ce = (np.asarray(v, np.int64) for v in (op.f["cm"], op.f["ce"]))

@@ -457,8 +457,9 @@ def check_op(op, ints, bad):
 
 
 def refuse_kernel(net):
-    """:class:`InputError` naming the first op of rules 16-19 in ``net``: no network kernel has a
-    loop for it yet, so on csim, sim and pynq the network runs layer by layer."""
+    """:class:`InputError` naming the first op of rules 16-19 in ``net`` (or of their forms on BFP
+    pairs, 16b-19b, 16s and 15b of :mod:`hlsnn.engines.bfp_systolic.network.attnpairs`) that its network
+    kernel has no loop for, so on csim, sim and pynq the network runs layer by layer."""
     from ....errors import InputError
     for op in net.ops:
         if net.engine == "bfp_systolic" and (op.f.get("pairs") or op.kind in ("plnorm", "pscale")):
