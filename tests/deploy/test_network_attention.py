@@ -329,20 +329,6 @@ def test_encoder_planted_kernel_bit_fails_the_comparison(encoder, monkeypatch, p
     assert (got != want).any()
 
 
-def test_bfp8_attention_is_refused_by_name_not_crashed(tmp_path):
-    """BFP pairs have no attention rule yet: the ViT in bfp8 lowers to a refusal naming its first
-    host op (it runs layer by layer), not a crash in the integer rules."""
-    from hlsnn.deploy.lower import program as netmode
-    from hlsnn.network import artifact
-    from hlsnn.network.build import compile_model
-    cfg = tmp_path / "vit.yaml"
-    cfg.write_text((ROOT / "docs/beyond/vit.yaml").read_text().replace("../../tests", str(ROOT / "tests")))
-    compile_model(str(cfg), "bfp8", str(tmp_path / "v.hlsnn"))
-    prog, arrays = artifact.read(tmp_path / "v.hlsnn")[:2]
-    with pytest.raises(InputError, match=r"layer /Transpose \(SwMove\): no integer rule"):
-        netmode.lower(prog, arrays)
-
-
 def test_a_reshaped_head_merge_is_the_gathers_layout(tmp_path):
     """v_sdpa (scaled_dot_product_attention, heads merged by Transpose then a plain Reshape into
     the out-projection's rows): the merge's gather writes the rows the RowsToMap takes, so the

@@ -217,7 +217,8 @@ KWS_FORMATS = {"fixed8_z2": ("{type: fixed, accel: sparse8net_pynq-z2}", "sparse
 @pytest.mark.parametrize("name,fmt", [("gru_kws_dynamo", "fixed8_z2"), ("lstm_kws_ts17", "fixed8_z2"),
                                       ("gru_kws_ts17", "twohot"), ("gru_kws_dynamo", "twohot"),
                                       ("lstm_kws_ts17", "twohot"), ("lstm_kws_dynamo", "twohot"),
-                                      ("gru_kws_ts17", "bfp8"), ("gru_kws_dynamo", "bfp8")])
+                                      ("gru_kws_ts17", "bfp8"), ("gru_kws_dynamo", "bfp8"),
+                                      ("lstm_kws_ts17", "bfp8"), ("lstm_kws_dynamo", "bfp8")])
 def test_a_keyword_spotter_compiles_to_one_start_with_the_layer_paths_bits(tmp_path, name, fmt):
     """The unrolled cell on a network kernel (the PYNQ-Z2's sized sparse kernel, two-hot's on the
     PYNQ-Z2, bfp8's on the ZCU104), within its board's budget (compile refuses a kernel over it:
@@ -265,6 +266,43 @@ def test_the_gru_on_two_hot_and_bfp8_kernels_is_bit_exact_on_csim_and_the_simula
     out = tmp_path / "gru.hlsnn"
     compile_model(cfg, fmt, out)
     check_kernel_run(out, fmt, datasets.load("digits", layout="ntf").x_test[:8], board=True)
+
+
+@pytest.mark.slow      # the LSTM's wide-element kernel's C++ (~40 s)
+@pytest.mark.csim
+def test_the_lstm_on_the_bfp8_kernel_is_bit_exact_on_csim_and_the_simulated_board(tmp_path):
+    """Rule bfp_gate_wide (the cell's i * g exact in wide elements): the emulator's bits on the generated C++
+    and the simulated board, one start."""
+    from hlsnn.deploy import datasets
+    from hlsnn.network.build import compile_model
+    from netfixtures import check_kernel_run
+    cfg = _kws_config(tmp_path, "lstm_kws_ts17", {"bfp8": KWS_FORMATS["bfp8"][0]})
+    out = tmp_path / "lstm.hlsnn"
+    compile_model(cfg, "bfp8", out)
+    check_kernel_run(out, "bfp8", datasets.load("digits", layout="ntf").x_test[:8], board=True)
+
+
+def test_the_lstm_cell_takes_wide_elements_in_bfp8_and_fails_without(tmp_path, monkeypatch):
+    """Rule bfp_gate_wide: the LSTM's gate of two tables' outputs read by the cell's Add makes the program's
+    elements 53-bit (the GRU's stay 26-bit); without it (a planted change: the rule off) the cell's
+    product passes the 26-bit element and the network mode refuses the batch at run time."""
+    from hlsnn.deploy.lower import program as netmode
+    from hlsnn.engines.bfp_systolic.network import gatero, lower
+    from hlsnn.network import artifact
+    from hlsnn.network.build import compile_model
+    nets = {}
+    for name in ("lstm_kws_ts17", "gru_kws_ts17"):
+        cfg = _kws_config(tmp_path, name, {"bfp8": KWS_FORMATS["bfp8"][0]})
+        compile_model(cfg, "bfp8", tmp_path / f"{name}.hlsnn")
+        prog, arrays = artifact.read(tmp_path / f"{name}.hlsnn")[:2]
+        nets[name] = (netmode.lower(prog, arrays), arrays)
+    assert lower.elem_bits(nets["lstm_kws_ts17"][0]) == 53 and lower.elem_bits(nets["gru_kws_ts17"][0]) == 26
+    net, arrays = nets["lstm_kws_ts17"]
+    q = netmode.run_ints(net, netmode.quantize_input(net, arrays["check/x"]))
+    assert (netmode.dequantize(net, q).reshape(arrays["check/logits"].shape) == arrays["check/logits"]).all()
+    monkeypatch.setattr(gatero, "wide", lambda net: False)
+    with pytest.raises(lower.NotExact, match="spans more than 25 bits"):
+        netmode.run_ints(net, netmode.quantize_input(net, arrays["check/x"]))
 
 
 def test_equal_tables_are_stored_once_and_different_ones_apart():

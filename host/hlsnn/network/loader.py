@@ -231,6 +231,7 @@ class CompiledNet:
                             if "bits" in j.get("bfp_table", {})}
             dep.table_radix = {j["name"]: j["table"]["f_out"] for j in prog["layers"] if "table" in j}
             dep.code_radix = {j["name"]: j["codes"]["f_out"] for j in prog["layers"] if "codes" in j}
+            dep.pair_in = {j["name"]: j["pair_in"]["f_in"] for j in prog["layers"] if "pair_in" in j}
             dep.table_in = {j["name"]: j["table_in"]["f_in"] for j in prog["layers"] if "table_in" in j}
             dep.lnorm_radix = {j["name"]: j["lnorm_in"]["f_in"] for j in prog["layers"] if "lnorm_in" in j}
             dep.gate_in = {j["name"]: list(j["gate_in"]["f_in"]) for j in prog["layers"] if "gate_in" in j}

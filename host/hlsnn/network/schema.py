@@ -317,6 +317,12 @@ def _host(w, j, in_shapes, arrays):
                      f"output radix (hlsnn.engines.network.tokens.attention rules add_const, act_matmul, layer_norm_codes, residual_codes)")
         _int(f"{w}: codes.f_out", _key(_dict(f"{w}: codes", j["codes"]), "f_out", f"{w}: codes"),
              -MAX_RADIX, MAX_RADIX)
+    if "pair_in" in j:                  # BFP pairs as codes (hlsnn.engines.bfp_systolic.network.attnpairs rule bfp_pair_codes)
+        if op not in ("AddConst", "SwCompute", "LayerNormalization"):
+            _fail(w, f"pair_in on a {op} layer: an AddConst's, a Softmax's or a LayerNormalization's input radix "
+                     f"(hlsnn.engines.bfp_systolic.network.attnpairs rules bfp_add_const, bfp_softmax, bfp_layer_norm)")
+        _int(f"{w}: pair_in.f_in", _key(_dict(f"{w}: pair_in", j["pair_in"]), "f_in", f"{w}: pair_in"),
+             -MAX_RADIX, MAX_RADIX)
     if "lnorm_in" in j:                 # rule layer_norm_sum's code radix (hlsnn.engines.network.tokens.layernorm)
         _int(f"{w}: lnorm_in.f_in", _key(_dict(f"{w}: lnorm_in", j["lnorm_in"]), "f_in", f"{w}: lnorm_in"),
              -MAX_RADIX, MAX_RADIX)

@@ -233,6 +233,8 @@ def program_of(dep, net, cfg, assignment, accs, *, x_cal, x_check=None, host_fal
                                                       "bits": int(dep.bfp_luts()[la.name])}
             if la.name in getattr(dep, "code_radix", {}):    # attention's codes: their output radix (rules add_const, act_matmul, layer_norm_codes)
                 program["layers"][-1]["codes"] = {"f_out": int(dep.code_radix[la.name])}
+            if la.name in getattr(dep, "pair_in", {}):       # BFP pairs as codes: their radix (netbfp rule bfp_pair_codes)
+                program["layers"][-1]["pair_in"] = {"f_in": int(dep.pair_in[la.name])}
             if la.name in getattr(dep, "table_radix", {}):   # a table of fixed-point codes: its output radix (rule unary_table)
                 program["layers"][-1]["table"] = {"f_out": int(dep.table_radix[la.name])}
             if la.name in getattr(dep, "lnorm_radix", {}):   # a LayerNorm of a residual sum: its codes' radix (layer_norm_sum)

@@ -75,6 +75,9 @@ def check_ops(net):
         elif op.kind in ("gather", "addc", "actmm", "softmax"):     # attention's rules attn_gather, add_const, act_matmul and int_softmax
             from ...engines.network.tokens.attention import check_op
             check_op(op, ints, bad)
+        elif op.kind in ("plnorm", "pscale"):            # rules bfp_layer_norm, bfp_scale on BFP pairs
+            from ...engines.bfp_systolic.network.attnpairs import check_op
+            check_op(op, ints, bad)
         elif op.kind == "lnorm":
             from ...engines.network.tokens.layernorm import check_op
             check_op(op, ints, bad)

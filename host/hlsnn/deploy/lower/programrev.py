@@ -10,7 +10,7 @@ says so, with what to do, instead of the rule's own message."""
 from __future__ import annotations
 
 #: the revision this hlsnn writes
-REVISION = 7
+REVISION = 8
 #: revision -> the optional fields it added: ``{field: what it holds}``
 ADDED = {
     2: {"gate_in": "rule gate_in's code radix of a gate's operand that is itself a gate's product"},
@@ -26,6 +26,10 @@ ADDED = {
     7: {"codes": "attention's rules add_const, act_matmul, int_softmax and layer_norm_codes (hlsnn.engines.network.tokens.attention): a position embedding, a MatMul "
                  "of two activations, a Softmax and a LayerNormalization in a fixed8 attention network run in "
                  "integers, the calibrated output radix of their codes (before: float64 on the host)"},
+    8: {"pair_in": "attention on BFP pairs (hlsnn.engines.bfp_systolic.network.attnpairs rules bfp_pair_codes, bfp_scale, bfp_add_const, bfp_softmax, "
+                   "bfp_layer_norm): in a bfp attention network the Scale of q and k, a position embedding, a Softmax and a "
+                   "LayerNormalization run in integers, the calibrated radix at which their input pairs become "
+                   "codes (before: float64 on the host)"},
 }
 #: the first revision whose layer path runs rule layer_norm (an older program keeps float64 there)
 LAYERNORM = 5
@@ -33,6 +37,9 @@ LAYERNORM = 5
 LAYERNORM_SUM = 6
 #: the first revision whose layer path runs attention's rules (hlsnn.engines.network.tokens.attention.REVISION)
 ATTENTION = 7
+#: the first revision whose layer path runs attention's rules on BFP pairs
+#: (hlsnn.engines.bfp_systolic.network.attnpairs.REVISION)
+ATTENTION_PAIRS = 8
 
 
 def of(program):

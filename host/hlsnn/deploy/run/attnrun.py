@@ -8,6 +8,8 @@ same bits. Before program revision :data:`~hlsnn.engines.network.tokens.attentio
 in float64 (and a ``MatMulAct`` at per-sample radix points)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ...engines.network.tokens import attention as at, layernorm
@@ -43,13 +45,64 @@ def _radix(dep, layer, values, bits, calibrate):
     return radix[layer.name]
 
 
+def bfp_applies(dep):
+    """True when ``dep``'s layer path runs :mod:`hlsnn.engines.bfp_systolic.network.attnpairs`'
+    rules (BFP pairs): a ``MatMulAct`` in the network, every engine layer on ``bfp_systolic``,
+    not ``dynamic``, and a program of revision 8 on (a deployment being made is)."""
+    got = dep.__dict__.get("_attn_pairs")
+    if got is None:
+        from ...engines.bfp_systolic.network.attnpairs import REVISION
+        rev = (getattr(dep, "origin", None) or {}).get("revision", REVISION)
+        exs = list(dep.execs.values())
+        got = bool(exs) and rev >= REVISION and not dep.dynamic and \
+            any(getattr(la, "op", "") == "MatMulAct" for la in dep.net.layers) and \
+            all(ex.acc.config.engine == "bfp_systolic" for ex in exs)
+        dep._attn_pairs = got
+    return got
+
+
+#: the host ops whose BFP input rule bfp_pair_codes writes as codes first (rules bfp_add_const, bfp_softmax, bfp_layer_norm)
+PAIR_OPS = ("AddConst", "LayerNormalization")
+
+
+def _pair_codes(dep, layer, act, calibrate):
+    """Rule bfp_pair_codes of :mod:`~hlsnn.engines.bfp_systolic.network.attnpairs` in the layer path: the
+    exact BFP values of ``act`` as ``M``-bit codes at the op's calibrated radix (``dep.pair_in``,
+    the program's field ``pair_in``; DETERMINE on the values when calibrating), or None for a
+    loaded program without it (that program's float64 op runs)."""
+    from ..quantize.quant import Act, host_radix
+    from ...engines.bfp_systolic.network.gate import codes, pairs_of
+    bits = int(next(iter(dep.execs.values())).p["mantissa_bits"])
+    radix = dep.__dict__.setdefault("pair_in", {})
+    if calibrate:
+        radix[layer.name] = int(host_radix(act.values, bits, True, dep.overflow_ratio))
+    if layer.name not in radix:
+        return None
+    f = radix[layer.name]
+    q = codes(*pairs_of(act.values), f, bits, dep.rounding)
+    return Act(np.ldexp(q.astype(np.float64), -f), (f, bits, True))
+
+
 def layer_run(dep, layer, ins, calibrate, env):
     """The :class:`~hlsnn.deploy.quantize.quant.Act` of host ``layer`` on ``ins`` by rules add_const, act_matmul, int_softmax and layer_norm_codes
-    in ``dep``'s layer path, or None where they do not apply (the caller's other rules run;
-    ``env`` the run's tensors by name)."""
+    in ``dep``'s layer path (on BFP pairs: rules bfp_add_const, bfp_softmax, bfp_layer_norm, their inputs written as codes by
+    rule bfp_pair_codes first), or None where they do not apply (the caller's other rules run; ``env`` the
+    run's tensors by name)."""
     from ..quantize.quant import Act
     if not applies(dep):
-        return None
+        a = layer.attrs
+        if layer.op == "Scale" and bfp_applies(dep) and ins[0].fmt is None and not a.get("divide") and \
+                np.size(a["c"]) == 1:                                                         # rule bfp_scale
+            from ...engines.bfp_systolic.network.attnpairs import odd_pair
+            cm, ce = odd_pair(float(np.asarray(a["c"], np.float64).reshape(-1)[0]))
+            return Act(ins[0].values * math.ldexp(cm, ce), None)                    # exact: 8 x 24 bits
+        if not bfp_applies(dep) or not (
+                layer.op in PAIR_OPS or layer.op == "SwCompute" and a.get("fn") == "Softmax" and at.last_axis(a)):
+            return None
+        got = _pair_codes(dep, layer, ins[0], calibrate)
+        if got is None:
+            return None
+        ins = [got] + list(ins[1:])
     if layer.op == "LayerNormalization" and ins[0].fmt is None:       # layer_norm_sum: the residual sum's codes first
         from . import lnsum
         from ..quantize.quant import host_radix, to_fixed

@@ -64,9 +64,10 @@ OPS = {"conv": 0, "maxpool": 1, "avgpool": 1, "add": 2, "upsample": 3, "zerostuf
        "lut": 6, "gate": 7,                                                             # 6, 7: ... .gate
        "linwide": 1,
        "lnorm": 8,                                  # 8: hlsnn.engines.network.tokens.layernorm
-       "gather": 9, "addc": 10, "actmm": 11, "softmax": 12}      # 9-12: ... .attention (.attnkernel)
+       "gather": 9, "addc": 10, "actmm": 11, "softmax": 12,      # 9-12: ... .attention (.attnkernel)
+       "pscale": 13, "plnorm": 14}                  # 13, 14: BFP pairs (hlsnn.engines.bfp_systolic.network.attnkern)
 #: the ops whose kernel loops also write the shortcut buffer (descriptor ``dual``)
-SC_WRITERS = ("conv", "lut", "add", "maxpool", "avgpool", "gather", "addc", "softmax")
+SC_WRITERS = ("conv", "lut", "add", "maxpool", "avgpool", "gather", "addc", "softmax", "pscale", "plnorm")
 #: the ops with two operands, the earlier-made one read from the shortcut buffer
 TWO_IN = ("add", "concat", "gate", "actmm")
 ROUNDING = {"nearest_even": 0, "nearest_away": 1, "truncate": 2}
@@ -220,7 +221,7 @@ def descriptor_head(op, unfold, place, name, pz, pc, sc_transpose=False):
     from .joins.gatesc import writes as gate_writes       # a gate over its own shortcut map (.gatesc)
     gate = ("gate",) if gate_writes(op, name) else ()
     writers = SC_WRITERS + (("transpose",) if sc_transpose else ()) + gate
-    if dst is None and op.kind not in ("conv", "lut", "add", "gather", "addc", "softmax") + \
+    if dst is None and op.kind not in ("conv", "lut", "add", "gather", "addc", "softmax", "pscale", "plnorm") + \
             (("transpose",) if sc_transpose else ()) + gate:
         raise InputError(f"network kernel: {op.name}: only a conv, a table, an Add or a gather, AddConst or "
                          f"Softmax of attention can write the shortcut buffer alone")

@@ -113,7 +113,8 @@ W_EXTRA = 1
 
 
 def codes(m, e, f, bits, rounding):
-    """Rule bfp_table's codes of the pairs ``(m, e)`` (``|m| < 2**54``) at radix ``f``."""
+    """Rule bfp_table's codes of the pairs ``(m, e)`` (``|m| < 2**54``) at radix ``f``; also rule
+    bfp_pair_codes's, attention's ops on pairs (:mod:`.attnpairs`)."""
     m, e = np.asarray(m, np.int64), np.asarray(e, np.int64)
     s = np.clip(-(e + int(f)), -(bits + 1), 62)
     return shift_round_sat(m, s, bits, rounding)[0]

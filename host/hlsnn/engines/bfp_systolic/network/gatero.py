@@ -28,6 +28,13 @@ Rule bfp_gate_odd: **The product of two tables' outputs**, when every op that re
      (an Add, a table, the output) would read other values: the rule is not taken then, and the
      product keeps rule bfp_gate and its run-time check.
 
+Rule bfp_gate_wide: **The product of two tables' outputs read by an Add** (an LSTM cell's ``i * g`` in ``c = f * c +
+     i * g``: rule bfp_gate_odd does not apply) keeps rule bfp_gate's exact product, and the program's elements
+     are :data:`~hlsnn.engines.bfp_systolic.network.prelu.WIDE_ELEM_BITS`-bit (:func:`wide`, as rule
+     bfp_prelu_exact's: :func:`~hlsnn.engines.bfp_systolic.network.lower.elem_bits`), so the product (below
+     ``2**31``) and the cell's exact sum (below ``2**52``, the layer path's float64 exact sum; the
+     status bit beyond) fit the element. The layer path is the same exact arithmetic.
+
 The layer path is unchanged (its float64 product, rounded by the next layer). The kernels of
 other networks are unchanged: the ``Gate`` loop has its ``RoundOdd`` only in a kernel with such a
 gate, where the gate's descriptor field ``odd`` (rule bfp_round_odd's) selects it.
@@ -69,3 +76,10 @@ def mark(ops, aliases, out_name, m_bits):
             held.add(op.out)
         if ok and name(out_name) not in held:
             g.f["odd"] = True
+
+
+def wide(net):
+    """Rule bfp_gate_wide: ``net`` (a lowered bfp program) has a gate of two tables' outputs that rule bfp_gate_odd
+    does not hold rounded to odd (an Add reads it), so its elements are wide."""
+    ops, aliases = getattr(net, "ops", ()), getattr(net, "aliases", {})
+    return any(g.kind == "gate" and not g.f.get("odd") and _tables(g, ops, aliases) for g in ops)

@@ -76,7 +76,10 @@ FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", 
           "pix",                                # a gate by a 1 x H x W map (netbfp rule spatial_gate, .reduce)
           "mr", "mw", "lead",                   # a conv's leading-one maps (.expmap)
           "odd")                                # a channel mean (netbfp rule bfp_round_odd, .reduce), a gate's product (bfp_gate_odd,
-#                                                 .gatero) rounded to odd
+#                                                 .gatero) rounded to odd; attention's ops (.attnkern) use the
+#                                                 shared fields (oh: an output radix, kh: a second shift)
+#: attention's op kinds on pairs (.attnkern: the pair attention rules (bfp_attn_gather to bfp_softmax), bfp_scale, bfp_layer_norm of .attnpairs)
+ATTN_KINDS = ("gather", "addc", "actmm", "softmax", "pscale", "plnorm")
 
 #: the kernel's op families with a loop of their own, by descriptor op code (network_data.h.j2's
 #: ``kOp*``), and the template's boolean of each: a family's function, its loop and its
@@ -117,7 +120,7 @@ def tables(net, pz, pc):
                          f"exponents (its elements' 10-bit exponents hold their sums and the input's)")
     for op in net.ops:
         if op.kind not in ("conv", "maxpool", "avgpool", "add", "upsample", "zerostuff", "pad", "concat", "transpose",
-                           "lut", "gate"):
+                           "lut", "gate") + ATTN_KINDS:
             raise InputError(f"network kernel (bfp): {op.name}: a {op.kind} op is not in the kernel")
         if op.kind == "conv" and len(op.f["chunks"]) != op.f.get("packs", 1):
             raise InputError(f"network kernel (bfp): {op.name}: {len(op.f['chunks'])} output chunks (one output "
@@ -135,6 +138,8 @@ def tables(net, pz, pc):
                              f"pool buffer is read by a conv")
     if name(net.output["tensor"]) in pooled:
         raise InputError("network kernel (bfp): the output is a global pool's; the kernel stores a conv's output")
+    from . import attnkern                         # attention's ROMs (and the gathers' constant indices)
+    attn = attnkern.tables(net, place, pc, _elem_bits(net)) if attnkern.kinds(net) else None
     gap_words, tz_slots = 1, 2
     taps = []
     rows, infos = [], []                           # infos: per row what .expmap reads
@@ -166,6 +171,8 @@ def tables(net, pz, pc):
                                  d=dj, names=FIELDS))
                 infos.append((op, f.get("packs", 1), f is not op.f, name(op.ins[0])))
             continue
+        elif op.kind in ATTN_KINDS:
+            attnkern.descriptor(net, op, d, place, name, pc)
         else:
             pool_or_add(op, f, d, place, name, pc, ELEM_BITS)
             if op.kind == "lut" and f.get("fn") == "Clip":   # rule bfp_clip: Clip(0 or None, h 2^k): h in sb, k in sa
@@ -221,7 +228,12 @@ def tables(net, pz, pc):
                 in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
                 in_words=-(-_size(net.shapes[inp]) // 2), out_words=_size(net.shapes[out]) + 1,
                 in_value_bytes=4, out_value_bytes=8,
-                in_hw=hw(net.shapes[inp]), out_hw=hw(net.shapes[out]), **lut)
+                in_hw=hw(net.shapes[inp]), out_hw=hw(net.shapes[out]), attn=attn, **lut)
+
+
+def _elem_bits(net):
+    from .lower import elem_bits
+    return elem_bits(net)
 
 
 def _third(net, place, act_words, pc):
@@ -432,8 +444,19 @@ def render(net, out_dir):
                act_distance=max(bfpperf.EXP_DEPTH, bfpperf.MAC_DEPTH, bfpperf.ADD_DEPTH, netperf.POOL_DEPTH),
                **families(t),                                            # issue 83: only the op families it has
                pool_odd=pool_odd(net),                                   # issue 83: a pool's sums as elements
+               **_attn_fields(net, t, pc),                               # attention on pairs (.attnkern)
                **netkernel.unfold_fields(t["unfold"], pc))
     return netkernel.render_templates("bfp_systolic", ctx, out_dir) + (t,)
+
+
+def _attn_fields(net, t, pc):
+    """The attention loops' template fields (.attnkern), the codes' rounding (the deployment's)."""
+    from . import attnkern
+    rnd = {op.f["rounding"] for op in net.ops if op.kind in ("addc", "softmax", "plnorm")}
+    if len(rnd) > 1:
+        raise InputError(f"network kernel (bfp): attention's codes in {sorted(rnd)} roundings; the kernel holds one")
+    t = dict(t, attn_rounding=ROUNDING[rnd.pop()] if rnd else 0)
+    return attnkern.fields(net, t, t["rows"], pc, t["elem_bits"])
 
 
 def build(net, *, strict=None, out_root=None):

@@ -153,6 +153,9 @@ class BfpSteps:
         if st[0] == "input" and j["op"] not in ALIAS_OPS + ("RowsToMap", "Concat"):     # Concat: netmove rule input_concat
             raise _why(j, "a host op on the float input")
         from .gate import lower_host as gate_host
+        from .attnpairs import lower_host as attn_host
+        if attn_host(self, j, st, w):                      # attention on pairs: the pair attention rules (bfp_attn_gather to bfp_softmax), bfp_layer_norm
+            return True
         if gate_host(self, j, st, w):                      # rules bfp_table, bfp_gate: tables and the gate on pairs
             return True
         if j["op"] == "Relu" and st[0] == "q":
@@ -383,10 +386,12 @@ def conv_pairs(x, f, p):
 
 def elem_bits(net):
     """The kernel's element mantissa bits for ``net``: :data:`.prelu.WIDE_ELEM_BITS` with a
-    rule bfp_prelu_exact op (:mod:`.prelu`), else :data:`ELEM_BITS` (the bound of rules bfp_add, bfp_gate and avg_pool is
+    rule bfp_prelu_exact op (:mod:`.prelu`) or a rule bfp_gate_wide gate (:mod:`.gatero`: an LSTM cell's ``i * g``), else
+    :data:`ELEM_BITS` (the bound of rules bfp_add, bfp_gate and avg_pool is
     ``2**(bits - 1)``)."""
+    from .gatero import wide
     from .prelu import WIDE_ELEM_BITS, is_wide
-    return WIDE_ELEM_BITS if any(is_wide(op) for op in getattr(net, "ops", ())) else ELEM_BITS
+    return WIDE_ELEM_BITS if any(is_wide(op) for op in getattr(net, "ops", ())) or wide(net) else ELEM_BITS
 
 def _exact_sum_check(parts, e, name, bits=EXACT_BITS, elem=ELEM_BITS):
     """Raise unless ``sum |m_i| 2**(e_i - e) < 2**bits`` (rules bfp_add, bfp_global_pool; ``elem``: the element's bits)."""
@@ -542,6 +547,9 @@ def _run(net, xq, keep):
             env[op.out] = run_pairs(op, get, bsz)
         elif op.kind == "avgpool":
             env[op.out] = avgpool_pairs(op, get, bsz, eb)
+        elif op.kind in ("gather", "addc", "actmm", "softmax", "plnorm", "pscale"):
+            from .attnpairs import run as attn_run       # attention on pairs: the pair attention rules (bfp_attn_gather to bfp_softmax), bfp_layer_norm
+            env[op.out] = attn_run(op, get, bsz, p)
         elif op.kind in ("lut", "gate"):
             from .gate import run as gate_run
             ym, ye, ok = gate_run(op, get, shaped, eb - 1)

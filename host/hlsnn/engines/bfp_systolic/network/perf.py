@@ -81,7 +81,12 @@ def iterations(net, tables):
     it = ({"NetLoad": tables["in_words"]} if tables.get("load_pairs") else      # a word a cycle, decoded at once
           {"NetLoadWords": -(-tables["in_elems"] // 2), "NetLoad": tables["in_elems"]})
     it["NetStore"] = tables["out_elems"]
+    from .attnkern import LOOPS as ATTN_LOOPS, iterations as attn_iterations
     for r in tables["rows"]:
+        if _f(r, "op") in ATTN_LOOPS:                      # attention on pairs (.attnkern)
+            for k, n in attn_iterations(r, tables["pc"]).items():
+                it[k] = it.get(k, 0) + n
+            continue
         k = LOOPS[_f(r, "op")]
         it[k] = it.get(k, 0) + _f(r, "n_iter")
         if k == "ConvMac":
@@ -111,8 +116,12 @@ def op_cycles(net, tables, ii=None):
     depth = {1: POOL_DEPTH, 2: ADD_DEPTH, 3: MOVE_DEPTH, 4: MOVE_DEPTH, 5: MOVE_DEPTH, 6: LUT_DEPTH, 7: GATE_DEPTH}     # 3: netmove's Move loop, 5: Transpose
     gate_odd = any(op.kind == "gate" and op.f.get("odd") for op in net.ops)      # rule bfp_gate_odd: the loop is deeper
     from .lower import row_ops
+    from .attnkern import LOOPS as ATTN_LOOPS, cycles as attn_cycles
     for (op, j), r in zip(row_ops(net), tables["rows"]):
         k = _f(r, "op")
+        if k in ATTN_LOOPS:                                     # attention on pairs (.attnkern)
+            rows.append((op.name, op.kind, attn_cycles(r, tables["pc"], ii)))
+            continue
         c = (_f(r, "sa") * g("ConvExp", 1) + (EXP_DEPTH if _f(r, "sa") else 0)    # .expmap: no exponent pass
              + _f(r, "n_iter") * g("ConvMac", 1) + MAC_DEPTH if k == 0
              else _f(r, "n_iter") * g(LOOPS[k], 1) + depth[k] + (GATE_ODD_DEPTH if k == 7 and gate_odd else 0))

@@ -141,7 +141,9 @@ def buffers(net, tables):
     if any(op.kind == "gate" for op in net.ops):       # rule bfp_gate: Q mantissa products
         g = tables["gate_bits"]
         muls.append(Multiplier("gate", "GatePixels", g, g, count=pc, note="a channel gate: map x gate per bank"))
-    return bufs, muls
+    from .attnkern import buffers as attn_buffers      # attention on pairs: its ROMs and products
+    ab, am = attn_buffers(net, tables)
+    return bufs + ab, muls + am
 
 
 #: LUT rules of the datapath model (:func:`datapath`), the layer kernels' (a LUT per bit of a
@@ -333,6 +335,9 @@ def datapath(net, tables):
     if tables.get("lut_mixed"):              # netbfp rule bfp_wide_codes: per bank the code's two compares and selects
         k = tables["lut_bits"]
         parts["lut_9g"] = (pc * (2 * _cmp(k + 1) + 2 * _sel(k)), 0)
+    from .attnkern import logic as attn_logic
+    if any(getattr(op, "kind", "") in ("gather", "actmm", "softmax", "plnorm") for op in getattr(net, "ops", ())):
+        parts["attention"] = attn_logic(net, tables)
     return parts
 
 

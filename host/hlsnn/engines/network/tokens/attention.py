@@ -60,8 +60,11 @@ is rule rows_transpose's transpose then rule residual_add's global pool. GELU (`
 and k are rule unary_table's tables of codes already.
 
 The plain ``sparse_cluster`` network kernel and the ``shift_mac`` one run these ops in their loops
-(:mod:`.attnkernel`); an engine without them (``bfp_systolic``: its network mode has no rule for BFP
-pairs here) refuses by the op's name (:func:`refuse_kernel`).
+(:mod:`.attnkernel`). On BFP pairs (``bfp_systolic``) the same ops are the rules of
+:mod:`hlsnn.engines.bfp_systolic.network.attnpairs` (16b-19b, bfp_scale, bfp_layer_norm: rules add_const, int_softmax and layer_norm_codes on codes
+of the pairs), which the ``bfp_systolic`` network kernel runs in loops of its own
+(:mod:`hlsnn.engines.bfp_systolic.network.attnkern`); a kernel without loops for an op refuses it by
+name (:func:`refuse_kernel`).
 """
 from __future__ import annotations
 
@@ -454,14 +457,18 @@ def check_op(op, ints, bad):
 
 
 def refuse_kernel(net):
-    """:class:`InputError` naming the first op of rules attn_gather, add_const, act_matmul and int_softmax in ``net``: no network kernel has a
-    loop for it yet, so on csim, sim and pynq the network runs layer by layer."""
+    """:class:`InputError` naming the first op of rules attn_gather, add_const, act_matmul and int_softmax in ``net`` (or of their forms on BFP
+    pairs, bfp_attn_gather to bfp_softmax, bfp_scale and bfp_layer_norm of :mod:`hlsnn.engines.bfp_systolic.network.attnpairs`) that its network
+    kernel has no loop for, so on csim, sim and pynq the network runs layer by layer."""
     from ....errors import InputError
     for op in net.ops:
-        if op.kind in KINDS and op.kind not in KERNEL_KINDS.get(net.engine, ()):
+        if net.engine == "bfp_systolic" and (op.f.get("pairs") or op.kind in ("plnorm", "pscale")):
+            continue                                  # the bfp kernel's loops on pairs (bfp_systolic.network.attnkern)
+        if op.kind in KINDS + ("plnorm", "pscale") and op.kind not in KERNEL_KINDS.get(net.engine, ()):
+            rule = "15b" if op.kind == "plnorm" else "16s" if op.kind == "pscale" else f"{16 + KINDS.index(op.kind)}{'b' if op.f.get('pairs') else ''}"
             from ..rules import by_code
             raise InputError(f"network kernel: op {op.name} ({op.kind}, attention's rule "
-                             f"{by_code(str(16 + KINDS.index(op.kind)))[0].name}) runs in the emu network mode only so far; the "
+                             f"{by_code(rule)[0].name}) runs in the emu network mode only so far; the "
                              f"{net.engine} network kernel's C++ has no loop for it, so on csim, sim and pynq this "
                              f"network runs layer by layer")
 
