@@ -21,8 +21,8 @@ batch) at batch 1, after a warm-up call, over ``--calls`` calls; medians of:
   dequantization and the host layers after them) of :mod:`hlsnn.deploy.lower.program`.
 
 With ``--hlsnn NAME.hlsnn ...`` (compiled models, e.g. the one-start models of
-``scripts/variant_sixth.py``; several side by side in one run, so that their ratios share the
-machine's load), each model's whole host path instead, the call as a user makes it
+``tests/fixtures/torch_families/variant_sixth.py``; several side by side in one run, so that their
+ratios share the machine's load), each model's whole host path instead, the call as a user makes it
 (``hlsnn.load(path, target="sim")``, ``net.run(x)`` on one image, the real kernel's
 C-simulation in every call); medians of:
 

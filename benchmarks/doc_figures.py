@@ -19,9 +19,9 @@ sentences and table rows of the docs. Each entry of :data:`FIGURES` is one place
   (:func:`hlsnn.network.latency.model`: kernel, host model, end to end, and the network kernel's
   resource model); :class:`Res` is ``hlsnn info CONFIG``'s resource estimate. ``ii1=True`` (every
   loop at II 1) only where the text says that is its basis. A :class:`Net`'s model may be one the
-  repository builds rather than stores, ``built(SCRIPT, KEY)``: issue 52's families, exported first
-  by ``scripts/SCRIPT.py export`` (torch + onnxscript; minutes a family; ``--models DIR`` keeps them,
-  ``--built no`` leaves those entries out).
+  repository builds rather than stores, ``built(FAMILY, KEY)``: issue 52's families, exported first
+  by ``python tests/fixtures/torch_families FAMILY export`` (torch + onnxscript; minutes a family;
+  ``--models DIR`` keeps them, ``--built no`` leaves those entries out).
 
 A figure reproduces when the hole's text in the file equals the computed value formatted by the
 hole's format spec (a figure of a built model on the sparse engine: within :data:`TRAINED_REL`, as the
@@ -147,10 +147,10 @@ class Net:
                                                          + ("task: regression, targets: inputs, " if self.regression else "")
                                                          + f"formats: {{{self.assignment}: {self.format}}})")
         if _is_built(self.model):
-            script, key = _built_parts(self.model)
+            family, key = _built_parts(self.model)
             fmt = "" if self.format is None else f" (formats: {{{self.assignment}: {self.format}}})"
-            return (f"python scripts/{script}.py export --out D && hlsnn compile D/{key}.yaml{fmt} --assignment "
-                    f"{self.assignment} -o X.hlsnn && hlsnn perf X.hlsnn{extra}")
+            return (f"python {FAMILIES_CLI} {family} export --out D && hlsnn compile D/{key}.yaml{fmt} "
+                    f"--assignment {self.assignment} -o X.hlsnn && hlsnn perf X.hlsnn{extra}")
         return f"hlsnn compile {model} --assignment {self.assignment} -o X.hlsnn && hlsnn perf X.hlsnn{extra}"
 
     def compute(self, ctx):
@@ -223,19 +223,22 @@ def _pattern(template):
 
 # --- models the repository builds instead of storing ---
 #
-# docs/history/deploy-beyond-cnn.md quotes models of issue 52's families that scripts/variant_*.py train for
-# seconds on bundled data and export offline (torch + onnxscript; nothing downloaded). A figure of
-# one names it ``built("variant_sixth", "k_ae_lin_ts17")``: the family's ``export`` step writes the
-# whole family (training reseeds for each model, but the other families build their tables' models in
+# docs/history/deploy-beyond-cnn.md quotes models of issue 52's families that tests/fixtures/torch_families
+# trains for seconds on bundled data and exports offline (torch + onnxscript; nothing downloaded). A figure
+# of one names it ``built("variant_sixth", "k_ae_lin_ts17")``: the family's ``export`` step writes the
+# whole family (training reseeds for each model, but most families build their tables' models in
 # one stream seeded once, so a model's initial weights depend on the models built before it: a model
 # added to a table moves the ones after it; variant_seventh builds each model from its own seed,
-# ``variant_sixth.build``), and the family's own deployment
-# YAML (what its ``status`` step compiles: bfp8 on bfp8_zcu104, two-hot on shift8_pynq-z2, fixed8 on
-# sparse8_pynq-z2) is the one compiled.
+# ``steps.build``), and the family's own deployment YAML (``data.config``: what its ``status`` step
+# compiles: bfp8 on bfp8_zcu104, two-hot on shift8_pynq-z2, fixed8 on sparse8_pynq-z2) is the one compiled.
 
-def built(script, key):
-    """The model KEY (``NAME_ts17`` / ``NAME_dynamo``) of ``scripts/SCRIPT.py export``'s family."""
-    return f"build:{script}:{key}"
+#: the families' command line (``python FAMILIES_CLI FAMILY export --out D``)
+FAMILIES_CLI = "tests/fixtures/torch_families"
+
+
+def built(family, key):
+    """The model KEY (``NAME_ts17`` / ``NAME_dynamo``) of FAMILY's export (tests/fixtures/torch_families)."""
+    return f"build:{family}:{key}"
 
 
 def _is_built(model):
@@ -243,44 +246,46 @@ def _is_built(model):
 
 
 def _built_parts(model):
-    _, script, key = model.split(":")
-    return script, key
+    _, family, key = model.split(":")
+    return family, key
 
 
-# the module whose ``_config(out, key, entry)`` writes a family's deployment YAML
-_YAML_OF = {"variant_family": "variant_family", "variant_fresh": "variant_family", "variant_fourth": "variant_fourth",
-            "variant_fifth": "variant_fifth", "variant_sixth": "variant_fifth", "variant_seventh": "variant_fifth",
-            "variant_dense": "variant_dense"}
+def families():
+    """tests/fixtures/torch_families' ``FAMILIES`` (family name -> spec)."""
+    if str(ROOT / "tests" / "fixtures") not in sys.path:
+        sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
+    from torch_families import FAMILIES
+    return FAMILIES
 
 
-def build_family(script, out, log=print):
-    """``python scripts/SCRIPT.py export --out OUT`` (one thread), unless an earlier run built OUT
-    (``--models``; its mark ``OUT/BUILT`` is written once the export has finished)."""
+def build_family(family, out, log=print):
+    """``python tests/fixtures/torch_families FAMILY export --out OUT`` (one thread), unless an earlier
+    run built OUT (``--models``; its mark ``OUT/BUILT`` is written once the export has finished)."""
     import os
     import subprocess
     out = Path(out)
     if (out / "BUILT").is_file():
         return out
-    log(f"building {script}'s models into {out} (python scripts/{script}.py export; minutes)")
+    cmd = f"python {FAMILIES_CLI} {family} export --out {out}"
+    log(f"building {family}'s models into {out} ({cmd}; minutes)")
     env = dict(os.environ, PYTHONPATH=str(ROOT / "host"), OMP_NUM_THREADS="1")
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / f"{script}.py"), "export", "--out", str(out)],
+    r = subprocess.run([sys.executable, str(ROOT / FAMILIES_CLI), family, "export", "--out", str(out)],
                        env=env, capture_output=True, text=True)
     if r.returncode != 0 or not (out / "MANIFEST.json").is_file():
-        raise SystemExit(f"python scripts/{script}.py export --out {out} failed:\n{r.stderr[-2000:]}")
-    (out / "BUILT").write_text(f"python scripts/{script}.py export --out {out}\n")
+        raise SystemExit(f"{cmd} failed:\n{r.stderr[-2000:]}")
+    (out / "BUILT").write_text(cmd + "\n")
     return out
 
 
-def family_yaml(script, out, key):
-    """The family's deployment YAML of KEY in OUT (written by the family's own ``_config``)."""
-    import importlib
+def family_yaml(family, out, key):
+    """The family's deployment YAML of KEY in OUT (``torch_families.data.config``)."""
     import json
-    if str(ROOT / "scripts") not in sys.path:
-        sys.path.insert(0, str(ROOT / "scripts"))
+    spec = families()[family]
+    from torch_families import data
     entry = json.loads((Path(out) / "MANIFEST.json").read_text())["models"].get(key)
     if entry is None or "export_error" in entry:
-        raise SystemExit(f"{script}'s export in {out} has no model {key}")
-    return Path(importlib.import_module(_YAML_OF[script])._config(Path(out), key, entry))
+        raise SystemExit(f"{family}'s export in {out} has no model {key}")
+    return Path(data.config(spec, Path(out), key, entry))
 
 
 class Context:
@@ -300,8 +305,8 @@ class Context:
             stem = f"{Path(model).stem if not _is_built(model) else _built_parts(model)[1]}_{assignment}_{len(self._compiled)}"
             out = Path(self.tmp.name) / f"{stem}.hlsnn"
             if _is_built(model):
-                script, name = _built_parts(model)
-                yaml = family_yaml(script, build_family(script, self.models / script), name)
+                family, name = _built_parts(model)
+                yaml = family_yaml(family, build_family(family, self.models / family), name)
                 if fmt is not None:     # the family's YAML with this one format (a variant the text names)
                     text = yaml.read_text()
                     yaml = Path(self.tmp.name) / f"{stem}.yaml"
@@ -656,9 +661,9 @@ def _beyond(name, a, **kw):
     return Net(f"tests/data/torch/beyond/{name}.onnx", a, format=FAMILY_FORMATS[a], regression=name in _DENSE, **kw)
 
 
-def _fam(script, key, a, **kw):
-    """A model of ``scripts/SCRIPT.py export``'s family in its YAML's assignment ``a``."""
-    return Net(built(script, key), a, **kw)
+def _fam(family, key, a, **kw):
+    """A model of FAMILY's export (tests/fixtures/torch_families) in its YAML's assignment ``a``."""
+    return Net(built(family, key), a, **kw)
 
 
 def _bf(template, source, after=None):
@@ -1022,7 +1027,8 @@ def main(argv=None):
     g.add_argument("--list", action="store_true", help="print each entry's file and command")
     ap.add_argument("--only", help="the entries of files under this path (e.g. docs/engines)")
     ap.add_argument("--models", help="where the families of built(...) models are (built there first when "
-                                     "absent: python scripts/variant_*.py export; default a temporary directory)")
+                                     "absent: python tests/fixtures/torch_families FAMILY export; default a "
+                                     "temporary directory)")
     ap.add_argument("--built", choices=("yes", "no", "only"), default="yes",
                     help="the entries of models the repository builds (no: skip them; only: just them)")
     ap.add_argument("--family", help="the entries of this family's built models only (e.g. variant_seventh)")

@@ -6,7 +6,7 @@ correction, through ``hlsnn deploy``'s own evaluation; one Markdown table on std
     python scripts/bias_correction.py tiny                     # tests/data/torch/tiny: bfp8, twohot, fixed8
     python scripts/bias_correction.py models                   # configs/models: every format of each
     python scripts/bias_correction.py family --out /tmp/v --only dw_a_ts17 dw_mult_ts17
-                                     # the configs scripts/variant_family.py deploy wrote into --out
+                                     # the configs the variant_family deploy step wrote into --out
 
 Classification rows: accuracy in % (points against float); regression rows: the relative error
 (family) or the MSE (tiny) as ``hlsnn deploy`` reports it.
@@ -72,7 +72,8 @@ def run(name, cfg, formats=None):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("set", choices=("tiny", "models", "family"))
-    ap.add_argument("--out", type=Path, default=Path("/tmp/variants"), help="family: variant_family.py's --out")
+    ap.add_argument("--out", type=Path, default=Path("/tmp/variants"),
+                    help="family: the --out of python tests/fixtures/torch_families variant_family export")
     ap.add_argument("--only", nargs="*", help="these model names only (family: the config files' stems)")
     args = ap.parse_args(argv)
     if args.set == "tiny":

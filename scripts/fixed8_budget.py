@@ -1,7 +1,8 @@
 """Where a fixed8 U-Net's error comes from, outside hlsnn: a float64 PyTorch model of the ONNX
 graph (Conv, Relu, MaxPool 2x2, ConvTranspose2d stride 2, Concat) with fake quantization the way
 ``fixed8`` (``{type: fixed, accel: sparse8_pynq-z2}``) quantizes, so that each source of error can
-be switched off or changed alone (issue 52, g_unet_bn of ``scripts/variant_fourth.py``).
+be switched off or changed alone (issue 52, g_unet_bn of
+``tests/fixtures/torch_families/variant_fourth.py``).
 
 The model of the rules (the same radix points as hlsnn's per-layer report, one layer apart where
 ``weight_scale: auto`` takes per-channel scales, which keep DETERMINE's output radix):

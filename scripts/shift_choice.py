@@ -12,7 +12,7 @@ own two-hot and pot formats) is deployed on emu with ``msb``/``output``, ``lse``
 MSE), each variant's accuracy and agreement with float, its calibration seconds, and for
 ``auto`` the pair chosen and every pair's scores. The variant families' configs are one format
 each, e.g. ``name: dw_a_ts17\\nmodel: DIR/dw_a_ts17.onnx\\ndata: digits\\nlayout: auto\\nformats:
-{t: {type: twohot, accel: shift8_pynq-z2}}`` for the exports of ``scripts/variant_family.py``.
+{t: {type: twohot, accel: shift8_pynq-z2}}`` for the exports of ``variant_family`` (tests/fixtures/torch_families).
 """
 from __future__ import annotations
 

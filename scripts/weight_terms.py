@@ -1,7 +1,7 @@
 """Accuracy with one and two shift codes per weight (``weight_terms: 1`` / ``2``,
 :mod:`hlsnn.deploy.quantize.twoterm`): each two-hot format of a deployment config run twice on emu.
 
-    python scripts/weight_terms.py family --out /tmp/v --only dw_a_ts17 dw_b_ts17   # variant_family.py's models
+    python scripts/weight_terms.py family --out /tmp/v --only dw_a_ts17 dw_b_ts17   # variant_family's export
     python scripts/weight_terms.py beyond --only se_cnn_ts17                          # tests/data/torch/beyond
     python scripts/weight_terms.py tiny                                               # tests/data/torch/tiny
     python scripts/weight_terms.py models                                             # configs/models
@@ -102,7 +102,8 @@ def main(argv=None):
     ap.add_argument("model", nargs="?", help="sets: the ONNX model")
     ap.add_argument("--accel", default="shift8_pynq-z2", help="the shift_mac accel config of the two-hot formats "
                     "(e.g. shift10_pynq-z2)")
-    ap.add_argument("--out", type=Path, default=Path("/tmp/variants"), help="family: variant_family.py's --out")
+    ap.add_argument("--out", type=Path, default=Path("/tmp/variants"),
+                    help="family: the --out of python tests/fixtures/torch_families variant_family export")
     ap.add_argument("--only", nargs="*", help="these model names only (the config files' stems)")
     args = ap.parse_args(argv)
     if args.set == "sets":

@@ -5,10 +5,11 @@
 Quick: every entry's sentence is found once in today's files (an edit of the prose that loses a
 figure fails here), and the checker's mechanics on a scratch file (a stale figure is reported and
 rewritten, a lost sentence reported) with a source of known values, and every model the registry
-builds (``built(SCRIPT, KEY)``) is one its family's script writes. Slow: every figure recomputed
-from today's model equals the file's (the built models' figures after ``scripts/variant_*.py
-export`` of their families, torch and onnxscript needed: variant_sixth's by default, every family's
-with ``HLSNN_DOC_MODELS=DIR``, which keeps them for the next run, or ``HLSNN_DOC_FAMILIES=all``),
+builds (``built(FAMILY, KEY)``) is one its family writes. Slow: every figure recomputed from
+today's model equals the file's (the built models' figures after ``python
+tests/fixtures/torch_families FAMILY export``, torch and onnxscript needed: variant_sixth's by
+default, every family's with ``HLSNN_DOC_MODELS=DIR``, which keeps them for the next run, or
+``HLSNN_DOC_FAMILIES=all``),
 and a deliberately stale copy of a real figure fails.
 """
 import importlib.util
@@ -95,24 +96,26 @@ def test_a_lost_sentence_and_an_ambiguous_one_are_reported(tmp_path):
     assert "not found" in problems[0][2] and "2 times" in problems[1][2]
 
 
-def test_every_built_model_is_one_its_family_script_writes():
-    """A built figure names a family script the registry knows and a model of that script's table
-    (``"NAME": (`` in its source), exported both ways (``NAME_ts17`` / ``NAME_dynamo``)."""
+def test_every_built_model_is_one_its_family_writes():
+    """A built figure names a family of tests/fixtures/torch_families and a model of that family's
+    table (``"NAME": (`` in its module), exported both ways (``NAME_ts17`` / ``NAME_dynamo``)."""
     built = {f.source.model for f in df.FIGURES if df.needs_build(f)}
     assert len(built) >= 10
+    families = df.families()
     for model in built:
-        script, key = df._built_parts(model)
-        assert script in df._YAML_OF, model
+        family, key = df._built_parts(model)
+        assert family in families, model
         name, _, way = key.rpartition("_")
         assert way in ("ts17", "dynamo"), model
-        text = (ROOT / "scripts" / f"{script}.py").read_text()
-        assert re.search(rf'^\s+"{name}": \(', text, re.M), f"{model}: no model {name!r} in scripts/{script}.py"
+        module = ROOT / df.FAMILIES_CLI / f"{family}.py"
+        assert re.search(rf'^\s+"{name}": \(', module.read_text(), re.M), f"{model}: no model {name!r} in {module}"
 
 
 def test_a_built_models_command_says_how_to_build_it():
     net = df.Net(df.built("variant_sixth", "k_ae_lin_ts17"), "fixed8", layers=True)
-    assert net.command() == ("python scripts/variant_sixth.py export --out D && hlsnn compile D/k_ae_lin_ts17.yaml "
-                             "--assignment fixed8 -o X.hlsnn && hlsnn perf X.hlsnn --layer-by-layer")
+    assert net.command() == ("python tests/fixtures/torch_families variant_sixth export --out D && "
+                             "hlsnn compile D/k_ae_lin_ts17.yaml --assignment fixed8 -o X.hlsnn && "
+                             "hlsnn perf X.hlsnn --layer-by-layer")
     assert df.needs_build(df.Figure("x.md", "{e2e_us}", net)) and not df.needs_build(df.FIGURES[0])
 
 
@@ -145,7 +148,7 @@ DEFAULT_FAMILIES = ("variant_sixth",)
 @pytest.mark.slow
 @pytest.mark.strict_csim
 def test_every_built_model_figure_reproduces():
-    """The figures of the models the families' scripts build (trained and exported here first)."""
+    """The figures of the models the families build (trained and exported here first)."""
     pytest.importorskip("torch")
     pytest.importorskip("onnxscript")
     every = os.environ.get("HLSNN_DOC_MODELS") or os.environ.get("HLSNN_DOC_FAMILIES") == "all"

@@ -1,5 +1,5 @@
 """A skip Concat of two scales, balanced by powers of two before a fixed-point calibration
-(:mod:`hlsnn.deploy.quantize.equalize`). ``v_unet_ct2`` (``scripts/variant_family.py``: a two-level
+(:mod:`hlsnn.deploy.quantize.equalize`). ``v_unet_ct2`` (``torch_families/variant_family.py``: a two-level
 U-Net, ``ConvTranspose2d(k=2, s=2)`` up, MaxPool down) concatenates its encoder's skip (at most
 about 3) with a transposed convolution's output (at most about 24): one radix point for both
 left the skip three bits short (fixed8 4.19 % relative error, bfp8 1.38 %)."""
@@ -172,7 +172,7 @@ def test_a_skip_read_elsewhere_too_is_not_balanced():
 def _bilinear_seg(gap):
     """x -> conv a (small, ReLU) read by an average pool and by the skip Concat; pool -> conv b
     (``gap`` times larger, ReLU) -> linear Resize x2 -> the Concat's second part -> conv c: the
-    shape of ``scripts/variant_dense.py``'s d_seg_bilinear."""
+    shape of ``torch_families/variant_dense.py``'s d_seg_bilinear."""
     from hlsnn.deploy.importer.graph import Layer, Network
     from hlsnn.deploy.run.hostextra import _axis_matrix
     rng = np.random.default_rng(5)
@@ -223,7 +223,7 @@ def test_a_one_bit_gap_through_the_bilinear_upsample_is_balanced_only_with_equal
 
 
 def _bilinear_seg_file(tmp_path):
-    """``scripts/variant_dense.py``'s d_seg_bilinear shape, untrained (seeded), its encoder's second
+    """``torch_families/variant_dense.py``'s d_seg_bilinear shape, untrained (seeded), its encoder's second
     conv 16 times larger (the upsampled part above the skip), exported by TorchScript at
     opset 17: conv-ReLU read by ``AvgPool2d`` and by the skip, conv-ReLU, ``nn.Upsample(bilinear)``,
     ``torch.cat``, conv-ReLU, 1x1 conv, Sigmoid."""

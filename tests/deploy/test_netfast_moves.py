@@ -160,7 +160,7 @@ def test_a_move_of_a_dense_outputs_view_equals_run_ints(kind):
     np.testing.assert_array_equal(netfast.build(net).run(xq)[0], ref)
 
 
-#: the family's U-Nets in tests/data (scripts/variant_family.py, variant_fourth.py): a
+#: the family's U-Nets in tests/data (torch_families/variant_family.py, variant_fourth.py): a
 #: bilinear-upsample U-Net with average pools (d_seg_bilinear's ops), a milesial U-Net whose
 #: average pools divide (d_unet_classic's shape), transposed convolutions, nearest upsamples by
 #: size, and a transpose of token rows

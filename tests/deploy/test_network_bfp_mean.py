@@ -96,7 +96,7 @@ FORMATS = "  bfp8: {type: bfp, accel: bfp8_zcu104}\n"
 
 
 def _tc_dw(path, seed=5):
-    """tc_dw of scripts/variant_family.py (untrained, without its BatchNorms): (8, 8) sequences."""
+    """tc_dw of torch_families/variant_family.py (untrained, without its BatchNorms): (8, 8) sequences."""
     rng = np.random.default_rng(seed)
     init, nodes = [], []
 

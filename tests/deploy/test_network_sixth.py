@@ -1,4 +1,4 @@
-"""Issue 52's sixth family on the network path (scripts/variant_sixth.py; the files PyTorch wrote:
+"""Issue 52's sixth family on the network path (torch_families/variant_sixth.py; the files PyTorch wrote:
 ``v_k_*`` of the beyond MANIFEST): a WaveNet, InceptionTime and flat features into a ``Conv1d``
 run in one network-kernel start in bfp8, two-hot and fixed8.
 

@@ -112,7 +112,7 @@ def test_the_refit_is_nearer_onnxruntime_on_held_out_images(tmp_path, fmt):
 @pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["{type: bfp, accel: bfp8_zcu104}", "{type: fixed, accel: sparse8_pynq-z2}"])
 def test_the_refit_through_a_tanh_head_is_nearer_onnxruntime(tmp_path, fmt):
-    """The output conv under a ``Tanh`` (pix2pix's head, scripts/variant_seventh.py's s_unet_p2p):
+    """The output conv under a ``Tanh`` (pix2pix's head, torch_families/variant_seventh.py's s_unet_p2p):
     refitted to its float output, the network's output is nearer onnxruntime's on held-out images."""
     m = onnx.load(_model(tmp_path / "n.onnx", flatten=False))
     m.graph.node[-1].output[0] = "c"

@@ -1,4 +1,4 @@
-"""A residual denoiser ``x - net(x)`` (DnCNN; ``scripts/variant_dense.py``'s ``d_dncnn``) and ``x +
+"""A residual denoiser ``x - net(x)`` (DnCNN; ``torch_families/variant_dense.py``'s ``d_dncnn``) and ``x +
 net(x)``: the ``Sub`` of two computed tensors imports as an ``Add`` of the last conv with its weights
 negated (:mod:`hlsnn.deploy.rewrite.subneg`), and the residual op after the last engine layer, which reads
 the model's float input, runs on the host after the network mode's one start

@@ -1,4 +1,4 @@
-"""Issue 52's kinds written a fifth way (``scripts/variant_fifth.py``), on files torch writes in the
+"""Issue 52's kinds written a fifth way (``torch_families/variant_fifth.py``), on files torch writes in the
 test (tiny untrained modules, seeded; TorchScript at opset 17 and the dynamo exporter, both with a
 dynamic batch axis as deployment tutorials export):
 

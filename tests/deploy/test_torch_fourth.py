@@ -1,4 +1,4 @@
-"""Issue 52's kinds written a fourth way (``scripts/variant_fourth.py``), on files torch writes in
+"""Issue 52's kinds written a fourth way (``torch_families/variant_fourth.py``), on files torch writes in
 the test (tiny untrained modules, seeded; TorchScript at opset 17 and the dynamo exporter):
 
 * a causal ``Conv1d`` (``F.pad(x, (k - 1, 0))`` then the conv, Bai et al.'s TCN): TorchScript

@@ -1,4 +1,4 @@
-"""Issue 52's kinds written by a fresh hand (``scripts/variant_fresh.py``): what torch writes for
+"""Issue 52's kinds written by a fresh hand (``torch_families/variant_fresh.py``): what torch writes for
 ``torch.einsum`` and for the dynamo exporter's 1-D ``nn.Upsample(mode='linear' / 'nearest-exact')``
 (:mod:`hlsnn.deploy.rewrite.torchdecomp`), in files PyTorch 2.13 wrote (``v_f_*``: trained variants;
 ``p_f_*``: untrained probes, the beyond MANIFEST's ``"fresh": true``) and ``Conv``'s

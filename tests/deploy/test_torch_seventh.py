@@ -1,4 +1,4 @@
-"""Issue 52's kinds written a seventh way (``scripts/variant_seventh.py``): the rules its models needed.
+"""Issue 52's kinds written a seventh way (``torch_families/variant_seventh.py``): the rules its models needed.
 
 * onnx's stock reference ``GlobalMaxPool`` (onnx 1.22) of an (N, C, L) tensor reduces the channels
   and L (TorchScript's ``nn.AdaptiveMaxPool1d(1)``): the static shapes of a graph with one (a

@@ -1,4 +1,4 @@
-"""Issue 52's kinds written a sixth way (``scripts/variant_sixth.py``): the rules its models needed.
+"""Issue 52's kinds written a sixth way (``torch_families/variant_sixth.py``): the rules its models needed.
 
 * the dynamo exporter under a dynamic batch axis writes ``y.expand_as(x)`` with the target
   ``Concat(Shape(x, 0, 1), [C], [H], [W])`` (ECA-Net's gate) and the 1-D linear upsampling's blend

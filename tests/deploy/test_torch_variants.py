@@ -1,5 +1,5 @@
 """Variants of issue 52's model kinds that its own family does not hold, in files PyTorch 2.13
-wrote (``scripts/variant_family.py keep``: both exporters; entries ``v_*`` of the beyond
+wrote (``variant_family``'s ``keep`` step, tests/fixtures/torch_families: both exporters; entries ``v_*`` of the beyond
 MANIFEST, ``"variant": true``). PyTorch is not needed here.
 
 * ``v_tc_a``: Conv1d with ``padding='same'`` (TorchScript writes ``auto_pad SAME_UPPER``), a
@@ -22,7 +22,7 @@ MANIFEST, ``"variant": true``). PyTorch is not needed here.
 * ``v_unet_ct3`` (TorchScript only; ``unet_ct3`` of the family's export): ``ConvTranspose2d(k=3, s=2)``
   up, its last decoder conv with one output channel of weights 5-8 times the others' (fixed's
   ``weight_scale: auto``, hlsnn.deploy.quantize.quant.weight_fracs).
-* ``v_f_att_einsum``, ``v_f_ae1d_lin`` (``scripts/variant_fresh.py``): attention written with
+* ``v_f_att_einsum``, ``v_f_ae1d_lin`` (``torch_families/variant_fresh.py``): attention written with
   ``torch.einsum``; a 1-D autoencoder with ``nn.Upsample(mode='linear')`` (dynamo: ``GatherND``s,
   no ``Resize``) and a concatenation with the input; a U-Net with ``padding_mode='reflect'`` /
   ``'replicate'``; a MobileNetV3 port with ``h_swish`` by hand and ``expand_as`` SE gates
@@ -31,7 +31,7 @@ MANIFEST, ``"variant": true``). PyTorch is not needed here.
   tests/deploy/test_network_cornerresize.py); CBAM channel attention (two-hot -1.4).
 * ``v_tok_clf``: token-wise Linears, ``x.mean(dim=1)`` over the tokens (``ReduceMean`` of axis
   1), a Linear head.
-* ``v_k_wavenet``, ``v_k_inception``, ``v_k_flat_conv`` (``scripts/variant_sixth.py``, TorchScript
+* ``v_k_wavenet``, ``v_k_inception``, ``v_k_flat_conv`` (``torch_families/variant_sixth.py``, TorchScript
   only): a WaveNet (``Chomp1d``, ``tanh(f) * sigmoid(g)``, summed skips), InceptionTime (a
   ``MaxPool1d`` of the model input, ``BatchNorm1d`` after a four-way ``torch.cat``), flat features
   into ``x.unsqueeze(1)`` ``Conv1d``s; their network path: tests/deploy/test_network_sixth.py.

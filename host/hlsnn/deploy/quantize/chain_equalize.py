@@ -2,7 +2,7 @@
 fixed-point calibration (a ``fixed`` / ``sparse`` format's ``equalize: channels``; issue 52).
 
 After a ReLU, sparse_cluster keeps each map as int8 at one radix point per tensor; when the
-channels' ranges differ widely (g_unet_bn of ``scripts/variant_fourth.py``: after dec1.0, each
+channels' ranges differ widely (g_unet_bn of ``tests/fixtures/torch_families/variant_fourth.py``: after dec1.0, each
 channel's largest value 1.6 to 21.6, its RMS 0.5 to 1.1), the radix that keeps the largest
 channel gives the small ones few bits. :func:`apply` rewrites the network in float, exactly
 (ReLU commutes with a positive scale; a power of two is exact in float64), as data-free

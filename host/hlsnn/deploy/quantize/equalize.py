@@ -5,7 +5,7 @@ transposed convolution's output (say at most 24). In a fixed-point format the pa
 producers' radix points, but the Concat has one format only when they agree
 (:func:`hlsnn.deploy.run.hostops.out_format`); otherwise the next conv requantizes the whole Concat at
 one radix point, the larger part's, and the smaller part loses bits (here three: unet_ct2 of
-``scripts/variant_family.py`` at 4.19 % relative error in fixed8, 1.38 % in bfp8, whose block
+``tests/fixtures/torch_families/variant_family.py`` at 4.19 % relative error in fixed8, 1.38 % in bfp8, whose block
 exponents keep it).
 
 :func:`balance` rewrites the network in float, exactly (ReLU commutes with a positive scale, and
@@ -40,7 +40,7 @@ on every consumer, two rules widen (:func:`plan`'s ``wide``):
   The regression calibration's radix search and bias correction then adjust the rest.
 
 Measured (fixed8 relative error against the float model, regression defaults): the dense family of
-``scripts/variant_dense.py``, both exports: d_seg_bilinear 3.07 -> 2.46 % (the encoder's skip, at
+``tests/fixtures/torch_families/variant_dense.py``, both exports: d_seg_bilinear 3.07 -> 2.46 % (the encoder's skip, at
 most 1.8 beside the bilinear upsample's 4.2, scaled by 2 instead of requantized one bit coarser at
 the Concat's radix), d_unet_shuffle 1.57 -> 1.14 %, d_unet_classic 1.45 -> 1.46 %, the others
 unchanged; d_seg_bilinear retrained with seeds 1, 2, 3: 2.77 -> 2.21, 2.84 -> 2.18, 2.50 -> 2.22 %;

@@ -2,7 +2,7 @@
 ``weight_fit: network``, a regression deployment's default; issue 52).
 
 A regression network's last layer often sums many terms that cancel (k_ae_lin of
-``scripts/variant_sixth.py``: a conv of 8 channels x 3 taps whose inputs have an RMS of about 2
+``tests/fixtures/torch_families/variant_sixth.py``: a conv of 8 channels x 3 taps whose inputs have an RMS of about 2
 gives an output of RMS 0.5), so the error its quantized inputs carry is large against its
 output. The layer can take part of it back: after the calibration, its weights and bias are
 fitted, on the calibration images, to the float network's output, from the inputs the

@@ -22,7 +22,7 @@ Only calibration changes: the radix points are static numbers of the program, so
 the network mode, emu, csim and the board run them as any other and agree bit for bit. The
 cost is one run of the calibration images per try: ``2 x points x sweeps`` runs, compiled
 (:mod:`hlsnn.deploy.run.fast`, a U-Net's data moves and average pools too) (g_unet_bn of
-``scripts/variant_fourth.py``: 17 points, about 70 runs of 128 images; its whole fixed8
+``tests/fixtures/torch_families/variant_fourth.py``: 17 points, about 70 runs of 128 images; its whole fixed8
 calibration 2.2 s on 2 shared cores at load 7-14, 13 s when its moves ran in numpy; measured: fixed8 3.76 % -> 3.39 % against the float model, still over issue 52's 3 %; with
 ``equalize: channels``, ``weight_scale: channel`` and ``bias_correction: empirical`` 2.79 %:
 :mod:`hlsnn.deploy.quantize.chain_equalize`).

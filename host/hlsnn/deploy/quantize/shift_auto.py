@@ -25,7 +25,7 @@ model's (no labels):
    agreeing, then the error). Until 2026-11-26 the count of agreeing images came first and the
    error only broke its ties: one image of 128 then outweighed any error, and the pairs of
    ``weight_fit: output``, fitted to the calibration images' own layer outputs, win that count
-   on the very images they were fitted to. k_conformer of ``scripts/variant_sixth.py`` (two-hot,
+   on the very images they were fitted to. k_conformer of ``tests/fixtures/torch_families/variant_sixth.py`` (two-hot,
    five calibration sets of 128): ``msb``/``output`` chosen by 128 agreeing images against 127
    at relative error 0.072 against 0.047, -4 test images against float; ``lse``/``output`` on
    another set, -7; by the error ``lse``/``network`` on both, -2 and -1. Over 72 two-hot

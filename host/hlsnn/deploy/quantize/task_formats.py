@@ -13,12 +13,12 @@ resolve each field the config left ``auto`` to the calibration that minimises th
   balance, :mod:`hlsnn.deploy.quantize.equalize`);
 * ``weight_fit: network``, for ``bfp`` formats too: the layers giving the network's output
   refitted to the float network's output on the calibration images (:mod:`hlsnn.deploy.quantize.outfit`;
-  k_ae_lin of ``scripts/variant_sixth.py``: see ``docs/deploy-beyond-cnn.md``);
+  k_ae_lin of ``tests/fixtures/torch_families/variant_sixth.py``: see ``docs/deploy-beyond-cnn.md``);
 * ``input_terms: 2`` (fixed, sparse): a conv giving the network's output takes an input the host
   quantizes in two int8 terms (:mod:`hlsnn.deploy.quantize.twoin`).
 
 Measured in ``docs/history/deploy.md`` (fixed8 on the dense models): g_unet_bn 3.76 -> 2.59 %, and every
-dense model measured is better than with the classification defaults (``scripts/variant_dense.py``'s
+dense model measured is better than with the classification defaults (``tests/fixtures/torch_families/variant_dense.py``'s
 twelve all under 3 %). A classifier keeps those
 (``radix: lse``, ``weight_scale: auto``, ``bias_correction: none``, ``equalize: none``): the
 four together cost the digits MLP one test image. The price is calibration time: 4-19 s on 128

@@ -14,7 +14,7 @@ rule takes a ``MatMul`` by a constant *second* operand (the weight); this pre-pa
   (``Gather`` of the head, ``Transpose``, the ``MatMul`` by ``C[b]^T``), the heads' products joined
   by ``Concat`` and reshaped to ``Y``'s shape. One GEMM per head, not one block-diagonal GEMM over
   all heads: bfp8 shares a block exponent along a row, and a row of every head's keys let one
-  head's large values coarsen another's (``k_query_pool`` of ``scripts/variant_sixth.py``: bfp8
+  head's large values coarsen another's (``k_query_pool`` of ``tests/fixtures/torch_families/variant_sixth.py``: bfp8
   -1.4 points from float with the block-diagonal GEMM, -0.6 with one per head).
 
 The moves are per-sample ``SwMove`` layers and the ``MatMul`` an engine layer like any other.

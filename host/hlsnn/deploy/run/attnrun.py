@@ -69,14 +69,17 @@ def _pair_codes(dep, layer, act, calibrate):
     """Rule bfp_pair_codes of :mod:`~hlsnn.engines.bfp_systolic.network.attnpairs` in the layer path: the
     exact BFP values of ``act`` as ``M``-bit codes at the op's calibrated radix (``dep.pair_in``,
     the program's field ``pair_in``; DETERMINE on the values when calibrating), or None for a
-    loaded program without it (that program's float64 op runs)."""
+    loaded program without it, or for an input that is not finite everywhere (a causal mask's
+    ``-inf`` fill: no radix holds it, the float64 op runs, and the program has no ``pair_in`` for the op)."""
     from ..quantize.quant import Act, host_radix
     from ...engines.bfp_systolic.network.gate import codes, pairs_of
     bits = int(next(iter(dep.execs.values())).p["mantissa_bits"])
     radix = dep.__dict__.setdefault("pair_in", {})
     if calibrate:
-        radix[layer.name] = int(host_radix(act.values, bits, True, dep.overflow_ratio))
-    if layer.name not in radix:
+        radix.pop(layer.name, None)
+        if np.isfinite(act.values).all():
+            radix[layer.name] = int(host_radix(act.values, bits, True, dep.overflow_ratio))
+    if layer.name not in radix or not np.isfinite(act.values).all():
         return None
     f = radix[layer.name]
     q = codes(*pairs_of(act.values), f, bits, dep.rounding)

@@ -347,7 +347,7 @@ class Deployment:
         ``radix: lse`` (:mod:`hlsnn.deploy.quantize.radix_lse`): its output radix is chosen by least
         squared error, not kept where every entry fits. HardSwish is unbounded above and near
         zero below, so the radix where every entry of the input's range fits spends its codes on
-        values the calibration rarely reaches (f_dw_cbam of ``scripts/variant_fresh.py``,
+        values the calibration rarely reaches (f_dw_cbam of ``tests/fixtures/torch_families/variant_fresh.py``,
         two-hot ``lse``/``network``: 12 -> 7 test images of another class than float's; the 14
         HardSwish classifiers of the families over five calibration sets: deployments beyond
         one point 8 -> 4). Sigmoid and HardSigmoid, bounded gates, keep it; so does a ``pot``
