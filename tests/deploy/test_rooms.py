@@ -19,13 +19,13 @@ def test_every_moved_module_is_in_its_room(name):
 
 def test_an_old_path_imports_the_same_module_with_a_warning_naming_the_new_one():
     code = ("import warnings; warnings.simplefilter('error')\n"
-            "try:\n    import hlsnn.deploy.run.runner\nexcept DeprecationWarning as e:\n    print(e)\n"
+            "try:\n    import hlsnn.deploy.runner\nexcept DeprecationWarning as e:\n    print(e)\n"
             "warnings.simplefilter('ignore')\n"
-            "from hlsnn.deploy.run.runner import Deployment\nimport hlsnn.deploy.run.runner as new\n"
-            "import hlsnn.deploy.lower.program as old\nimport hlsnn.deploy.lower.program as newp\n"
+            "from hlsnn.deploy.runner import Deployment\nimport hlsnn.deploy.run.runner as new\n"
+            "import hlsnn.deploy.program as old\nimport hlsnn.deploy.lower.program as newp\n"
             "print(Deployment is new.Deployment, old is newp, newp.__name__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
-    assert out[0] == "hlsnn.deploy.run.runner moved to hlsnn.deploy.run.runner (issue 80); import it from there"
+    assert out[0] == "hlsnn.deploy.runner moved to hlsnn.deploy.run.runner (issue 80); import it from there"
     assert out[1] == "True True hlsnn.deploy.lower.program"
 
 

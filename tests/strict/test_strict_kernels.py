@@ -14,6 +14,14 @@ TEMPLATES = sorted((ROOT / "hls" / "engines").glob("*/*.j2"))
 SPARSE_CONFIGS = ROOT / "tests" / "engines" / "sparse_cluster" / "configs"
 
 
+def _includes(p):
+    """The template ``p`` includes ``{% include "name" %}`` resolved as the network kernels' loader
+    does (:func:`hlsnn.engines.network.kernel.render`): the engine's own folder first, then
+    shift_mac's (the shared templates); several includes: the one of each name, as a set's member."""
+    names = re.findall(r'\{%-?\s*include\s+"([^"]+)"', p.read_text())
+    return {p.parent / n if (p.parent / n).exists() else p.parents[1] / "shift_mac" / n for n in names}
+
+
 def _checked_arrays(path):
     """The arrays a template declares through ``HLSNN_MEM`` (the strict C-simulation's checked
     memories); for a partial template that others ``{% include %}`` (the shared LayerNorm loops),
@@ -21,7 +29,7 @@ def _checked_arrays(path):
     mem = r"HLSNN_MEM\((\w+), hlsnn::k\w+, "
     own = set(re.findall(mem, path.read_text()))
     including = [set(re.findall(mem, p.read_text())) for p in TEMPLATES
-                 if p != path and re.search(r'\{%-?\s*include\s+"[^"]*\b' + re.escape(path.name) + '"', p.read_text())]
+                 if p != path and path in _includes(p)]
     return own | set.intersection(*including) if including else own
 
 
