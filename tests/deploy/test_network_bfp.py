@@ -511,8 +511,9 @@ def test_the_board_sized_pynq_z2_kernel_gives_the_emulators_bits(compiled):
     k_run = check_kernel_run(path, "bfp8", _x("resnet8_digits32", 3), board=True)
     k = k_run._kernel
     assert k.strict and checked_raw(k.strict_report) == {"act": 16, "tz": 16, "e3z": 16, "gap": 16, "pexp": 16,
-                                                         "lmap": 16}
+                                                         "lmap": 16, "omap": 16}
     assert k.strict_report["operators"] == [{"loop": "ConvMac", "mul": 128, "div": 0, "dsp": 128}]
     rows = {r["comment"].split(":")[0]: dict(zip(FIELDS, r["vals"])) for r in k.tables["rows"]}
-    assert {n for n, r in rows.items() if r["mr"]} == {"s1a", "s1b", "s2b", "s3b"}   # sources: convs
-    assert all(rows[n]["sa"] == 0 for n in ("s1a", "s1b", "s2b", "s3b"))
+    # sources: convs, and the stem's the unfolded image load's map (expmap.load_map)
+    assert k.tables["load_map"] and {n for n, r in rows.items() if r["mr"]} == {"stem", "s1a", "s1b", "s2b", "s3b"}
+    assert all(rows[n]["sa"] == 0 for n in ("stem", "s1a", "s1b", "s2b", "s3b"))

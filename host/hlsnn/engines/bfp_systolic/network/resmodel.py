@@ -90,9 +90,13 @@ def buffers(net, tables):
             Buffer("kWExp", "net_top", "array", 8, (pz, nb), partition=((1, "complete"),), static=True),
             Buffer("kBiasM", "net_top", "array", wbits, (pz, nb), partition=((1, "complete"),), static=True),
             Buffer("pexp", "Conv", "array", 12, (tables["max_pix"],), static=True, note="a conv's patch exponents"),
-            *([Buffer("lmap", "ConvMac", "array", 12, (2, tables["map_words"]), partition=((1, "complete"),),
+            *([Buffer("lmap", "net_top", "array", 12, (2, tables["map_words"]), partition=((1, "complete"),),
                       static=True, storage="ram_t2p", impl="bram",
                       note="the leading-one maps of activation buffers 0 and 1 (.expmap)")] if tables.get("maps") else []),
+            *([Buffer("omap", "LoadImage", "array", 12, (2, tables["in_hw"] // 2), partition=((1, "complete"),),
+                      static=True, storage="ram_s2p", impl="bram",
+                      note="the image's per-pixel largest leading one so far, even and odd columns (.expmap.load_map)")]
+              if tables.get("load_map") else []),
             Buffer("tz", "ConvMac", "array", net.params["acc_bits"], (pz, tables["tz_slots"] * tables["max_blocks"]),
                    partition=((1, "complete"),), static=True, storage="ram_s2p", impl="lutram",
                    note=f"a ring of {tables['tz_slots']} pixels' results, per lane: block-major words"),
@@ -273,6 +277,13 @@ def datapath(net, tables):
       the carried maximum and the clamp; per lane the output mantissa's ``|m|`` and leading one
       (``M`` each) and the exponent add (``X``), the balanced tree over the ``P`` lanes and the
       compare-select with the pixel's maximum so far;
+    * ``load_map`` (the unfolded image load's map, :func:`.expmap.load_map`; ``kw`` the stem's
+      taps across): per value of the pair the leading one of the float32 word (the exponent
+      field's zero test and ``- 127``, the fraction's zero test, its leading one (23 bits) and
+      ``- 149``, two selects), the channel maximum's first-pass select and compare-select; the
+      window's shift selects (``kw - 1``), the two map words' ``kw - 1`` compare-selects each,
+      the row's last word's ``kw - 1`` and the slot's select; the ``omap`` address adder, the two
+      map addresses and the row-end and last-channel compares;
     * ``lut_9g`` (``Q``, tables of codes of several widths, netbfp rule 9g): the saturation of
       the ``kLutBits``-bit code to the op's ``b`` bits, two compares and two selects;
     * ``axi``, ``control``: the allowances of :mod:`hlsnn.engines.shift_mac.network.perf`.
@@ -330,6 +341,12 @@ def datapath(net, tables):
         parts["conv_map"] = (2 * (32 + 4 * _cmp(16)) + x + _cmp(x) + _sel(x) + 3 * x       # address, padding, max, clamp
                              + pz * (m + m + x) + (pz - 1) * (_cmp(x) + _sel(x)) + _cmp(x) + _sel(x),
                              32 + 3 * x + pz * x)
+    if tables.get("load_map"):               # .expmap.load_map: the image's map in the unfolded load
+        kw, cs = tables.get("unfold_kw", 3), _cmp(x) + _sel(x)
+        flop = -(-8 // 6) + x + -(-23 // 6) + 23 + x + 2 * _sel(x)
+        parts["load_map"] = (2 * (flop + _sel(x) + cs) + (kw - 1) * _sel(x) + 3 * (kw - 1) * cs + _sel(x)
+                             + 16 + 2 * 16 + 2 * -(-16 // 3),           # the addresses, two equality compares
+                             (kw + 1) * x + x + 2 * x + 2 * 16 + 16)    # window, tail, the pair's maxima, addresses
     if tables.get("lut_mixed"):              # netbfp rule 9g: per bank the code's two compares and selects
         k = tables["lut_bits"]
         parts["lut_9g"] = (pc * (2 * _cmp(k + 1) + 2 * _sel(k)), 0)
