@@ -83,7 +83,8 @@ def nominal(p, pz, pc, pack, add=None, maps=0):
                   elem_bits=ELEM_BITS, sum_bits=NOMINAL_SUM_BITS, max_pix=NOMINAL_PIX, max_blocks=nb, tz_slots=6,
                   pool_bits=WIDE_BITS + 13, gap_words=4, weights=[[[0] * nw]], biases=[[0] * nb],
                   taps=[0] * NOMINAL_TAPS, prelu=None, maps=bool(maps), map_words=NOMINAL_PIX,
-                  load_map=bool(maps), in_hw=NOMINAL_PIX, unfold_kw=3)     # ResNet-8's stem: its map in the load
+                  load_map=bool(maps), in_hw=NOMINAL_PIX, unfold_kw=3,     # ResNet-8's stem: its map in the load
+                  has_exp=not maps)              # with maps every ResNet-8 conv reads one: no exponent pass
     return net, tables
 
 

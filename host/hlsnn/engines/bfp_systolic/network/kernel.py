@@ -199,7 +199,7 @@ def tables(net, pz, pc):
     load_map = expmap.load_map(unfold, load_pairs, bool(p.get("net_maps")), place[inp],
                                _size(net.shapes[inp]) // unfold["c"] if unfold else 0)
     map_words = expmap.mark([r["d"] for r in rows], infos, name, bool(p.get("net_maps")),
-                            load=(place[inp][0], inp) if load_map else None)
+                            load=(place[inp][0], inp) if load_map else None, pool=pool_odd(net))
     for r in rows:                                 # the descriptors' values, the leading-one maps marked
         dr = r.pop("d")
         r["vals"] = [int(dr[k]) for k in FIELDS]
@@ -221,6 +221,8 @@ def tables(net, pz, pc):
                 max_pix=max_pix, max_blocks=max_blocks, tz_slots=tz_slots, map_words=map_words,
                 # a board-sized kernel's unfolded load: a word (two values) a cycle, an even row width
                 load_pairs=load_pairs, load_map=load_map, unfold_kw=(unfold or {}).get("kw", 0),
+                # a conv with an exponent pass (sa > 0): ConvExp rendered (.expmap: every other conv reads a map)
+                has_exp=any(r["vals"][0] == 0 and r["vals"][FIELDS.index("sa")] > 0 for r in rows),
                 maps=bool(p.get("net_maps")),
                 pool_bits=WIDE_BITS + 2 + int(max_hw - 1).bit_length() + 1, gap_words=gap_words,
                 in_slot=place[inp][0], in_dual=place[inp][1], out_slot=place[out][0],
@@ -394,7 +396,8 @@ def render(net, out_dir):
                elem_bits=t["elem_bits"], wide_bits=WIDE_BITS, gap_words=t["gap_words"], exact_bits=EXACT_BITS,
                pool_bits=t["pool_bits"], pz=pz, pc=pc, pack=packed(p), add_lanes=add_lanes(p, pc),
                maps=t["maps"], map_words=t["map_words"], exp_lead=expmap.EXP_LEAD, load_pairs=t["load_pairs"],
-               load_map=t["load_map"], unfold_c=(t["unfold"] or {}).get("c", 1),
+               load_map=t["load_map"], unfold_c=(t["unfold"] or {}).get("c", 1), has_exp=t["has_exp"],
+               pool_map=t["maps"] and pool_odd(net),     # .expmap: the pool's map (AddPoolOdd's gmax)
                wpairs=pair_words(t["weights"]) if packed(p) else [],
                rounding=ROUNDING[p["rounding"]], act_bufs=t["act_bufs"], act_words=t["act_words"],
                act3_words=t["act3_words"], act3_type=third_storage(t["act3_words"], t["elem_bits"])[0],

@@ -89,7 +89,7 @@ def iterations(net, tables):
     for r in tables["rows"]:
         k = LOOPS[_f(r, "op")]
         it[k] = it.get(k, 0) + _f(r, "n_iter")
-        if k == "ConvMac":
+        if k == "ConvMac" and _f(r, "sa"):      # (no ConvExp loop where no conv has an exponent pass)
             it["ConvExp"] = it.get("ConvExp", 0) + _f(r, "sa")
         if _pool_odd_words(net, tables, r):
             it["NetPoolOdd"] = it.get("NetPoolOdd", 0) + _pool_odd_words(net, tables, r)
