@@ -10,7 +10,8 @@ layer kernel's 176 (8 x 11 tiles x 2), leaving room for the rest of the design. 
 ``net_shape: board`` is sized to its board (:mod:`hlsnn.engines.bfp_systolic.netsize`: ``P``
 and ``Q``; lanes ``2i`` and ``2i + 1`` sharing a DSP48 per bank, ``net_pack``, their mantissas
 one 16-bit ROM word, ``kWPairs``; the Add's lanes ``net_add``; the leading-one maps
-``net_maps``, :mod:`.expmap`; and an unfolded stem's image a word a cycle, ``load_pairs``).
+``net_maps``, :mod:`.expmap`; and an unfolded stem's image a word a cycle, ``load_pairs``, with
+the stem's leading-one map, ``load_map``).
 
 **Buffers**: :func:`hlsnn.engines.network.kernel.allocate` (two ping-pong buffers and a shortcut
 buffer in ``Q`` channel banks; a third activation buffer where two do not hold the network, declared
