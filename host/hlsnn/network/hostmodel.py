@@ -88,8 +88,9 @@ LOADER = {
     "loader_us": 1.52,
     "source": "measured on this x86 by " + _LOADER_RUN + ", load ~5 from other jobs: net.run's fast path "
               "(CompiledNet._run_c) checks an image's dtype and shape in its own Python, and the C call counts "
-              "the non-finite values in its rule 1 pass; a network with a prefix or bfp words gets a finiteness "
-              "pass, np.isfinite(x).all(), 1.10 us + 0.068 ns per float32 value (float64 1.10 us + 0.116 ns; a "
+              "the non-finite values in its rule 1 pass; a network with a prefix gets a finiteness pass (bfp "
+              "words got one when this was measured; their C pass now counts them), "
+              "np.isfinite(x).all(), 1.10 us + 0.068 ns per float32 value (float64 1.10 us + 0.116 ns; a "
               "bfp_systolic network's uint8 converted to float64 by _check_input 2.05 us + 0.212 ns); the "
               "loader's own Python 1.52 us (NetBoard.run_image's lines around the C call now counted in it; "
               "median over the 18 models of net.run less its timed parts: 1.15-1.86 "
