@@ -503,16 +503,21 @@ def test_the_board_sized_pynq_z2_kernel_gives_the_emulators_bits(compiled):
     DSP48 each, the Add 8 channels a cycle, leading-one maps, the image a word a cycle) on the
     strict C-simulation and the simulated board: the layer-by-layer emulator's bits in one start,
     every bank within its ports, the cycle model's iterations, 128 DSPs doing 256 products, and
-    ResNet-8's convs after the stem taking their patch exponents from the maps where their
-    source is a conv's (no exponent pass)."""
+    every ResNet-8 conv taking its patch exponents from a leading-one map (the image load's, a
+    conv's, an Add's or the pool's), so the kernel has no exponent pass."""
     from netfixtures import check_kernel_run
     from hlsnn.engines.bfp_systolic.network.kernel import FIELDS
     path = compiled("resnet8_digits32", "bfp8_z2")
     k_run = check_kernel_run(path, "bfp8", _x("resnet8_digits32", 3), board=True)
     k = k_run._kernel
     assert k.strict and checked_raw(k.strict_report) == {"act": 16, "tz": 16, "e3z": 16, "gap": 16, "pexp": 16,
-                                                         "lmap": 16}
+                                                         "lmap": 16, "omap": 16}
     assert k.strict_report["operators"] == [{"loop": "ConvMac", "mul": 128, "div": 0, "dsp": 128}]
     rows = {r["comment"].split(":")[0]: dict(zip(FIELDS, r["vals"])) for r in k.tables["rows"]}
-    assert {n for n, r in rows.items() if r["mr"]} == {"s1a", "s1b", "s2b", "s3b"}   # sources: convs
-    assert all(rows[n]["sa"] == 0 for n in ("s1a", "s1b", "s2b", "s3b"))
+    # every conv reads a map (.expmap): the stem the unfolded image load's, s2a, s2s, s3a, s3s an
+    # Add's, fc the pool's (AddPoolOdd's gmax), the others a conv's; so no exponent pass is rendered
+    convs = {"stem", "s1a", "s1b", "s2a", "s2s", "s2b", "s3a", "s3s", "s3b", "fc"}
+    assert k.tables["load_map"] and {n for n, r in rows.items() if r["mr"]} == convs
+    assert all(rows[n]["sa"] == 0 for n in convs) and not k.tables["has_exp"]
+    assert {n for n, r in rows.items() if r["mw"]} >= {"add1", "add2", "add3"}
+    assert "ConvExp" not in k.counters and k.counters["NetLoadTail"][0] == 3      # three images, a tail word each

@@ -1,5 +1,5 @@
 """A ghost module read by its SE block on the network path (issue 52: s_ghost of
-``torch_families/variant_seventh.py``, rule 8m of :mod:`hlsnn.engines.network.joins.catmix`; the bfp kernel's
+``torch_families/variant_seventh.py``, rule mixed_concat of :mod:`hlsnn.engines.network.joins.catmix`; the bfp kernel's
 gate of a concat, :mod:`hlsnn.engines.bfp_systolic.network.gatesrc`). Before: two-hot and fixed8
 refused "GlobalAveragePool: no integer rule for this host op here" (a global pool of a concat
 whose parts sit at two radix points), and the bfp kernel "a gate of cat; the kernel multiplies

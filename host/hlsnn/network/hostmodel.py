@@ -23,8 +23,8 @@ Around the C call, the loader's run path (``net.run(x)``: :meth:`hlsnn.network.l
 costs the host, per start (:func:`loader_steps`):
 
 * ``input check``: the image's dtype and shape (part of the loader's Python) and, where the C
-  call does not count the non-finite values in its rule input_quantize pass (a network with a prefix, a
-  ``bfp_systolic`` network), a finiteness pass per input value on the image as stored (the C
+  call does not count the non-finite values in its rule input_quantize pass (a network with a prefix), a
+  finiteness pass per input value on the image as stored (the C
   host path takes float32 and uint8 images as they are; a ``bfp_systolic`` network's uint8
   image is converted to float64: :func:`stored_dtype`);
 * the host ops on the float input before the start and after the output (:func:`op_us`: per op
@@ -78,7 +78,7 @@ _LOADER_RUN = ("OMP_NUM_THREADS=1 python benchmarks/bench_loader_host.py --hlsnn
 
 #: the loader's run path around the C call on this x86 (module docstring), measured by
 #: ``benchmarks/bench_loader_host.py``: the input check where ``net.run`` makes a finiteness pass
-#: of its own (a network with a prefix or ``bfp_systolic`` words, :func:`counts_in_c`), ``(fixed
+#: of its own (a network with a prefix, :func:`counts_in_c`), ``(fixed
 #: us, ns per value)`` by the image's dtype as the C host path takes it (fitted on 64 and 16,384
 #: values; ``uint8 -> float64``: a ``bfp_systolic`` network's uint8 image, converted by
 #: ``_check_input``), and the loader's own Python (``net.run`` less the check, the host ops, the
@@ -88,8 +88,9 @@ LOADER = {
     "loader_us": 1.52,
     "source": "measured on this x86 by " + _LOADER_RUN + ", load ~5 from other jobs: net.run's fast path "
               "(CompiledNet._run_c) checks an image's dtype and shape in its own Python, and the C call counts "
-              "the non-finite values in its rule input_quantize pass; a network with a prefix or bfp words gets a finiteness "
-              "pass, np.isfinite(x).all(), 1.10 us + 0.068 ns per float32 value (float64 1.10 us + 0.116 ns; a "
+              "the non-finite values in its rule input_quantize pass; a network with a prefix gets a finiteness pass (bfp "
+              "words got one when this was measured; their C pass now counts them), "
+              "np.isfinite(x).all(), 1.10 us + 0.068 ns per float32 value (float64 1.10 us + 0.116 ns; a "
               "bfp_systolic network's uint8 converted to float64 by _check_input 2.05 us + 0.212 ns); the "
               "loader's own Python 1.52 us (NetBoard.run_image's lines around the C call now counted in it; "
               "median over the 18 models of net.run less its timed parts: 1.15-1.86 "
@@ -295,8 +296,10 @@ def softmax_c_us(cpu, n_out, bfp=False):
 def counts_in_c(words=False, prefix=False):
     """True when the C call counts the image's non-finite values in its rule input_quantize pass, so that
     ``net.run`` makes no finiteness pass of its own: no prefix (whose ops would change the
-    values first) and no ``bfp_systolic`` words (:meth:`hlsnn.network.loader.CompiledNet._c_setup`)."""
-    return not words and not prefix
+    values first; :meth:`hlsnn.network.loader.CompiledNet._c_setup`). ``bfp_systolic`` words
+    too: their pass (netin.c ``f32_words``) counts a value that is not finite or not exact in
+    float32, and the refusal tells the two apart (:meth:`hlsnn.network.nethost.CHost._finish`)."""
+    return not prefix
 
 
 def loader_steps(cpu, *, n_in, batch, input_dtype="float32", words=False, prefix=False):

@@ -326,11 +326,11 @@ class CompiledNet:
         words = n.engine == "bfp_systolic"
         keep = (np.dtype(np.float32), np.dtype(np.float64)) + (() if words else (np.dtype(np.uint8),))
         before = bool(getattr(n, "host_before", None))
-        # without a prefix (whose ops would change the values first) and without words (whose C
-        # call reports a bad value as not exact in float32), the C call counts the non-finite
-        # values of the image as stored, in the same pass as rule input_quantize, and run raises the same
+        # without a prefix (whose ops would change the values first), the C call counts the
+        # non-finite values of the image as stored, in the same pass as rule input_quantize (with words: in its
+        # pass that writes them as float32 words, a bad value not written), and run raises the same
         # InputError the check raises (nethost.CHost._finish): the check's own pass is not made
-        counts = not before and not words
+        counts = not before
         # a Softmax after the logits over each image's vector: applied by the C call (nethost.softmax_rule)
         from .nethost import softmax_rule
         fold = softmax_rule(n)

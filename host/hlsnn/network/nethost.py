@@ -383,7 +383,7 @@ class CHost:
             xp = x.ctypes                            # x outlives the call
         rc = self._fast(self.ref, xp)
         if rc or self._err is not None:
-            self._finish(rc)
+            self._finish(rc, x)
         b.starts += 1
         self.polls = self.ctx.polls
         if self.words:                               # the pairs (m, e) unpacked in C, the status checked
@@ -434,7 +434,12 @@ class CHost:
         self.board._free()
         self.key = self._inb = self.ctx = self.ref = None
 
-    def _finish(self, rc):
+    def _finish(self, rc, x=None):
+        """Raise the error of a call that returned ``rc`` (not 0): its own, a timeout, or bad input
+        values. With words (a ``bfp_systolic`` network) the C call counts a value that is not finite
+        or not exact in float32; ``x``, the batch as the call read it, tells the two apart (here,
+        after the refusal only): non-finite values raise the :class:`InputError` every engine's C
+        call raises, so ``net.run`` makes no finiteness pass of its own before the call."""
         b = self.board
         self.polls, timeout, batch = self.ctx.polls, self.ctx.timeout_s, self.ctx.batch
         if self._err is not None:
@@ -446,7 +451,9 @@ class CHost:
             from ..runtime.pynq_target import DeviceTimeout
             raise DeviceTimeout(f"network kernel {b.cfg.name}_net did not finish within {timeout:g} s "
                                 f"(a batch of {batch}); its buffers were freed")
-        if self.words:
+        if self.words and x is not None and x.dtype.kind == "f" and not np.isfinite(x).all():
+            rc = int((~np.isfinite(x)).sum())
+        elif self.words:
             from ..engines.bfp_systolic.network.lower import NotExact
             raise NotExact("network kernel (bfp): the input must be finite and exact in float32 (the kernel reads "
                            "float32 words); run it with hlsnn.load(..., network=False)")

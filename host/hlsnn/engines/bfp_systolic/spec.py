@@ -68,8 +68,8 @@ SCHEMA = {
     "net_pack": Field("int", "net_shape board: 1 where lanes 2i and 2i+1 share a DSP48 (two products each; "
                       "mantissa_bits at most 8), 0 a DSP a product (default: sized)", default=None, lo=0, hi=1),
     "net_maps": Field("int", "net_shape board: 1 where a conv takes its patch exponents from the leading-one map its "
-                      "source conv wrote, beside its products (hlsnn.engines.bfp_systolic.network.expmap), 0 from "
-                      "the exponent pass (default: sized)", default=None, lo=0, hi=1),
+                      "source's writer wrote (a conv, a residual Add, the pool, the unfolded image load), beside its "
+                      "products (hlsnn.engines.bfp_systolic.network.expmap), 0 from the exponent pass (default: sized)", default=None, lo=0, hi=1),
     "net_add": Field("int", "net_shape board: the residual Add's channels a cycle, a divisor of net_banks (default: "
                      "sized)", default=None, lo=1, hi=64, pow2=True),
 }

@@ -10,7 +10,8 @@ layer kernel's 176 (8 x 11 tiles x 2), leaving room for the rest of the design. 
 ``net_shape: board`` is sized to its board (:mod:`hlsnn.engines.bfp_systolic.netsize`: ``P``
 and ``Q``; lanes ``2i`` and ``2i + 1`` sharing a DSP48 per bank, ``net_pack``, their mantissas
 one 16-bit ROM word, ``kWPairs``; the Add's lanes ``net_add``; the leading-one maps
-``net_maps``, :mod:`.expmap`; and an unfolded stem's image a word a cycle, ``load_pairs``).
+``net_maps``, :mod:`.expmap`; and an unfolded stem's image a word a cycle, ``load_pairs``, with
+the stem's leading-one map, ``load_map``).
 
 **Buffers**: :func:`hlsnn.engines.network.kernel.allocate` (two ping-pong buffers and a shortcut
 buffer in ``Q`` channel banks; a third activation buffer where two do not hold the network, declared
@@ -200,14 +201,20 @@ def tables(net, pz, pc):
         rows.append(dict(comment=f"{op.name}: {op.kind} {' + '.join(op.ins)} -> {op.out}",
                          d=d, names=FIELDS))
         infos.append((op, 1, False, None))
-    map_words = expmap.mark([r["d"] for r in rows], infos, name, bool(p.get("net_maps")))
+    inp = name(net.input["name"])
+    load_pairs = bool(unfold and unfold["w"] % 2 == 0 and p.get("net_shape") == "board")
+    # the unfolded load's leading-one map (.expmap.load_map): the stem then reads its patch exponents from it
+    load_map = expmap.load_map(unfold, load_pairs, bool(p.get("net_maps")), place[inp],
+                               _size(net.shapes[inp]) // unfold["c"] if unfold else 0)
+    map_words = expmap.mark([r["d"] for r in rows], infos, name, bool(p.get("net_maps")),
+                            load=(place[inp][0], inp) if load_map else None, pool=pool_odd(net))
     for r in rows:                                 # the descriptors' values, the leading-one maps marked
         dr = r.pop("d")
         r["vals"] = [int(dr[k]) for k in FIELDS]
     if sum_bits > p["acc_bits"]:
         raise InputError(f"network kernel (bfp): a patch's sum needs {sum_bits} bits, beyond acc_bits = "
                          f"{p['acc_bits']}")
-    inp, out = name(net.input["name"]), name(net.output["tensor"])
+    out = name(net.output["tensor"])
     cat = lambda parts: np.concatenate(parts) if parts else np.zeros(1, np.int64)      # noqa: E731
     from ...network.program import _chw
     hw = lambda s: int(np.prod(_chw(s)[1:]))                                   # noqa: E731
@@ -221,7 +228,9 @@ def tables(net, pz, pc):
                 biases=[cat(x) for x in bl], taps=taps or [(0, 0, 0, 0, 0), (0, 0, 0, 0, 0)], sum_bits=sum_bits,
                 max_pix=max_pix, max_blocks=max_blocks, tz_slots=tz_slots, map_words=map_words,
                 # a board-sized kernel's unfolded load: a word (two values) a cycle, an even row width
-                load_pairs=bool(unfold and unfold["w"] % 2 == 0 and p.get("net_shape") == "board"),
+                load_pairs=load_pairs, load_map=load_map, unfold_kw=(unfold or {}).get("kw", 0),
+                # a conv with an exponent pass (sa > 0): ConvExp rendered (.expmap: every other conv reads a map)
+                has_exp=any(r["vals"][0] == 0 and r["vals"][FIELDS.index("sa")] > 0 for r in rows),
                 maps=bool(p.get("net_maps")),
                 pool_bits=WIDE_BITS + 2 + int(max_hw - 1).bit_length() + 1, gap_words=gap_words,
                 in_slot=place[inp][0], in_dual=place[inp][1], out_slot=place[out][0],
@@ -400,6 +409,8 @@ def render(net, out_dir):
                elem_bits=t["elem_bits"], wide_bits=WIDE_BITS, gap_words=t["gap_words"], exact_bits=EXACT_BITS,
                pool_bits=t["pool_bits"], pz=pz, pc=pc, pack=packed(p), add_lanes=add_lanes(p, pc),
                maps=t["maps"], map_words=t["map_words"], exp_lead=expmap.EXP_LEAD, load_pairs=t["load_pairs"],
+               load_map=t["load_map"], unfold_c=(t["unfold"] or {}).get("c", 1), has_exp=t["has_exp"],
+               pool_map=t["maps"] and pool_odd(net),     # .expmap: the pool's map (AddPoolOdd's gmax)
                wpairs=pair_words(t["weights"]) if packed(p) else [],
                rounding=ROUNDING[p["rounding"]], act_bufs=t["act_bufs"], act_words=t["act_words"],
                act3_words=t["act3_words"], act3_type=third_storage(t["act3_words"], t["elem_bits"])[0],

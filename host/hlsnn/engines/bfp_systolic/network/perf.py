@@ -8,7 +8,9 @@ count):
 * load: the input's ``ceil(in_elems / 2)`` 64-bit words in one burst (``LoadWords``, plus
   :data:`hlsnn.engines.network.perf.DDR_LATENCY`), then ``in_elems`` cycles to decode them (one
   float32 value per cycle); a board-sized kernel's unfolded stem of an even row width
-  (``load_pairs``): the words alone, each decoded as it arrives (two values a cycle);
+  (``load_pairs``): the words alone, each decoded as it arrives (two values a cycle), and where
+  it writes the stem's leading-one map (:func:`.expmap.load_map`) one cycle more
+  (``LoadTail``: the map's last word);
 * conv: the exponent pass ``OH * OW * ceil(steps / 2)`` (``ConvExp``: two taps a cycle, one on
   each port of the true dual-port activation banks; ``steps = ceil(C/Q) * kh * kw``) plus
   :data:`EXP_DEPTH`, then the multiply pass ``OH * OW * B * steps + TZ_DISTANCE - 1 + B``
@@ -48,6 +50,7 @@ from __future__ import annotations
 
 from ...network.perf import AXI_LITE, AXI_MASTER, CONTROL, DDR_LATENCY, MOVE_DEPTH, POOL_DEPTH, _f  # noqa: F401
 # the resource model (its own module: the board sizer reads it at config load), re-exported
+from . import expmap
 from .resmodel import (FAMILIES, PACK_FF, PACK_LUT, TAP_CYCLIC, TAP_TABLES, X_BITS, _cmp, _mux, _sel,  # noqa: F401
                        _stages, add_lanes, buffers, datapath, families, lshift_luts, packed, pool_odd, resources,
                        srs_luts, third_storage)
@@ -80,6 +83,8 @@ def iterations(net, tables):
     ``HLSNN_ITER`` counters): ``{loop: count}``."""
     it = ({"NetLoad": tables["in_words"]} if tables.get("load_pairs") else      # a word a cycle, decoded at once
           {"NetLoadWords": -(-tables["in_elems"] // 2), "NetLoad": tables["in_elems"]})
+    if tables.get("load_map"):                                  # .expmap: the image's last map word
+        it["NetLoadTail"] = expmap.LOAD_TAIL
     it["NetStore"] = tables["out_elems"]
     from .attnkern import LOOPS as ATTN_LOOPS, iterations as attn_iterations
     for r in tables["rows"]:
@@ -89,7 +94,7 @@ def iterations(net, tables):
             continue
         k = LOOPS[_f(r, "op")]
         it[k] = it.get(k, 0) + _f(r, "n_iter")
-        if k == "ConvMac":
+        if k == "ConvMac" and _f(r, "sa"):      # (no ConvExp loop where no conv has an exponent pass)
             it["ConvExp"] = it.get("ConvExp", 0) + _f(r, "sa")
         if _pool_odd_words(net, tables, r):
             it["NetPoolOdd"] = it.get("NetPoolOdd", 0) + _pool_odd_words(net, tables, r)
@@ -113,6 +118,8 @@ def op_cycles(net, tables, ii=None):
     g = (ii or {}).get
     rows = [("load", "load image", tables["in_words"] * g("NetLoad", 1) + DDR_LATENCY if tables.get("load_pairs")
              else -(-tables["in_elems"] // 2) * g("NetLoadWords", 1) + DDR_LATENCY + tables["in_elems"] * g("NetLoad", 1))]
+    if tables.get("load_map"):                # .expmap: the image's last map word, a cycle after the load
+        rows[0] = (rows[0][0], rows[0][1], rows[0][2] + expmap.LOAD_TAIL * g("NetLoadTail", 1))
     depth = {1: POOL_DEPTH, 2: ADD_DEPTH, 3: MOVE_DEPTH, 4: MOVE_DEPTH, 5: MOVE_DEPTH, 6: LUT_DEPTH, 7: GATE_DEPTH}     # 3: netmove's Move loop, 5: Transpose
     gate_odd = any(op.kind == "gate" and op.f.get("odd") for op in net.ops)      # rule bfp_gate_odd: the loop is deeper
     from .lower import row_ops

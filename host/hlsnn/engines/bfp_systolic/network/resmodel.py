@@ -90,9 +90,13 @@ def buffers(net, tables):
             Buffer("kWExp", "net_top", "array", 8, (pz, nb), partition=((1, "complete"),), static=True),
             Buffer("kBiasM", "net_top", "array", wbits, (pz, nb), partition=((1, "complete"),), static=True),
             Buffer("pexp", "Conv", "array", 12, (tables["max_pix"],), static=True, note="a conv's patch exponents"),
-            *([Buffer("lmap", "ConvMac", "array", 12, (2, tables["map_words"]), partition=((1, "complete"),),
+            *([Buffer("lmap", "net_top", "array", 12, (2, tables["map_words"]), partition=((1, "complete"),),
                       static=True, storage="ram_t2p", impl="bram",
                       note="the leading-one maps of activation buffers 0 and 1 (.expmap)")] if tables.get("maps") else []),
+            *([Buffer("omap", "LoadImage", "array", 12, (2, tables["in_hw"] // 2), partition=((1, "complete"),),
+                      static=True, storage="ram_s2p", impl="bram",
+                      note="the image's per-pixel largest leading one so far, even and odd columns (.expmap.load_map)")]
+              if tables.get("load_map") else []),
             Buffer("tz", "ConvMac", "array", net.params["acc_bits"], (pz, tables["tz_slots"] * tables["max_blocks"]),
                    partition=((1, "complete"),), static=True, storage="ram_s2p", impl="lutram",
                    note=f"a ring of {tables['tz_slots']} pixels' results, per lane: block-major words"),
@@ -220,7 +224,8 @@ def datapath(net, tables):
     template's booleans): ``maxpool`` (and ``wpool``, ``oddpool``: its loop's) with a max or
     average pool, ``add`` with a residual Add or a global pool. The parts:
 
-    * ``conv_exp`` (``ConvExp``, ``2Q`` elements a cycle): per element the source select (act
+    * ``conv_exp`` (``ConvExp``, ``2Q`` elements a cycle; not rendered where every conv reads a
+      leading-one map, the tables' ``has_exp``): per element the source select (act
       or pool buffer, ``C + 10`` bits), ``|m|`` (``C``), its leading one (``C``), the exponent
       add (``X``), the zero test (``C/6``) and its ``kLow`` select, the bank window's two
       compares (``kTapC0 <= j < kTapC``, 8 bits); the balanced max tree of
@@ -269,12 +274,26 @@ def datapath(net, tables):
       product): ``oddpool``'s parts but the pool bound's select;
     * ``pool_odd`` (a program with a global pool and no rule bfp_mean mean, issue 83: ``AddPoolOdd``,
       one word a cycle): one ``RoundOdd`` (``oddgate``'s parts) and the ``Q``:1 multiplexer of
-      the 64-bit word it reads from the bank (the write goes to every bank, one enabled);
+      the 64-bit word it reads from the bank (the write goes to every bank, one enabled); with
+      maps the pool's map (:mod:`.expmap`): the rounded word's ``ELop``, the live-channel compare
+      and select and the carried maximum's compare-select;
     * ``conv_map`` (a kernel with leading-one maps, ``net_maps``, :mod:`.expmap`): the exponent
       side's map address and padding tests (as a tap of ``conv_exp``), its compare-select with
       the carried maximum and the clamp; per lane the output mantissa's ``|m|`` and leading one
       (``M`` each) and the exponent add (``X``), the balanced tree over the ``P`` lanes and the
       compare-select with the pixel's maximum so far;
+    * ``add_map`` (a kernel with leading-one maps and a residual Add, :func:`.expmap.add_writes`):
+      per lane the leading one of the element it writes (``|m|`` and its leading one of ``W``
+      bits, the exponent add, the zero test and its ``kLow`` select), the live-channel compare
+      and its select; the tree over the ``kA`` lanes, the first part's select and the
+      compare-select with the word read;
+    * ``load_map`` (the unfolded image load's map, :func:`.expmap.load_map`; ``kw`` the stem's
+      taps across): per value of the pair the leading one of the float32 word (the exponent
+      field's zero test and ``- 127``, the fraction's zero test, its leading one (23 bits) and
+      ``- 149``, two selects), the channel maximum's first-pass select and compare-select; the
+      window's shift selects (``kw - 1``), the two map words' ``kw - 1`` compare-selects each,
+      the row's last word's ``kw - 1`` and the slot's select; the ``omap`` address adder, the two
+      map addresses and the row-end and last-channel compares;
     * ``lut_9g`` (``Q``, tables of codes of several widths, netbfp rule bfp_wide_codes): the saturation of
       the ``kLutBits``-bit code to the op's ``b`` bits, two compares and two selects;
     * ``axi``, ``control``: the allowances of :mod:`hlsnn.engines.shift_mac.network.perf`.
@@ -307,7 +326,8 @@ def datapath(net, tables):
     kh = pc // ka
     pick = 0 if kh == 1 else 2 * (_sel(w + 10) if kh == 2 else (w + 10) * _mux(kh))
     has = families(tables)                    # the op families the kernel renders (issue 83)
-    parts = {"conv_exp": conv_exp, "conv_mac_banks": (pc * mac_bank[0], pc * mac_bank[1]),
+    parts = {**({"conv_exp": conv_exp} if tables.get("has_exp", True) else {}),
+             "conv_mac_banks": (pc * mac_bank[0], pc * mac_bank[1]),
              "conv_mac_lanes": (pz * mac_lane[0], pz * mac_lane[1]),
              **({"conv_pack": (pz // 2 * pc * PACK_LUT, pz // 2 * pc * PACK_FF)} if packed(net.params) else {}),
              **({"maxpool": (pc * maxpool[0], pc * maxpool[1])} if has["has_pool"] else {}),
@@ -327,11 +347,25 @@ def datapath(net, tables):
     if ops and pool_odd(net):                # issue 83: AddPoolOdd, one RoundOdd and the banks' multiplexer
         from .reduce import ODD_BITS
         odd = E + E + 2 * _cmp(x) + _stages(E, E - ODD_BITS) + E + _sel(E) + -(-E // 6) + E
-        parts["pool_odd"] = (odd + 64 * _mux(pc), 64 + 64 + x)
+        # with maps the pool's map (.expmap): ELop of the rounded word (W bits), the live-channel
+        # compare and select, one compare-select on the loop-back
+        gmap = (w + w + x + -(-w // 6) + _sel(x) + _cmp(16) + _sel(x) + _cmp(x) + _sel(x)) if tables.get("maps") else 0
+        parts["pool_odd"] = (odd + 64 * _mux(pc) + gmap, 64 + 64 + x + (x if gmap else 0))
     if tables.get("maps"):                   # .expmap: the exponent side and the write side's leading ones
         parts["conv_map"] = (2 * (32 + 4 * _cmp(16)) + x + _cmp(x) + _sel(x) + 3 * x       # address, padding, max, clamp
                              + pz * (m + m + x) + (pz - 1) * (_cmp(x) + _sel(x)) + _cmp(x) + _sel(x),
                              32 + 3 * x + pz * x)
+    if tables.get("maps") and has["has_add"]:   # .expmap.add_writes: the Add writes its output's map
+        ka_ = add_lanes(net.params, pc)
+        lop = w + w + x + -(-w // 6) + _sel(x)                       # ELop of the element: |m|, leading one, +e
+        parts["add_map"] = (ka_ * (lop + _cmp(8) + _sel(x)) + (ka_ - 1) * (_cmp(x) + _sel(x))   # the window, kLow
+                            + _sel(x) + _cmp(x) + _sel(x), ka_ * x + 2 * x)           # first part, the compare-select
+    if tables.get("load_map"):               # .expmap.load_map: the image's map in the unfolded load
+        kw, cs = tables.get("unfold_kw", 3), _cmp(x) + _sel(x)
+        flop = -(-8 // 6) + x + -(-23 // 6) + 23 + x + 2 * _sel(x)
+        parts["load_map"] = (2 * (flop + _sel(x) + cs) + (kw - 1) * _sel(x) + 3 * (kw - 1) * cs + _sel(x)
+                             + 16 + 2 * 16 + 2 * -(-16 // 3),           # the addresses, two equality compares
+                             (kw + 1) * x + x + 2 * x + 2 * 16 + 16)    # window, tail, the pair's maxima, addresses
     if tables.get("lut_mixed"):              # netbfp rule bfp_wide_codes: per bank the code's two compares and selects
         k = tables["lut_bits"]
         parts["lut_9g"] = (pc * (2 * _cmp(k + 1) + 2 * _sel(k)), 0)
