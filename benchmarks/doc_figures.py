@@ -691,8 +691,8 @@ BEYOND = [
     _bf("k_wavenet two-hot host {host_us:.1f} us", _fam(V6, "k_wavenet_ts17", "twohot")),
     _bf("bfp8 host {host_us:.1f} us", _fam(V6, "k_wavenet_ts17", "bfp8"), "k_wavenet two-hot host"),
     # attention on the layer path (engine placement), at today's II
-    _bf("at II 1 the engine placement gives mha_clf {e2e_us:,.0f} us", _beyond("mha_clf_ts17", "bfp8")),
-    _bf("us and encoder_clf {e2e_us:,.0f} us (`hlsnn perf", _beyond("encoder_clf_dynamo", "bfp8")),
+    _bf("at II 1 the engine placement gives mha_clf {e2e_us:,.0f} us", _beyond("mha_clf_ts17", "bfp8", layers=True)),
+    _bf("us and encoder_clf {e2e_us:,.0f} us (`hlsnn perf", _beyond("encoder_clf_dynamo", "bfp8", layers=True)),
     # fixed8's layer-path figures of that day are history; since issue 79 one start (engines.network.tokens.attention)
     _bf("sparse network kernel, mha_clf {e2e_us:,.0f} us and", _beyond("mha_clf_ts17", "fixed8")),
     _bf("encoder_clf {e2e_us:,.0f} us end to end in one start, re-modelled", _beyond("encoder_clf_dynamo", "fixed8")),
