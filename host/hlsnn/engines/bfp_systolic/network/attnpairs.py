@@ -1,8 +1,8 @@
 """Attention on BFP pairs (issue 79): the rules of a ``bfp_systolic`` attention network's host
 ops, written once here and run by the layer path (:func:`hlsnn.deploy.run.attnrun.layer_run`, the
 engine's ``MatMulAct`` through :mod:`hlsnn.deploy.run.actmm_engine`) and by the network mode
-(:func:`lower_host` in the one walk, :func:`run` in :func:`.lower.run`), so both give the same
-bits. Elements are pairs ``(m, e)`` (value ``m * 2**e``, :mod:`.lower`'s rule bfp_pairs); ``M`` =
+(:func:`lower_host` in the one walk, :func:`run` in :func:`hlsnn.engines.bfp_systolic.network.lower.run`), so both give the same
+bits. Elements are pairs ``(m, e)`` (value ``m * 2**e``, :mod:`hlsnn.engines.bfp_systolic.network.lower`'s rule bfp_pairs); ``M`` =
 ``mantissa_bits``, ``rnd`` the deployment's ``rounding`` (as rule bfp_table's codes; rule bfp_act_matmul's GEMM
 rounds by the accel config's, as the engine does).
 
@@ -28,7 +28,7 @@ Rule bfp_add_const: **addc** (a position embedding ``x + P``): rule bfp_pair_cod
     ``codes``); the output pairs are ``(y, -F_o)``.
 Rule bfp_act_matmul: **actmm**, a ``MatMul`` of two BFP activations (``Q Kᵀ``, ``P V`` per head): the engine's
     own GEMM with ``B`` as its weights (:mod:`hlsnn.deploy.run.actmm_engine`'s rule): each row of
-    ``A`` (``T x K``) one block (:mod:`.lower` rule bfp_conv's exponent ``clamp(L - (M - 2))`` over
+    ``A`` (``T x K``) one block (:mod:`hlsnn.engines.bfp_systolic.network.lower` rule bfp_conv's exponent ``clamp(L - (M - 2))`` over
     the row's leading ones, mantissas ``shift_round_sat`` to ``M`` bits), each column of ``B``
     one block (``weight_exponent: row``; ``tensor``: one for the head's ``B``), the exact
     products and the max rule per output row (:func:`hlsnn.engines.bfp_systolic.emulator.emulate`,

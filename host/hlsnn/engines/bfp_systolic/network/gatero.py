@@ -29,11 +29,11 @@ Rule bfp_gate_odd: **The product of two tables' outputs**, when every op that re
      product keeps rule bfp_gate and its run-time check.
 
 Rule bfp_gate_wide: **The product of two tables' outputs read by an Add** (an LSTM cell's ``i * g`` in ``c = f * c +
-     i * g``: rule bfp_gate_odd does not apply) keeps rule bfp_gate's exact product, and the program's elements
-     are :data:`~hlsnn.engines.bfp_systolic.network.prelu.WIDE_ELEM_BITS`-bit (:func:`wide`, as rule
-     bfp_prelu_exact's: :func:`~hlsnn.engines.bfp_systolic.network.lower.elem_bits`), so the product (below
-     ``2**31``) and the cell's exact sum (below ``2**52``, the layer path's float64 exact sum; the
-     status bit beyond) fit the element. The layer path is the same exact arithmetic.
+i * g``: rule bfp_gate_odd does not apply) keeps rule bfp_gate's exact product, and the program's elements
+are :data:`~hlsnn.engines.bfp_systolic.network.prelu.WIDE_ELEM_BITS`-bit (:func:`wide`, as rule
+bfp_prelu_exact's: :func:`~hlsnn.engines.bfp_systolic.network.lower.elem_bits`), so the product (below
+``2**31``) and the cell's exact sum (below ``2**52``, the layer path's float64 exact sum; the
+status bit beyond) fit the element. The layer path is the same exact arithmetic.
 
 The layer path is unchanged (its float64 product, rounded by the next layer). The kernels of
 other networks are unchanged: the ``Gate`` loop has its ``RoundOdd`` only in a kernel with such a

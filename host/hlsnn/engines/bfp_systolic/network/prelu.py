@@ -36,7 +36,7 @@ Rule bfp_prelu_exact: **the exact product, in a wide element** (issue 52's h_dw_
     (``GlobalAveragePool``, ``ReduceMean``: rule bfp_global_pool), ``AveragePool`` (rule avg_pool) and gates
     (``Mul``: rule bfp_gate), each exact on pairs of any width up to the element's; others, and the
     network's output, are refused by name. Such a program's kernel holds its activations in
-    elements of :data:`WIDE_ELEM_BITS`-bit mantissas (:func:`.lower.elem_bits`: 53, a 63-bit element,
+    elements of :data:`WIDE_ELEM_BITS`-bit mantissas (:func:`hlsnn.engines.bfp_systolic.network.lower.elem_bits`: 53, a 63-bit element,
     where every other program's is ``ELEM_BITS`` = 26; the bound of every sum of rules bfp_add, avg_pool
     and of a gate's product is then ``2**52``), so a gate's product of the bfp_prelu_exact map by a table's
     ``OUT_BITS``-bit entries (``< 2**(M + 23 + 15)``) is exact in it; the kernel refuses by name a
