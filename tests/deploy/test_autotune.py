@@ -73,6 +73,36 @@ def test_the_refit_is_least_squares_on_the_kept_columns():
     assert np.linalg.norm(x @ nw.T + nb - (x @ w.T + b)) < np.linalg.norm(x @ masked.T + b - (x @ w.T + b))
 
 
+def test_a_depthwise_refit_keeps_a_blocks_positions_and_is_each_channels_least_squares():
+    """A depthwise 3x3 conv of 32 channels at 50%: every lane of a block of 16 keeps the same
+    :func:`kprune.keep` positions (the executor's mask keeps exactly them), and each channel's kept
+    weights and bias are numpy's least squares of the float output on its own input channel."""
+    from types import SimpleNamespace
+    from hlsnn.engines.convgeom import ConvGeom
+    rng = np.random.default_rng(2)
+    c = 32
+    w, b = rng.normal(size=(c, 1, 3, 3)), rng.normal(size=c)
+    x = rng.normal(size=(6, c, 8, 8)) + 0.5 * rng.normal(size=(6, c, 8, 1))    # correlated along a row
+    g = ConvGeom(3, 3, 1, 1, (1, 1, 1, 1))
+    layer = SimpleNamespace(w=w, b=b, kind="conv", geom=g, group=c)
+    assert kprune._depthwise(layer)
+    nw, nb = kprune.refit_depthwise(layer, x, x, 0.5, (16, 16, 2))
+    k = kprune.keep(9, 0.5, 2)
+    for z0 in (0, 16):
+        kept = nw[z0:z0 + 16, 0].reshape(16, 9) != 0
+        assert (kept == kept[:1]).all() and kept[0].sum() == k
+    np.testing.assert_array_equal(kprune.mask(nw, 0.5, 16, 16, 2) != 0, nw != 0)
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    patches = np.stack([xp[:, :, i:i + 8, j:j + 8] for i in range(3) for j in range(3)], -1)    # (N, C, 8, 8, 9)
+    for ch in (0, 21):
+        p_ch = patches[:, ch].reshape(-1, 9)
+        cols = np.flatnonzero(nw[ch, 0].reshape(9))
+        a = np.concatenate([p_ch[:, cols], np.ones((len(p_ch), 1))], axis=1)
+        ref = np.linalg.lstsq(a, p_ch @ w[ch, 0].reshape(9) + b[ch], rcond=None)[0]
+        np.testing.assert_allclose(nw[ch, 0].reshape(9)[cols], ref[:-1], rtol=1e-3, atol=1e-3)
+        assert nb[ch] == pytest.approx(ref[-1], rel=1e-3, abs=1e-3)
+
+
 def test_prune_shape_is_checked(tmp_path):
     from hlsnn.deploy.config import load_deploy_config
     cfg = _cnn(tmp_path)
@@ -98,6 +128,12 @@ def test_validation_split_is_beyond_calibration_and_never_the_test_split():
     np.testing.assert_array_equal(v, autotune.split(1437, 128, 300))
     with pytest.raises(HlsnnError, match="validation split needs images beyond"):
         autotune.split(128, 128)
+    # a model trained without its last 400 training images (validation: 400): those, and only those
+    np.testing.assert_array_equal(autotune.split(1437, 128, held=400), np.arange(1037, 1437))
+    v = autotune.split(1437, 128, 100, held=400)
+    assert len(v) == 100 and v.min() >= 1037
+    with pytest.raises(HlsnnError, match="validation 1400 held-out images and calibration.samples 128 overlap"):
+        autotune.split(1437, 128, held=1400)
 
 
 def test_pareto_keeps_only_undominated_points():

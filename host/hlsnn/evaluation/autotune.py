@@ -61,11 +61,18 @@ Z = 2.0
 OBJECTIVES = ("latency", "energy")
 
 
-def split(n_train, n_cal, n_val=VAL_IMAGES, seed=0):
-    """Indices of the validation images in a training split of ``n_train``: ``n_val`` (at most
-    the images beyond the first ``n_cal``, which calibrate; 0: all of them) drawn by a seeded permutation of
-    ``range(n_cal, n_train)``, sorted. The test split is never among them."""
-    rest = np.arange(int(n_cal), int(n_train))
+def split(n_train, n_cal, n_val=VAL_IMAGES, seed=0, held=0):
+    """Indices of the validation images in a training split of ``n_train``: ``n_val`` (0: all) of
+    the candidates drawn by a seeded permutation, sorted. The candidates are the last ``held``
+    training images when the model was trained without them (the config's ``validation: N``),
+    else the images beyond the first ``n_cal``, which calibrate. The test split is never among them."""
+    if held:
+        if int(n_cal) + int(held) > int(n_train):
+            raise InputError(f"autotune: validation {held} held-out images and calibration.samples {n_cal} overlap "
+                             f"in a training split of {n_train} images: their sum must be at most {n_train}")
+        rest = np.arange(int(n_train) - int(held), int(n_train))
+    else:
+        rest = np.arange(int(n_cal), int(n_train))
     if not len(rest):
         raise InputError(f"autotune: the training split has {n_train} images, all of them calibration images "
                          f"(calibration.samples {n_cal}); the validation split needs images beyond them")
@@ -137,7 +144,8 @@ class Search:
         self.objective, self.levels = objective, levels
         self.n_cal = cfg.calibration["samples"]
         self.x_cal = ds.x_train[:self.n_cal]
-        vi = split(len(ds.x_train), self.n_cal, val_images)
+        self.held = int(getattr(cfg, "validation", 0) or 0)
+        vi = split(len(ds.x_train), self.n_cal, val_images, held=self.held)
         self.x_val, self.y_val = ds.x_train[vi], np.asarray(ds.y_train[vi])
         y_ref = float_reference(cfg.model, self.x_val, output=self.net.output)
         self.float_ok = np.argmax(y_ref, 1) == self.y_val
@@ -360,7 +368,7 @@ def run(config_path, *, board=None, max_drop=1.0, objective="latency", base=None
         fastest = min(ok, key=lambda r: r["cost"]) if ok else None
         res = dict(config=str(config_path), board=board or s.cfg.formats[s.base].accel, objective=objective,
                    max_drop=float(max_drop), base=s.base, levels=list(s.levels), layers=s.layers,
-                   validation_images=int(len(s.x_val)), float_val=s.float_val,
+                   validation_images=int(len(s.x_val)), validation_held_out=bool(s.held), float_val=s.float_val,
                    chosen=dict(name=name, default=s.base, layers=fmt_of(chosen), **_plain(chosen)),
                    pareto=[dict(layers=fmt_of(r), **_plain(r)) for r in pareto(s.cache.values())],
                    baselines=singles, uniform=[_plain(r) for r in uniform], base_result=_plain(base_r),
@@ -469,7 +477,8 @@ def format_result(res) -> str:
     c = res["chosen"]
     lines = [f"autotune {res['config']}: base {res['base']}, {len(res['layers'])} layers, levels "
              f"{', '.join(f'{100 * x:g}%' for x in res['levels'])}; {res['validation_images']} validation images "
-             f"(training split), float {100 * res['float_val']:.2f} %",
+             f"({'held out of training' if res.get('validation_held_out') else 'training split, seen in training'}"
+             f"), float {100 * res['float_val']:.2f} %",
              f"  {res['evaluations']} evaluations in {res['seconds']:.0f} s",
              "", f"  Pareto front ({res['objective']}, {unit}; validation accuracy):",
              f"  {'cost':>9}  {'accuracy':>8}  {'drop':>6}  {'bound':>6}  layers pruned (sparsity)"]
