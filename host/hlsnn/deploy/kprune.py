@@ -28,7 +28,11 @@ order, is pruned on the calibration images instead of by its weights alone:
 
 Only float weights and biases change, before quantization, exactly as an imported model's would:
 the kernels, the emulator, csim and the board compute the same bits for them as for any
-weights. A grouped conv is only masked (no refit). The executor masks again
+weights. A depthwise conv (one input channel a group, :func:`refit_depthwise`) keeps the same
+kernel positions in every lane of a block (the kernel reads each lane's taps in its own bank, so
+the block's steps are the positions kept), ranked by the sum over the block's lanes of ``w**2``
+times the energy of that lane's input there, and refits each channel's kept taps and bias on
+its own input; another grouped conv is only masked (no refit). The executor masks again
 (:func:`prune_kernel`, by the weights' L2 norm): on refitted weights the zero columns rank
 last, so the mask keeps the same weights.
 """
@@ -184,6 +188,46 @@ def refit_layer(layer, x_p, x_f, sparsity, pbs, unfold):
     return new_w.reshape(w.shape), new_b
 
 
+def refit_depthwise(layer, x_p, x_f, sparsity, pbs):
+    """:func:`refit_layer` of a depthwise conv (weights (C, 1, kh, kw), one channel a group): per
+    block of ``P`` lanes the :func:`keep` kernel positions of the largest ``sum over the block's
+    lanes of w**2 * mean(x**2)`` (``x`` the lane's own input channel at that position) are kept in
+    every lane of the block (the shape :func:`mask` gives a depthwise weight: one bank of ``kh*kw``
+    columns), and each channel's kept weights and its bias are refitted by least squares from its
+    input in the pruned float network to the float layer's output."""
+    w = np.asarray(layer.w, np.float64)
+    z = w.shape[0]
+    t = int(np.prod(w.shape[1:]))
+    b = np.zeros(z) if layer.b is None else np.asarray(layer.b, np.float64)
+    n_rows = [None]
+
+    def pick(n):
+        if n_rows[0] is None:
+            n_rows[0] = np.sort(np.random.default_rng(0).permutation(n)[:ROWS]) if n > ROWS else np.arange(n)
+        return n_rows[0]
+    rp = _rows(layer, x_p, pick).reshape(-1, z, t)
+    rf = _rows(layer, x_f, pick).reshape(-1, z, t)
+    w2 = w.reshape(z, t)
+    score = w2 ** 2 * (rp ** 2).mean(0)                  # (C, taps)
+    lanes, _, sub = pbs
+    k = keep(t, sparsity, sub)
+    new_w, new_b = np.zeros_like(w2), b.copy()
+    for z0 in range(0, z, lanes):
+        cols = np.sort(np.argsort(-score[z0:z0 + lanes].sum(0), kind="stable")[:k])
+        for c in range(z0, min(z, z0 + lanes)):
+            a = np.concatenate([rp[:, c, cols], np.ones((len(rp), 1))], axis=1)
+            g = a.T @ a
+            g[np.diag_indices_from(g)] += RIDGE * max(float(np.mean(np.diag(g))), 1e-12)
+            beta = np.linalg.solve(g, a.T @ (rf[:, c] @ w2[c] + b[c]))
+            new_w[c, cols], new_b[c] = beta[:-1], beta[-1]
+    return new_w.reshape(w.shape), new_b
+
+
+def _depthwise(layer):
+    w = np.shape(layer.w)
+    return layer.kind == "conv" and len(w) == 4 and w[1] == 1 and layer.group == w[0] > 1
+
+
 def apply(net, x_cal, assignment, formats, accelerators):
     """The network with every layer of a ``prune_shape: kernel`` format pruned and refitted on
     ``x_cal`` (module docstring), in network order: a new :class:`~hlsnn.deploy.graph.Network`
@@ -205,7 +249,9 @@ def apply(net, x_cal, assignment, formats, accelerators):
             params = accelerators[f.accel].config.params
             pbs = shape_of(params)
             la = copy.copy(la)
-            if pbs is None or la.kind == "conv" and la.group != 1:      # the error; grouped: masked only
+            if pbs is not None and _depthwise(la):
+                la.w, la.b = refit_depthwise(la, ins[0], env_f[la.inputs[0]], f.prune, pbs)
+            elif pbs is None or la.kind == "conv" and la.group != 1:      # the error; grouped: masked only
                 la.w = prune_kernel(la, f.prune, params, net)
             else:
                 la.w, la.b = refit_layer(la, ins[0], env_f[la.inputs[0]], f.prune, pbs, is_stem(la, net, pbs[1]))
