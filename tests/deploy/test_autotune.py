@@ -73,10 +73,10 @@ def test_the_refit_is_least_squares_on_the_kept_columns():
     assert np.linalg.norm(x @ nw.T + nb - (x @ w.T + b)) < np.linalg.norm(x @ masked.T + b - (x @ w.T + b))
 
 
-def test_a_depthwise_refit_keeps_a_blocks_positions_and_is_each_channels_least_squares():
-    """A depthwise 3x3 conv of 32 channels at 50%: every lane of a block of 16 keeps the same
-    :func:`kprune.keep` positions (the executor's mask keeps exactly them), and each channel's kept
-    weights and bias are numpy's least squares of the float output on its own input channel."""
+def test_a_depthwise_refit_keeps_each_channels_own_positions_by_least_squares():
+    """A depthwise 3x3 conv of 32 channels at 50%: every channel keeps :func:`kprune.keep` positions
+    of its own (the executor's mask keeps exactly them), and its kept weights and bias are numpy's
+    least squares of the float output on its own input channel."""
     from types import SimpleNamespace
     from hlsnn.engines.convgeom import ConvGeom
     rng = np.random.default_rng(2)
@@ -88,10 +88,9 @@ def test_a_depthwise_refit_keeps_a_blocks_positions_and_is_each_channels_least_s
     assert kprune._depthwise(layer)
     nw, nb = kprune.refit_depthwise(layer, x, x, 0.5, (16, 16, 2))
     k = kprune.keep(9, 0.5, 2)
-    for z0 in (0, 16):
-        kept = nw[z0:z0 + 16, 0].reshape(16, 9) != 0
-        assert (kept == kept[:1]).all() and kept[0].sum() == k
-    np.testing.assert_array_equal(kprune.mask(nw, 0.5, 16, 16, 2) != 0, nw != 0)
+    kept = nw.reshape(c, 9) != 0
+    assert (kept.sum(1) == k).all() and len({tuple(r) for r in kept}) > 1      # own positions, not one pattern
+    np.testing.assert_array_equal(kprune.mask(nw, 0.5, 16, 16, 2, depthwise=True) != 0, nw != 0)
     xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
     patches = np.stack([xp[:, :, i:i + 8, j:j + 8] for i in range(3) for j in range(3)], -1)    # (N, C, 8, 8, 9)
     for ch in (0, 21):
@@ -300,3 +299,21 @@ def test_another_engines_faster_single_format_is_chosen_over_the_mix(tmp_path, m
     a = load_deploy_config(cfg).assignments["fast"]
     assert a.default == "twohot" and a.layers == {}
     assert "another engine's single format is faster" in autotune.format_result(res)
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+@pytest.mark.parametrize("model", ["resnet8_digits32_holdout", "dscnn_digits32"])
+def test_the_shipped_autotune_choice_runs_in_one_start_bit_exact(tmp_path, model):
+    """The assignment ``hlsnn autotune`` wrote into a shipped config (docs/tutorials/autotune.md) mixes
+    several formats, and compiled it runs in one start of the sized kernel on csim and the simulated
+    board with the layer-by-layer emulator's bits (:func:`check_sized`)."""
+    from hlsnn.deploy import datasets
+    from hlsnn.deploy.config import load_deploy_config
+    from hlsnn.network.build import compile_model
+    cfg = ROOT / "configs" / "models" / f"{model}.yaml"
+    a = load_deploy_config(cfg).assignments["autotune"]
+    assert len(a.formats()) >= 2
+    out = tmp_path / f"{model}.hlsnn"
+    compile_model(cfg, "autotune", out, check_samples=2)
+    check_sized(out, datasets.load("digits32").x_test[:2])

@@ -14,17 +14,18 @@ fewer steps: per-layer sparsity is the per-layer format that buys time. The cand
 base format (the config's ``fixed``/``sparse`` format on such a kernel, at sparsity 0) and the
 same format pruned in the kernel's shape at each of :data:`LEVELS`.
 
-**Accuracy** is measured on a validation split of the *training* data (:func:`split`: by
-default every training image that does not calibrate; never the test split), each candidate
+**Accuracy** is measured on a validation split of the *training* data (:func:`split`: the
+images the deployment config's ``validation: N`` says were held out of the model's training,
+else every training image that does not calibrate; never the test split), each candidate
 calibrated on the calibration images and run on the fast integer path (:meth:`Deployment.run
 <hlsnn.deploy.runner.Deployment.run>`: the compiled integer program, bit-exact with the
 kernels); the test split is read only with ``test=True``, after the choice. A candidate is
 *within the drop* when an upper bound of its drop is: the images the float model gets right
 and the candidate wrong (``lost``) and the reverse (``gained``) give the drop
 ``(lost - gained) / n`` and its bound ``drop + Z * sqrt(lost + gained) / n`` (:data:`Z` standard
-errors of the paired difference, McNemar's: what one more draw of images could add). The
-network was trained on these images, so their drop flatters it; the bound keeps a choice
-that barely passes on them from passing by luck.
+errors of the paired difference, McNemar's: what one more draw of images could add): the
+bound keeps a choice that barely passes on these images from passing by luck. Without
+``validation: N`` the network was trained on them, so their drop flatters it besides.
 **Cost** is ``hlsnn perf``'s model of the compiled candidate (:func:`hlsnn.network.latency.model`:
 the derived schedule of the board's sized kernel, host included): ``end_to_end_us``, or the
 energy estimate (board power x that time).
