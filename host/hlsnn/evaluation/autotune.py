@@ -22,10 +22,12 @@ calibrated on the calibration images and run on the fast integer path (:meth:`De
 kernels); the test split is read only with ``test=True``, after the choice. A candidate is
 *within the drop* when an upper bound of its drop is: the images the float model gets right
 and the candidate wrong (``lost``) and the reverse (``gained``) give the drop
-``(lost - gained) / n`` and its bound ``drop + Z * sqrt(lost + gained) / n`` (:data:`Z` standard
+``(lost - gained) / n`` and its bound ``drop + z * sqrt(lost + gained) / n`` (``z`` standard
 errors of the paired difference, McNemar's: what one more draw of images could add): the
-bound keeps a choice that barely passes on these images from passing by luck. Without
-``validation: N`` the network was trained on them, so their drop flatters it besides.
+bound keeps a choice that barely passes on these images from passing by luck. On images held
+out of training (``validation: N``) the drop is an unbiased estimate and ``z`` is
+:data:`Z_HELD` (1); without, the network was trained on them, their drop flatters it besides,
+and ``z`` is :data:`Z` (2).
 **Cost** is ``hlsnn perf``'s model of the compiled candidate (:func:`hlsnn.network.latency.model`:
 the derived schedule of the board's sized kernel, host included): ``end_to_end_us``, or the
 energy estimate (board power x that time).
@@ -57,8 +59,12 @@ from ..errors import InputError, printable
 LEVELS = (0.25, 0.5, 0.75, 0.875)
 #: validation images (at most; 0: every training image beyond the calibration images)
 VAL_IMAGES = 0
-#: standard errors of the paired drop added to it before it is compared with ``max_drop``
+#: standard errors of the paired drop added to it before it is compared with ``max_drop``: on
+#: training images the network was fitted to (their drop flatters it)
 Z = 2.0
+#: ... and on images held out of its training (the config's ``validation: N``: the drop is an
+#: unbiased estimate there, and one standard error keeps out a pass by the luck of an image or two)
+Z_HELD = 1.0
 OBJECTIVES = ("latency", "energy")
 
 
@@ -211,7 +217,8 @@ class Search:
         gained = int(np.sum(~self.float_ok & ok))
         n = len(ok)
         drop = 100.0 * (lost - gained) / n
-        return dict(drop=drop, bound=drop + Z * 100.0 * np.sqrt(lost + gained) / n, lost=lost, gained=gained)
+        z = Z_HELD if self.held else Z
+        return dict(drop=drop, bound=drop + z * 100.0 * np.sqrt(lost + gained) / n, lost=lost, gained=gained)
 
     def _cost(self, dep, asg, x1):
         import tempfile
@@ -369,7 +376,8 @@ def run(config_path, *, board=None, max_drop=1.0, objective="latency", base=None
         fastest = min(ok, key=lambda r: r["cost"]) if ok else None
         res = dict(config=str(config_path), board=board or s.cfg.formats[s.base].accel, objective=objective,
                    max_drop=float(max_drop), base=s.base, levels=list(s.levels), layers=s.layers,
-                   validation_images=int(len(s.x_val)), validation_held_out=bool(s.held), float_val=s.float_val,
+                   validation_images=int(len(s.x_val)), validation_held_out=bool(s.held), z=Z_HELD if s.held else Z,
+                   float_val=s.float_val,
                    chosen=dict(name=name, default=s.base, layers=fmt_of(chosen), **_plain(chosen)),
                    pareto=[dict(layers=fmt_of(r), **_plain(r)) for r in pareto(s.cache.values())],
                    baselines=singles, uniform=[_plain(r) for r in uniform], base_result=_plain(base_r),
@@ -481,7 +489,8 @@ def format_result(res) -> str:
              f"({'held out of training' if res.get('validation_held_out') else 'training split, seen in training'}"
              f"), float {100 * res['float_val']:.2f} %",
              f"  {res['evaluations']} evaluations in {res['seconds']:.0f} s",
-             "", f"  Pareto front ({res['objective']}, {unit}; validation accuracy):",
+             "", f"  Pareto front ({res['objective']}, {unit}; validation accuracy; bound: the drop + "
+                 f"{res.get('z', Z):g} standard error(s)):",
              f"  {'cost':>9}  {'accuracy':>8}  {'drop':>6}  {'bound':>6}  layers pruned (sparsity)"]
     for r in res["pareto"]:
         lay = ", ".join(f"{k} {_pct(v)}" for k, v in r["layers"].items()) or "(none: the base)"
