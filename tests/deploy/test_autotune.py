@@ -135,6 +135,25 @@ def test_validation_split_is_beyond_calibration_and_never_the_test_split():
         autotune.split(1437, 128, held=1400)
 
 
+def test_the_bound_is_one_standard_error_on_held_out_images_and_two_on_training_images(tmp_path):
+    from types import SimpleNamespace
+    float_ok = np.array([True] * 380 + [False] * 20)
+    ok = float_ok.copy()
+    ok[:6] = False                                     # 6 lost
+    ok[390:392] = True                                 # 2 gained
+    for held, z in ((400, 1.0), (0, 2.0)):
+        r = autotune.Search.drops(SimpleNamespace(float_ok=float_ok, held=held), ok)
+        assert (r["lost"], r["gained"]) == (6, 2) and r["drop"] == pytest.approx(1.0)
+        assert r["bound"] == pytest.approx(1.0 + z * 100 * np.sqrt(8) / 400)
+    from hlsnn.deploy.config import load_deploy_config
+    cfg = _cnn(tmp_path)
+    cfg.write_text(cfg.read_text() + "validation: 300\n")
+    assert load_deploy_config(cfg).validation == 300
+    cfg.write_text(cfg.read_text().replace("validation: 300", "validation: -3"))
+    with pytest.raises(HlsnnError, match="validation"):
+        load_deploy_config(cfg)
+
+
 def test_pareto_keeps_only_undominated_points():
     rs = [dict(cost=c, accuracy=a) for c, a in [(10, 0.9), (8, 0.95), (12, 0.99), (8, 0.9), (5, 0.5), (11, 0.99)]]
     assert [(r["cost"], r["accuracy"]) for r in autotune.pareto(rs)] == [(5, 0.5), (8, 0.95), (11, 0.99)]
