@@ -2,6 +2,7 @@
 """Train the ResNet-8-shaped example model on digits at 32x32x3 and export it to ONNX.
 
     python scripts/train_resnet8.py [--out configs/models] [--seed 0] [--epochs 12]   # needs ".[deploy]"
+    python scripts/train_resnet8.py --holdout 400 --epochs 20   # resnet8_digits32_holdout.onnx (autotune's)
 
 The network has the shape of MLPerf Tiny's image-classification ResNet-8 (without batch
 normalization, which a model this small on this data does not need):
@@ -16,7 +17,11 @@ normalization, which a model this small on this data does not need):
 All 3x3 convolutions pad 1 on every side; the stride-2 ones give 16x16 and 8x8 maps.
 
 Data: ``hlsnn.deploy.datasets.load("digits32")`` (scikit-learn's bundled digits, every pixel
-repeated 4x4, three tinted channels; the 1437/360 split of the digits examples). Training is
+repeated 4x4, three tinted channels; the 1437/360 split of the digits examples). With
+``--holdout N`` the last ``N`` training images are held out of training (a validation split the
+network never saw: the deployment config's ``validation: N``, what ``hlsnn autotune`` chooses on)
+and the file is ``resnet8_digits32_holdout.onnx``; without it every training image trains
+``resnet8_digits32.onnx``. Training is
 numpy only: mini-batch Adam on the softmax cross-entropy, He-initialised weights, zero
 biases, deterministic for a seed. Convolutions are im2col matrix products
 (``hlsnn.engines.convgeom.im2col``) and their gradients the matching col2im. The export is
@@ -140,11 +145,13 @@ def backward(params, cache, probs, y):
     return grads
 
 
-def train(ds, seed, epochs, batch=64, lr=2e-3, verbose=False):
+def train(ds, seed, epochs, batch=64, lr=2e-3, verbose=False, holdout=0):
+    """Adam on the training images but the last ``holdout``."""
     params, rng = init(seed)
     m = {k: np.zeros_like(v) for k, v in params.items()}
     v = {k: np.zeros_like(v) for k, v in params.items()}
-    x, y = ds.x_train.astype(np.float64), ds.y_train
+    n_fit = len(ds.x_train) - int(holdout)
+    x, y = ds.x_train[:n_fit].astype(np.float64), ds.y_train[:n_fit]
     step = 0
     for epoch in range(epochs):
         order = rng.permutation(len(x))
@@ -165,7 +172,7 @@ def train(ds, seed, epochs, batch=64, lr=2e-3, verbose=False):
     return params
 
 
-def export(params, path, opset=OPSET):
+def export(params, path, opset=OPSET, name="resnet8_digits32"):
     import onnx
     from onnx import TensorProto, helper, numpy_helper
     inits, nodes = [], []
@@ -195,7 +202,7 @@ def export(params, path, opset=OPSET):
               numpy_helper.from_array(params["fc.b"].astype(np.float32), "fc.b")]
     nodes.append(helper.make_node("Gemm", ["flat", "fc.w", "fc.b"], ["logits"], name="fc", transB=1))
     nodes.append(helper.make_node("Softmax", ["logits"], ["probs"], name="softmax", axis=1))
-    graph = helper.make_graph(nodes, "resnet8_digits32",
+    graph = helper.make_graph(nodes, name,
                               [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 3, 32, 32])],
                               [helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["N", 10])], initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="hlsnn")
@@ -209,21 +216,28 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "configs" / "models", help="output folder (default: %(default)s)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the initial weights and batch order (default: 0)")
     ap.add_argument("--epochs", type=int, default=12, help="training epochs (default: %(default)s)")
+    ap.add_argument("--holdout", type=int, default=0, help="hold the last N training images out of training "
+                    "(written as resnet8_digits32_holdout.onnx; default: 0, every image, resnet8_digits32.onnx)")
     ap.add_argument("--verbose", action="store_true", help="print the test accuracy after every epoch")
     args = ap.parse_args(argv)
     from onnx.reference import ReferenceEvaluator
     ds = datasets.load("digits32")
-    print(f"digits32: {len(ds.x_train)} train / {len(ds.x_test)} test images, seed {args.seed}")
+    if not 0 <= args.holdout < len(ds.x_train):
+        ap.error(f"--holdout {args.holdout}: 0..{len(ds.x_train) - 1} training images")
+    n_fit = len(ds.x_train) - args.holdout
+    print(f"digits32: {n_fit} train (+{args.holdout} held out) / {len(ds.x_test)} test images, seed {args.seed}")
     t = time.perf_counter()
-    params = train(ds, args.seed, args.epochs, verbose=args.verbose)
-    path = args.out / "resnet8_digits32.onnx"
+    params = train(ds, args.seed, args.epochs, verbose=args.verbose, holdout=args.holdout)
+    name = "resnet8_digits32_holdout" if args.holdout else "resnet8_digits32"
+    path = args.out / f"{name}.onnx"
     args.out.mkdir(parents=True, exist_ok=True)
-    export(params, path)
+    export(params, path, name=name)
     ref = ReferenceEvaluator(str(path))
-    acc = {split: float(np.mean(ref.run(None, {"input": getattr(ds, f"x_{split}")})[0].argmax(1)
-                                == getattr(ds, f"y_{split}"))) for split in ("train", "test")}
-    print(f"resnet8_digits32: trained in {time.perf_counter() - t:.0f} s; ONNX reference accuracy train "
-          f"{acc['train']:.4f} test {acc['test']:.4f} -> {path} ({path.stat().st_size} bytes)")
+    splits = {"train": (ds.x_train[:n_fit], ds.y_train[:n_fit]), "held-out": (ds.x_train[n_fit:], ds.y_train[n_fit:]),
+              "test": (ds.x_test, ds.y_test)}
+    acc = {k: float(np.mean(ref.run(None, {"input": x})[0].argmax(1) == y)) for k, (x, y) in splits.items() if len(x)}
+    print(f"{name}: trained in {time.perf_counter() - t:.0f} s; ONNX reference accuracy "
+          + " ".join(f"{k} {a:.4f}" for k, a in acc.items()) + f" -> {path} ({path.stat().st_size} bytes)")
     return 0
 
 

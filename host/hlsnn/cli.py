@@ -301,8 +301,9 @@ def build_parser():
                    help="modelled end to end (us) or energy per image (uJ, board power x time)")
     p.add_argument("--base", help="the fixed format on the sized kernel (default: the config's only one on the board)")
     p.add_argument("--levels", help="the kernel-shaped sparsities a layer may take (default 0.25,0.5,0.75,0.875)")
-    p.add_argument("--val-images", type=NONNEG, default=0, help="validation images from the training split, "
-                                                                 "beyond the calibration images (default 0: all of them)")
+    p.add_argument("--val-images", type=NONNEG, default=0, help="validation images from the training split, at most "
+                   "(of the config's validation: N held-out images, else of those beyond the calibration images; "
+                   "default 0: all of them)")
     p.add_argument("--name", default="autotune", help="the assignment's name in the config (default autotune)")
     p.add_argument("--no-write", action="store_true", help="leave the config as it is")
     p.add_argument("--test", action="store_true", help="after the choice, the chosen assignment's and float's "

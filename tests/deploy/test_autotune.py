@@ -73,6 +73,35 @@ def test_the_refit_is_least_squares_on_the_kept_columns():
     assert np.linalg.norm(x @ nw.T + nb - (x @ w.T + b)) < np.linalg.norm(x @ masked.T + b - (x @ w.T + b))
 
 
+def test_a_depthwise_refit_keeps_each_channels_own_positions_by_least_squares():
+    """A depthwise 3x3 conv of 32 channels at 50%: every channel keeps :func:`kprune.keep` positions
+    of its own (the executor's mask keeps exactly them), and its kept weights and bias are numpy's
+    least squares of the float output on its own input channel."""
+    from types import SimpleNamespace
+    from hlsnn.engines.convgeom import ConvGeom
+    rng = np.random.default_rng(2)
+    c = 32
+    w, b = rng.normal(size=(c, 1, 3, 3)), rng.normal(size=c)
+    x = rng.normal(size=(6, c, 8, 8)) + 0.5 * rng.normal(size=(6, c, 8, 1))    # correlated along a row
+    g = ConvGeom(3, 3, 1, 1, (1, 1, 1, 1))
+    layer = SimpleNamespace(w=w, b=b, kind="conv", geom=g, group=c)
+    assert kprune._depthwise(layer)
+    nw, nb = kprune.refit_depthwise(layer, x, x, 0.5, (16, 16, 2))
+    k = kprune.keep(9, 0.5, 2)
+    kept = nw.reshape(c, 9) != 0
+    assert (kept.sum(1) == k).all() and len({tuple(r) for r in kept}) > 1      # own positions, not one pattern
+    np.testing.assert_array_equal(kprune.mask(nw, 0.5, 16, 16, 2, depthwise=True) != 0, nw != 0)
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    patches = np.stack([xp[:, :, i:i + 8, j:j + 8] for i in range(3) for j in range(3)], -1)    # (N, C, 8, 8, 9)
+    for ch in (0, 21):
+        p_ch = patches[:, ch].reshape(-1, 9)
+        cols = np.flatnonzero(nw[ch, 0].reshape(9))
+        a = np.concatenate([p_ch[:, cols], np.ones((len(p_ch), 1))], axis=1)
+        ref = np.linalg.lstsq(a, p_ch @ w[ch, 0].reshape(9) + b[ch], rcond=None)[0]
+        np.testing.assert_allclose(nw[ch, 0].reshape(9)[cols], ref[:-1], rtol=1e-3, atol=1e-3)
+        assert nb[ch] == pytest.approx(ref[-1], rel=1e-3, abs=1e-3)
+
+
 def test_prune_shape_is_checked(tmp_path):
     from hlsnn.deploy.config import load_deploy_config
     cfg = _cnn(tmp_path)
@@ -98,6 +127,31 @@ def test_validation_split_is_beyond_calibration_and_never_the_test_split():
     np.testing.assert_array_equal(v, autotune.split(1437, 128, 300))
     with pytest.raises(HlsnnError, match="validation split needs images beyond"):
         autotune.split(128, 128)
+    # a model trained without its last 400 training images (validation: 400): those, and only those
+    np.testing.assert_array_equal(autotune.split(1437, 128, held=400), np.arange(1037, 1437))
+    v = autotune.split(1437, 128, 100, held=400)
+    assert len(v) == 100 and v.min() >= 1037
+    with pytest.raises(HlsnnError, match="validation 1400 held-out images and calibration.samples 128 overlap"):
+        autotune.split(1437, 128, held=1400)
+
+
+def test_the_bound_is_one_standard_error_on_held_out_images_and_two_on_training_images(tmp_path):
+    from types import SimpleNamespace
+    float_ok = np.array([True] * 380 + [False] * 20)
+    ok = float_ok.copy()
+    ok[:6] = False                                     # 6 lost
+    ok[390:392] = True                                 # 2 gained
+    for held, z in ((400, 1.0), (0, 2.0)):
+        r = autotune.Search.drops(SimpleNamespace(float_ok=float_ok, held=held), ok)
+        assert (r["lost"], r["gained"]) == (6, 2) and r["drop"] == pytest.approx(1.0)
+        assert r["bound"] == pytest.approx(1.0 + z * 100 * np.sqrt(8) / 400)
+    from hlsnn.deploy.config import load_deploy_config
+    cfg = _cnn(tmp_path)
+    cfg.write_text(cfg.read_text() + "validation: 300\n")
+    assert load_deploy_config(cfg).validation == 300
+    cfg.write_text(cfg.read_text().replace("validation: 300", "validation: -3"))
+    with pytest.raises(HlsnnError, match="validation"):
+        load_deploy_config(cfg)
 
 
 def test_pareto_keeps_only_undominated_points():
@@ -264,3 +318,21 @@ def test_another_engines_faster_single_format_is_chosen_over_the_mix(tmp_path, m
     a = load_deploy_config(cfg).assignments["fast"]
     assert a.default == "twohot" and a.layers == {}
     assert "another engine's single format is faster" in autotune.format_result(res)
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+@pytest.mark.parametrize("model", ["resnet8_digits32_holdout", "dscnn_digits32"])
+def test_the_shipped_autotune_choice_runs_in_one_start_bit_exact(tmp_path, model):
+    """The assignment ``hlsnn autotune`` wrote into a shipped config (docs/tutorials/autotune.md) mixes
+    several formats, and compiled it runs in one start of the sized kernel on csim and the simulated
+    board with the layer-by-layer emulator's bits (:func:`check_sized`)."""
+    from hlsnn.deploy import datasets
+    from hlsnn.deploy.config import load_deploy_config
+    from hlsnn.network.build import compile_model
+    cfg = ROOT / "configs" / "models" / f"{model}.yaml"
+    a = load_deploy_config(cfg).assignments["autotune"]
+    assert len(a.formats()) >= 2
+    out = tmp_path / f"{model}.hlsnn"
+    compile_model(cfg, "autotune", out, check_samples=2)
+    check_sized(out, datasets.load("digits32").x_test[:2])

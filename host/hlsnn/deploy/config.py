@@ -166,6 +166,9 @@ FIELDS = {
     "rounding": Field("choice", "rounding of host-side activation requantization", default="nearest_away",
                       choices=tuple(ROUNDING_CODES)),
     "test_samples": Field("int", "test images evaluated (0: the whole test split)", default=0, lo=0, hi=1 << 24),
+    "validation": Field("int", "the last N training images were held out of the model's training: hlsnn "
+                        "autotune's validation split (0: the model saw every training image; autotune then "
+                        "validates on those beyond the calibration images)", default=0, lo=0, hi=1 << 24),
 }
 #: free-form sections, validated by load_deploy_config: named formats and assignments
 SECTIONS = ("formats", "assignments")
@@ -222,6 +225,7 @@ class DeployConfig:
     output: str = None          # the model output to deploy when it has several (``output:``)
     task: str = "auto"          # classification, regression or auto (inferred from the labels)
     targets: str = "data"       # regression targets: the data's y_* (or float outputs), or the inputs
+    validation: int = 0         # the last N training images, held out of training (hlsnn autotune's split)
 
 
 def _rel(base, p):
@@ -360,7 +364,7 @@ def load_deploy_config(path) -> DeployConfig:
     dat = data["data"] if data["data"] in ("digits", "digits32") else _rel(base, data["data"])
     return DeployConfig(str(path), data["name"], model, dat, data["layout"], data["calibration"],
                         data["rounding"], data["test_samples"], formats, assignments, data["output"] or None,
-                        data["task"], data["targets"])
+                        data["task"], data["targets"], data["validation"])
 
 
 #: The two calibration rules of a static radix that only a static calibration with update e1 may

@@ -14,17 +14,20 @@ fewer steps: per-layer sparsity is the per-layer format that buys time. The cand
 base format (the config's ``fixed``/``sparse`` format on such a kernel, at sparsity 0) and the
 same format pruned in the kernel's shape at each of :data:`LEVELS`.
 
-**Accuracy** is measured on a validation split of the *training* data (:func:`split`: by
-default every training image that does not calibrate; never the test split), each candidate
+**Accuracy** is measured on a validation split of the *training* data (:func:`split`: the
+images the deployment config's ``validation: N`` says were held out of the model's training,
+else every training image that does not calibrate; never the test split), each candidate
 calibrated on the calibration images and run on the fast integer path (:meth:`Deployment.run
 <hlsnn.deploy.run.runner.Deployment.run>`: the compiled integer program, bit-exact with the
 kernels); the test split is read only with ``test=True``, after the choice. A candidate is
 *within the drop* when an upper bound of its drop is: the images the float model gets right
 and the candidate wrong (``lost``) and the reverse (``gained``) give the drop
-``(lost - gained) / n`` and its bound ``drop + Z * sqrt(lost + gained) / n`` (:data:`Z` standard
-errors of the paired difference, McNemar's: what one more draw of images could add). The
-network was trained on these images, so their drop flatters it; the bound keeps a choice
-that barely passes on them from passing by luck.
+``(lost - gained) / n`` and its bound ``drop + z * sqrt(lost + gained) / n`` (``z`` standard
+errors of the paired difference, McNemar's: what one more draw of images could add): the
+bound keeps a choice that barely passes on these images from passing by luck. On images held
+out of training (``validation: N``) the drop is an unbiased estimate and ``z`` is
+:data:`Z_HELD` (1); without, the network was trained on them, their drop flatters it besides,
+and ``z`` is :data:`Z` (2).
 **Cost** is ``hlsnn perf``'s model of the compiled candidate (:func:`hlsnn.network.latency.model`:
 the derived schedule of the board's sized kernel, host included): ``end_to_end_us``, or the
 energy estimate (board power x that time).
@@ -56,16 +59,27 @@ from ..errors import InputError, printable
 LEVELS = (0.25, 0.5, 0.75, 0.875)
 #: validation images (at most; 0: every training image beyond the calibration images)
 VAL_IMAGES = 0
-#: standard errors of the paired drop added to it before it is compared with ``max_drop``
+#: standard errors of the paired drop added to it before it is compared with ``max_drop``: on
+#: training images the network was fitted to (their drop flatters it)
 Z = 2.0
+#: ... and on images held out of its training (the config's ``validation: N``: the drop is an
+#: unbiased estimate there, and one standard error keeps out a pass by the luck of an image or two)
+Z_HELD = 1.0
 OBJECTIVES = ("latency", "energy")
 
 
-def split(n_train, n_cal, n_val=VAL_IMAGES, seed=0):
-    """Indices of the validation images in a training split of ``n_train``: ``n_val`` (at most
-    the images beyond the first ``n_cal``, which calibrate; 0: all of them) drawn by a seeded permutation of
-    ``range(n_cal, n_train)``, sorted. The test split is never among them."""
-    rest = np.arange(int(n_cal), int(n_train))
+def split(n_train, n_cal, n_val=VAL_IMAGES, seed=0, held=0):
+    """Indices of the validation images in a training split of ``n_train``: ``n_val`` (0: all) of
+    the candidates drawn by a seeded permutation, sorted. The candidates are the last ``held``
+    training images when the model was trained without them (the config's ``validation: N``),
+    else the images beyond the first ``n_cal``, which calibrate. The test split is never among them."""
+    if held:
+        if int(n_cal) + int(held) > int(n_train):
+            raise InputError(f"autotune: validation {held} held-out images and calibration.samples {n_cal} overlap "
+                             f"in a training split of {n_train} images: their sum must be at most {n_train}")
+        rest = np.arange(int(n_train) - int(held), int(n_train))
+    else:
+        rest = np.arange(int(n_cal), int(n_train))
     if not len(rest):
         raise InputError(f"autotune: the training split has {n_train} images, all of them calibration images "
                          f"(calibration.samples {n_cal}); the validation split needs images beyond them")
@@ -139,7 +153,8 @@ class Search:
         self.objective, self.levels = objective, levels
         self.n_cal = cfg.calibration["samples"]
         self.x_cal = ds.x_train[:self.n_cal]
-        vi = split(len(ds.x_train), self.n_cal, val_images)
+        self.held = int(getattr(cfg, "validation", 0) or 0)
+        vi = split(len(ds.x_train), self.n_cal, val_images, held=self.held)
         self.x_val, self.y_val = ds.x_train[vi], np.asarray(ds.y_train[vi])
         y_ref = float_reference(cfg.model, self.x_val, output=self.net.output)
         self.float_ok = np.argmax(y_ref, 1) == self.y_val
@@ -204,7 +219,8 @@ class Search:
         gained = int(np.sum(~self.float_ok & ok))
         n = len(ok)
         drop = 100.0 * (lost - gained) / n
-        return dict(drop=drop, bound=drop + Z * 100.0 * np.sqrt(lost + gained) / n, lost=lost, gained=gained)
+        z = Z_HELD if self.held else Z
+        return dict(drop=drop, bound=drop + z * 100.0 * np.sqrt(lost + gained) / n, lost=lost, gained=gained)
 
     def _cost(self, dep, asg, x1):
         import tempfile
@@ -362,7 +378,8 @@ def run(config_path, *, board=None, max_drop=1.0, objective="latency", base=None
         fastest = min(ok, key=lambda r: r["cost"]) if ok else None
         res = dict(config=str(config_path), board=board or s.cfg.formats[s.base].accel, objective=objective,
                    max_drop=float(max_drop), base=s.base, levels=list(s.levels), layers=s.layers,
-                   validation_images=int(len(s.x_val)), float_val=s.float_val,
+                   validation_images=int(len(s.x_val)), validation_held_out=bool(s.held), z=Z_HELD if s.held else Z,
+                   float_val=s.float_val,
                    chosen=dict(name=name, default=s.base, layers=fmt_of(chosen), **_plain(chosen)),
                    pareto=[dict(layers=fmt_of(r), **_plain(r)) for r in pareto(s.cache.values())],
                    baselines=singles, uniform=[_plain(r) for r in uniform], base_result=_plain(base_r),
@@ -471,9 +488,11 @@ def format_result(res) -> str:
     c = res["chosen"]
     lines = [f"autotune {res['config']}: base {res['base']}, {len(res['layers'])} layers, levels "
              f"{', '.join(f'{100 * x:g}%' for x in res['levels'])}; {res['validation_images']} validation images "
-             f"(training split), float {100 * res['float_val']:.2f} %",
+             f"({'held out of training' if res.get('validation_held_out') else 'training split, seen in training'}"
+             f"), float {100 * res['float_val']:.2f} %",
              f"  {res['evaluations']} evaluations in {res['seconds']:.0f} s",
-             "", f"  Pareto front ({res['objective']}, {unit}; validation accuracy):",
+             "", f"  Pareto front ({res['objective']}, {unit}; validation accuracy; bound: the drop + "
+                 f"{res.get('z', Z):g} standard error(s)):",
              f"  {'cost':>9}  {'accuracy':>8}  {'drop':>6}  {'bound':>6}  layers pruned (sparsity)"]
     for r in res["pareto"]:
         lay = ", ".join(f"{k} {_pct(v)}" for k, v in r["layers"].items()) or "(none: the base)"

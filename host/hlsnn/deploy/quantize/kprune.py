@@ -28,7 +28,11 @@ order, is pruned on the calibration images instead of by its weights alone:
 
 Only float weights and biases change, before quantization, exactly as an imported model's would:
 the kernels, the emulator, csim and the board compute the same bits for them as for any
-weights. A grouped conv is only masked (no refit). The executor masks again
+weights. A depthwise conv (one input channel a group, :func:`refit_depthwise`) is different:
+the kernel reads each lane's taps in a bank of its own (its channel's), so a block's steps are
+the most taps any lane keeps, whichever they are; each channel keeps its own :func:`keep`
+positions of the largest ``w**2`` times its input's energy there and refits them and its bias
+on its own input. Another grouped conv is only masked (no refit). The executor masks again
 (:func:`prune_kernel`, by the weights' L2 norm): on refitted weights the zero columns rank
 last, so the mask keeps the same weights.
 """
@@ -65,20 +69,30 @@ def banks(shape, n_banks, unfold=False):
     return ch % int(n_banks)
 
 
-def mask(w, sparsity, lanes, n_banks, sub, unfold=False):
+def mask(w, sparsity, lanes, n_banks, sub, unfold=False, depthwise=False):
     """A 0/1 float mask of ``w``'s shape (a conv's (Z, C, kh, kw), a dense layer's (Z, C)): per block
     of ``lanes`` output channels and per bank, the bank's :func:`keep` columns of the largest L2
     norm over the block's rows kept in every row of the block, the others zeroed (ties by
-    position: the stable order of the descending norms)."""
-    return scored_mask(w, sparsity, lanes, n_banks, sub, unfold)
+    position: the stable order of the descending norms). ``depthwise`` (weights (C, 1, kh, kw),
+    one channel a group): every row keeps its own :func:`keep` of its ``kh*kw`` positions, the
+    largest magnitudes (each lane's taps are a bank of their own in the kernel)."""
+    return scored_mask(w, sparsity, lanes, n_banks, sub, unfold, depthwise=depthwise)
 
 
-def scored_mask(w, sparsity, lanes, n_banks, sub, unfold=False, energy=None):
+def scored_mask(w, sparsity, lanes, n_banks, sub, unfold=False, energy=None, depthwise=False):
     """:func:`mask` with the columns ranked by ``sum over the block's rows of w**2 * energy``
-    (``energy``: one factor per column ``(c, ky, kx)``, the mean square of its input; None: 1)."""
+    (``energy``: one factor per column ``(c, ky, kx)``, the mean square of its input; None: 1;
+    ``depthwise``: one factor per weight, (C, kh*kw), each row ranked alone)."""
     w = np.asarray(w, np.float64)
     if not 0.0 <= float(sparsity) < 1.0:
         raise InputError(f"prune {sparsity!r}: a fraction in [0, 1)")
+    if depthwise:
+        w2 = w.reshape(w.shape[0], -1)
+        score = w2 ** 2 * (1.0 if energy is None else np.asarray(energy, np.float64).reshape(w2.shape))
+        k = keep(w2.shape[1], sparsity, sub)
+        out = np.zeros_like(w2)
+        np.put_along_axis(out, np.argsort(-score, axis=1, kind="stable")[:, :k], 1.0, axis=1)
+        return out.reshape(w.shape)
     w4 = w.reshape(w.shape[0], w.shape[1], *(w.shape[2:] if w.ndim == 4 else (1, 1)))
     bank = banks(w4.shape, n_banks, unfold).reshape(-1)
     e = np.ones(bank.size) if energy is None else np.asarray(energy, np.float64).reshape(-1)
@@ -127,7 +141,7 @@ def prune_kernel(layer, fraction, params, net=None):
     w = np.asarray(layer.w, np.float64)
     if not fraction:
         return w
-    return w * mask(w, fraction, *pbs, unfold=is_stem(layer, net, pbs[1]))
+    return w * mask(w, fraction, *pbs, unfold=is_stem(layer, net, pbs[1]), depthwise=_depthwise(layer))
 
 
 def _kernel_layers(net, assignment, formats):
@@ -184,6 +198,42 @@ def refit_layer(layer, x_p, x_f, sparsity, pbs, unfold):
     return new_w.reshape(w.shape), new_b
 
 
+def refit_depthwise(layer, x_p, x_f, sparsity, pbs):
+    """:func:`refit_layer` of a depthwise conv (weights (C, 1, kh, kw), one channel a group): each
+    channel keeps its :func:`keep` kernel positions of the largest ``w**2 * mean(x**2)`` (``x`` its
+    own input channel at that position; :func:`mask`'s ``depthwise`` shape), and its kept weights
+    and its bias are refitted by least squares from its input in the pruned float network to the
+    float layer's output."""
+    w = np.asarray(layer.w, np.float64)
+    z = w.shape[0]
+    t = int(np.prod(w.shape[1:]))
+    b = np.zeros(z) if layer.b is None else np.asarray(layer.b, np.float64)
+    n_rows = [None]
+
+    def pick(n):
+        if n_rows[0] is None:
+            n_rows[0] = np.sort(np.random.default_rng(0).permutation(n)[:ROWS]) if n > ROWS else np.arange(n)
+        return n_rows[0]
+    rp = _rows(layer, x_p, pick).reshape(-1, z, t)
+    rf = _rows(layer, x_f, pick).reshape(-1, z, t)
+    w2 = w.reshape(z, t)
+    m = scored_mask(w2, sparsity, *pbs, energy=(rp ** 2).mean(0), depthwise=True)
+    new_w, new_b = np.zeros_like(w2), b.copy()
+    for c in range(z):
+        cols = np.flatnonzero(m[c])
+        a = np.concatenate([rp[:, c, cols], np.ones((len(rp), 1))], axis=1)
+        g = a.T @ a
+        g[np.diag_indices_from(g)] += RIDGE * max(float(np.mean(np.diag(g))), 1e-12)
+        beta = np.linalg.solve(g, a.T @ (rf[:, c] @ w2[c] + b[c]))
+        new_w[c, cols], new_b[c] = beta[:-1], beta[-1]
+    return new_w.reshape(w.shape), new_b
+
+
+def _depthwise(layer):
+    w = np.shape(layer.w)
+    return layer.kind == "conv" and len(w) == 4 and w[1] == 1 and layer.group == w[0] > 1
+
+
 def apply(net, x_cal, assignment, formats, accelerators):
     """The network with every layer of a ``prune_shape: kernel`` format pruned and refitted on
     ``x_cal`` (module docstring), in network order: a new :class:`~hlsnn.deploy.importer.graph.Network`
@@ -205,7 +255,9 @@ def apply(net, x_cal, assignment, formats, accelerators):
             params = accelerators[f.accel].config.params
             pbs = shape_of(params)
             la = copy.copy(la)
-            if pbs is None or la.kind == "conv" and la.group != 1:      # the error; grouped: masked only
+            if pbs is not None and _depthwise(la):
+                la.w, la.b = refit_depthwise(la, ins[0], env_f[la.inputs[0]], f.prune, pbs)
+            elif pbs is None or la.kind == "conv" and la.group != 1:      # the error; grouped: masked only
                 la.w = prune_kernel(la, f.prune, params, net)
             else:
                 la.w, la.b = refit_layer(la, ins[0], env_f[la.inputs[0]], f.prune, pbs, is_stem(la, net, pbs[1]))
