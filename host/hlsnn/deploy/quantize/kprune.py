@@ -165,6 +165,18 @@ def _rows(layer, x, rng_rows):
     return r[rng_rows(len(r))]
 
 
+def _both_rows(layer, x_p, x_f):
+    """The layer's input rows (:func:`_rows`) of ``x_p`` and of ``x_f`` at the same positions: all
+    of them, or :data:`ROWS` drawn once (seed 0) where there are more."""
+    picked = []
+
+    def pick(n):
+        if not picked:
+            picked.append(np.sort(np.random.default_rng(0).permutation(n)[:ROWS]) if n > ROWS else np.arange(n))
+        return picked[0]
+    return _rows(layer, x_p, pick), _rows(layer, x_f, pick)
+
+
 def refit_layer(layer, x_p, x_f, sparsity, pbs, unfold):
     """``(w, b)``: ``layer`` pruned in the kernel's shape ``pbs = (P, B, S)`` at ``sparsity``, its
     columns ranked by weight times input energy and its kept weights and biases refitted by least
@@ -173,14 +185,7 @@ def refit_layer(layer, x_p, x_f, sparsity, pbs, unfold):
     w = np.asarray(layer.w, np.float64)
     z = w.shape[0]
     b = np.zeros(z) if layer.b is None else np.asarray(layer.b, np.float64)
-    n_rows = [None]
-
-    def pick(n):
-        if n_rows[0] is None:
-            n_rows[0] = np.sort(np.random.default_rng(0).permutation(n)[:ROWS]) if n > ROWS else np.arange(n)
-        return n_rows[0]
-    rp = _rows(layer, x_p, pick)
-    rf = _rows(layer, x_f, pick)
+    rp, rf = _both_rows(layer, x_p, x_f)
     w2 = w.reshape(z, -1)
     energy = (rp ** 2).mean(0)
     m = scored_mask(w, sparsity, *pbs, unfold=unfold, energy=energy).reshape(z, -1)
@@ -208,14 +213,7 @@ def refit_depthwise(layer, x_p, x_f, sparsity, pbs):
     z = w.shape[0]
     t = int(np.prod(w.shape[1:]))
     b = np.zeros(z) if layer.b is None else np.asarray(layer.b, np.float64)
-    n_rows = [None]
-
-    def pick(n):
-        if n_rows[0] is None:
-            n_rows[0] = np.sort(np.random.default_rng(0).permutation(n)[:ROWS]) if n > ROWS else np.arange(n)
-        return n_rows[0]
-    rp = _rows(layer, x_p, pick).reshape(-1, z, t)
-    rf = _rows(layer, x_f, pick).reshape(-1, z, t)
+    rp, rf = (r.reshape(-1, z, t) for r in _both_rows(layer, x_p, x_f))
     w2 = w.reshape(z, t)
     m = scored_mask(w2, sparsity, *pbs, energy=(rp ** 2).mean(0), depthwise=True)
     new_w, new_b = np.zeros_like(w2), b.copy()
