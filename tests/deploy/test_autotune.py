@@ -336,3 +336,15 @@ def test_the_shipped_autotune_choice_runs_in_one_start_bit_exact(tmp_path, model
     out = tmp_path / f"{model}.hlsnn"
     compile_model(cfg, "autotune", out, check_samples=2)
     check_sized(out, datasets.load("digits32").x_test[:2])
+
+
+def test_a_single_format_whose_kernel_does_not_fit_is_no_baseline(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+    from hlsnn.deploy.config import load_deploy_config
+    cfg = load_deploy_config(_cnn(tmp_path))
+    said = []
+    s = SimpleNamespace(board="pynq-z2", cfg=cfg, base="fixed8_z2", log=said.append)
+    monkeypatch.setattr(autotune, "single", lambda s, name: dict(name=name, fits=name != "twohot"))
+    names = {r["name"] for r in autotune.baselines(s)}
+    assert "twohot" not in names and {"fixed8", "pot"} <= names
+    assert any("twohot" in line and "does not fit" in line for line in said)

@@ -225,7 +225,10 @@ class Search:
     def _cost(self, dep, asg, x1):
         import tempfile
         from pathlib import Path
+        import json
+        from ..errors import InputError
         from ..network import artifact, latency
+        from ..network.fit import check_network
         from ..deploy.lower.layers import program_of
         program, arrays = program_of(dep, self.net, self.cfg, asg.name, self.accs, x_cal=0)
         arrays["check/x"] = np.asarray(x1, np.float64)
@@ -233,10 +236,15 @@ class Search:
             path = Path(d) / "c.hlsnn"
             artifact.write(path, program, arrays)
             res = latency.model(path, board=self.board)
+        try:                                   # the kernel within the board's fit budget, as hlsnn compile holds it
+            check_network(json.loads(json.dumps(program)), arrays)
+            fits = True
+        except InputError:
+            fits = False
         e = (res.get("energy") or {}).get("uj_per_image")
         us = float(res["end_to_end_us"])
         return dict(end_to_end_us=us, energy_uj=None if e is None else float(e), starts=int(res["kernel_starts"]),
-                    cost=us if self.objective == "latency" or e is None else float(e))
+                    cost=us if self.objective == "latency" or e is None else float(e), fits=fits)
 
     def elapsed(self):
         return time.perf_counter() - self.t0
@@ -340,7 +348,8 @@ def single(s: Search, name, x=None, y=None):
 
 def baselines(s: Search):
     """The config's single-format assignments (``{default: F}``, no layers) whose formats run on
-    the search's board, each evaluated as a candidate would be (validation accuracy, modelled
+    the search's board and whose network kernel fits it for this model (``hlsnn compile``'s fit
+    budget, :func:`hlsnn.network.fit.check_network`), each evaluated as a candidate would be (validation accuracy, modelled
     cost, :func:`single`): what the choice is compared with, and chosen over the mix when one
     is faster within the drop (the engine per model)."""
     from ..config import load_config
@@ -350,7 +359,11 @@ def baselines(s: Search):
         if a.layers or name.startswith("_autotune") or name == s.base:
             continue
         if load_config(s.cfg.formats[a.default].accel, check_fit=False).board.name == board:
-            out.append(single(s, name))
+            r = single(s, name)
+            if r["fits"]:
+                out.append(r)
+            else:                                     # hlsnn compile would refuse it: no baseline
+                s.log(f"single format {name}: its network kernel does not fit {board} for this model; left out")
     return out
 
 
