@@ -75,11 +75,12 @@ def _pair_codes(dep, layer, act, calibrate):
     from ...engines.bfp_systolic.network.gate import codes, pairs_of
     bits = int(next(iter(dep.execs.values())).p["mantissa_bits"])
     radix = dep.__dict__.setdefault("pair_in", {})
+    finite = bool(np.isfinite(act.values).all())
     if calibrate:
         radix.pop(layer.name, None)
-        if np.isfinite(act.values).all():
+        if finite:
             radix[layer.name] = int(host_radix(act.values, bits, True, dep.overflow_ratio))
-    if layer.name not in radix or not np.isfinite(act.values).all():
+    if layer.name not in radix or not finite:
         return None
     f = radix[layer.name]
     q = codes(*pairs_of(act.values), f, bits, dep.rounding)
