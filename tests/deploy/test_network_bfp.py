@@ -501,7 +501,8 @@ def test_a_global_pools_sums_held_rounded_to_odd_keep_the_bits(compiled, monkeyp
 def test_the_board_sized_pynq_z2_kernel_gives_the_emulators_bits(compiled):
     """Issue 83: bfp8net_pynq-z2 sized to the board (16 lanes x 16 banks, lane pairs on one
     DSP48 each, the Add 8 channels a cycle, leading-one maps, the image a word a cycle) on the
-    strict C-simulation and the simulated board: the layer-by-layer emulator's bits in one start,
+    strict C-simulation and the simulated board, add1 and add2 fused into their convs' write paths:
+    the layer-by-layer emulator's bits in one start,
     every bank within its ports, the cycle model's iterations, 128 DSPs doing 256 products, and
     every ResNet-8 conv taking its patch exponents from a leading-one map (the image load's, a
     conv's, an Add's or the pool's), so the kernel has no exponent pass."""
@@ -511,7 +512,7 @@ def test_the_board_sized_pynq_z2_kernel_gives_the_emulators_bits(compiled):
     k_run = check_kernel_run(path, "bfp8", _x("resnet8_digits32", 3), board=True)
     k = k_run._kernel
     assert k.strict and checked_raw(k.strict_report) == {"act": 16, "tz": 16, "e3z": 16, "gap": 16, "pexp": 16,
-                                                         "lmap": 16, "omap": 16}
+                                                         "lmap": 16, "omap": 16, "sc": 16}
     assert k.strict_report["operators"] == [{"loop": "ConvMac", "mul": 128, "div": 0, "dsp": 128}]
     rows = {r["comment"].split(":")[0]: dict(zip(FIELDS, r["vals"])) for r in k.tables["rows"]}
     # every conv reads a map (.expmap): the stem the unfolded image load's, s2a, s2s, s3a, s3s an
@@ -519,5 +520,9 @@ def test_the_board_sized_pynq_z2_kernel_gives_the_emulators_bits(compiled):
     convs = {"stem", "s1a", "s1b", "s2a", "s2s", "s2b", "s3a", "s3s", "s3b", "fc"}
     assert k.tables["load_map"] and {n for n, r in rows.items() if r["mr"]} == convs
     assert all(rows[n]["sa"] == 0 for n in convs) and not k.tables["has_exp"]
-    assert {n for n, r in rows.items() if r["mw"]} >= {"add1", "add2", "add3"}
+    # add1 and add2 run in the write paths of s1b and s2b (.fuse: no iterations of their own, the
+    # conv writes the sums and their map); add3 (the global pool's) stays an Add
+    assert {n: r["fa"] for n, r in rows.items() if r["fa"]} == {"s1b": 2, "s2b": 2}
+    assert [n for n, r in rows.items() if r["op"] == 2 and r["n_iter"]] == ["add3"]
+    assert {n for n, r in rows.items() if r["mw"]} >= {"s1b", "s2b", "add3"}
     assert "ConvExp" not in k.counters and k.counters["NetLoadTail"][0] == 3      # three images, a tail word each

@@ -28,7 +28,7 @@ program), keeps LUT, FF, BRAM and DSP within :data:`hlsnn.resources.MARGINS` (90
 fit check's, :func:`hlsnn.resources.within_margins`); among as many products the fewer banks (a
 conv of 16 channels leaves no bank idle at ``Q = 16``). The nominal program is ResNet-8's on
 32 x 32 images (:data:`NOMINAL_ACT_ELEMS`, :data:`NOMINAL_WEIGHTS`, a residual Add and a global
-pool: its widest parts; with leading-one maps, the image load's map and no exponent pass: every
+pool: its widest parts; residual Adds fused into their convs' write paths, :mod:`.network.fuse`; with leading-one maps, the image load's map and no exponent pass: every
 ResNet-8 conv then reads a map, :mod:`hlsnn.engines.bfp_systolic.network.expmap`); a program larger than the nominal one is checked on its own figures, and
 ``hlsnn compile`` refuses one that is over (:mod:`hlsnn.network.fit`). The clock is the config's
 ``clock_mhz`` (the delay model's check of it: ``hlsnn perf``'s schedule). The figures are the
@@ -85,7 +85,8 @@ def nominal(p, pz, pc, pack, add=None, maps=0):
                   pool_bits=WIDE_BITS + 13, gap_words=4, weights=[[[0] * nw]], biases=[[0] * nb],
                   taps=[0] * NOMINAL_TAPS, prelu=None, maps=bool(maps), map_words=NOMINAL_PIX,
                   load_map=bool(maps), in_hw=NOMINAL_PIX, unfold_kw=3,     # ResNet-8's stem: its map in the load
-                  has_exp=not maps)              # with maps every ResNet-8 conv reads one: no exponent pass
+                  has_exp=not maps,              # with maps every ResNet-8 conv reads one: no exponent pass
+                  fuse=True)                     # a residual Add in its conv's write path (.network.fuse)
     return net, tables
 
 

@@ -10,8 +10,9 @@ layer kernel's 176 (8 x 11 tiles x 2), leaving room for the rest of the design. 
 ``net_shape: board`` is sized to its board (:mod:`hlsnn.engines.bfp_systolic.netsize`: ``P``
 and ``Q``; lanes ``2i`` and ``2i + 1`` sharing a DSP48 per bank, ``net_pack``, their mantissas
 one 16-bit ROM word, ``kWPairs``; the Add's lanes ``net_add``; the leading-one maps
-``net_maps``, :mod:`.expmap`; and an unfolded stem's image a word a cycle, ``load_pairs``, with
-the stem's leading-one map, ``load_map``).
+``net_maps``, :mod:`.expmap`; an unfolded stem's image a word a cycle, ``load_pairs``, with
+the stem's leading-one map, ``load_map``; and a residual Add fused into the write path of the
+conv that feeds it, the conv's descriptor ``fa``, :mod:`.fuse`).
 
 **Buffers**: :func:`hlsnn.engines.network.kernel.allocate` (two ping-pong buffers and a shortcut
 buffer in ``Q`` channel banks; a third activation buffer where two do not hold the network, declared
@@ -65,6 +66,7 @@ TZ_DISTANCE = MAC_DEPTH
 
 #: output lanes and channel banks of the layer shape: 128 DSP multipliers (module docstring)
 from ..netsize import BANKS, LANES  # noqa: E402
+from .resmodel import FUSE_LANES  # noqa: E402
 
 
 #: the bfp kernel's descriptor fields in the order of its ``NetOp`` struct (network_data.h.j2
@@ -76,9 +78,10 @@ FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", 
           "zfirst", "wob0", "wobase0", "sc_base", "mdiv", "xz",
           "pix",                                # a gate by a 1 x H x W map (netbfp rule spatial_gate, .reduce)
           "mr", "mw", "lead",                   # a conv's leading-one maps (.expmap)
-          "odd")                                # a channel mean (netbfp rule bfp_round_odd, .reduce), a gate's product (bfp_gate_odd,
+          "odd",                                # a channel mean (netbfp rule bfp_round_odd, .reduce), a gate's product (bfp_gate_odd,
 #                                                 .gatero) rounded to odd; attention's ops (.attnkern) use the
 #                                                 shared fields (oh: an output radix, kh: a second shift)
+          "fa")                                 # a conv's fused residual Add (.fuse: 1, 2 with its ReLU)
 #: attention's op kinds on pairs (.attnkern: the pair attention rules (bfp_attn_gather to bfp_softmax), bfp_scale, bfp_layer_norm of .attnpairs)
 ATTN_KINDS = ("gather", "addc", "actmm", "softmax", "pscale", "plnorm")
 
@@ -132,6 +135,11 @@ def tables(net, pz, pc):
     lut["prelu"] = prelu_rom(net, pc)
     place, act_words, sc_words = allocate(net, pc)
     name = lambda t: net.aliases.get(t, t)         # noqa: E731
+    from . import fuse                             # a residual Add in its conv's write path (board-sized)
+    unfold0 = netkernel.unfold_of(net, place, pc)
+    fused = fuse.pairs(net, place, name, pz, pc, unfold0)
+    for pair in fused:
+        fuse.swap(net, place, name, pair)
     pooled = {op.out for op in net.ops if op.kind == "add" and op.f["gap"]}   # in the pool buffer
     for op in net.ops:
         if any(name(t) in pooled for t in op.ins) and op.kind != "conv":
@@ -152,9 +160,11 @@ def tables(net, pz, pc):
     if unfold and any(op.name == unfold["op"] and (op.f.get("dh", 1), op.f.get("dw", 1), op.f.get("packs", 1))
                       != (1, 1, 1) for op in net.ops):
         unfold = None                                # a dilated or grouped stem reads its taps as such
-    for op in net.ops:
+    first = {}                                     # an op's first descriptor row
+    for i, op in enumerate(net.ops):
+        first[i] = len(rows)
         f, d = descriptor_head(op, unfold, place, name, pz, pc, sc_transpose=True)   # Transpose writes sc (.reduce)
-        d.update(blocks_per_group=0, group_words=0, dh=1, dw=1, zfirst=0, wob0=0, wobase0=0, xz=0, odd=0,   # this kernel's
+        d.update(blocks_per_group=0, group_words=0, dh=1, dw=1, zfirst=0, wob0=0, wobase0=0, xz=0, odd=0, fa=0,   # this kernel's
                  mdiv=int(f.get("mdiv", 1) > 1 and op.kind in ("conv", "add")))    # rule bfp_mean: reads / sums a mean
         if op.kind == "conv":
             for j in range(f.get("packs", 1)):          # a row per pack of groups (lower.pack)
@@ -208,6 +218,8 @@ def tables(net, pz, pc):
                                _size(net.shapes[inp]) // unfold["c"] if unfold else 0)
     map_words = expmap.mark([r["d"] for r in rows], infos, name, bool(p.get("net_maps")),
                             load=(place[inp][0], inp) if load_map else None, pool=pool_odd(net))
+    for ci, ai in fused:                           # .fuse: the conv writes the sums, the Add runs no iterations
+        fuse.apply(rows[first[ci]]["d"], rows[first[ai]]["d"], pz)
     for r in rows:                                 # the descriptors' values, the leading-one maps marked
         dr = r.pop("d")
         r["vals"] = [int(dr[k]) for k in FIELDS]
@@ -231,7 +243,7 @@ def tables(net, pz, pc):
                 load_pairs=load_pairs, load_map=load_map, unfold_kw=(unfold or {}).get("kw", 0),
                 # a conv with an exponent pass (sa > 0): ConvExp rendered (.expmap: every other conv reads a map)
                 has_exp=any(r["vals"][0] == 0 and r["vals"][FIELDS.index("sa")] > 0 for r in rows),
-                maps=bool(p.get("net_maps")),
+                maps=bool(p.get("net_maps")), fuse=bool(fused),
                 pool_bits=WIDE_BITS + 2 + int(max_hw - 1).bit_length() + 1, gap_words=gap_words,
                 in_slot=place[inp][0], in_dual=place[inp][1], out_slot=place[out][0],
                 in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
@@ -408,7 +420,7 @@ def render(net, out_dir):
                emin=-(1 << (e - 1)), emax=(1 << (e - 1)) - 1, acc_bits=p["acc_bits"], sum_bits=t["sum_bits"],
                elem_bits=t["elem_bits"], wide_bits=WIDE_BITS, gap_words=t["gap_words"], exact_bits=EXACT_BITS,
                pool_bits=t["pool_bits"], pz=pz, pc=pc, pack=packed(p), add_lanes=add_lanes(p, pc),
-               maps=t["maps"], map_words=t["map_words"], exp_lead=expmap.EXP_LEAD, load_pairs=t["load_pairs"],
+               maps=t["maps"], map_words=t["map_words"], fuse=t["fuse"], fuse_lanes=FUSE_LANES, exp_lead=expmap.EXP_LEAD, load_pairs=t["load_pairs"],
                load_map=t["load_map"], unfold_c=(t["unfold"] or {}).get("c", 1), has_exp=t["has_exp"],
                pool_map=t["maps"] and pool_odd(net),     # .expmap: the pool's map (AddPoolOdd's gmax)
                wpairs=pair_words(t["weights"]) if packed(p) else [],

@@ -27,7 +27,10 @@ count):
   its lanes: ``Q``, or a board-sized kernel's ``net_add``, :func:`add_lanes`), twice
   that with the global pool (a pass for each channel's smallest exponent, a pass for the sum),
   and then, where the kernel holds the pool's sums rounded to odd (issue 83, ``AddPoolOdd``),
-  ``ceil(C/Q) * Q`` words one a cycle plus :data:`POOL_ODD_DEPTH`;
+  ``ceil(C/Q) * Q`` words one a cycle plus :data:`POOL_ODD_DEPTH`; an Add fused into its conv's
+  write path (:mod:`.fuse`, a board-sized kernel's) has no iterations and no cycles of its own:
+  its conv's block writes take ``P / FUSE_LANES`` iterations each, hidden behind its products
+  but the last pixel's, so its multiply pass is ``B * (P / FUSE_LANES - 1)`` iterations longer;
   lut and gate (netbfp rules bfp_table, bfp_gate): ``ceil(C/Q) * H * W`` each plus :data:`LUT_DEPTH`,
   :data:`GATE_DEPTH`;
 * store: ``out_elems + 1`` cycles (the elements, then the status word) plus the DDR latency.
@@ -131,6 +134,7 @@ def op_cycles(net, tables, ii=None):
             continue
         c = (_f(r, "sa") * g("ConvExp", 1) + (EXP_DEPTH if _f(r, "sa") else 0)    # .expmap: no exponent pass
              + _f(r, "n_iter") * g("ConvMac", 1) + MAC_DEPTH if k == 0
+             else 0 if k == 2 and not _f(r, "n_iter")              # .fuse: an Add in its conv's write path
              else _f(r, "n_iter") * g(LOOPS[k], 1) + depth[k] + (GATE_ODD_DEPTH if k == 7 and gate_odd else 0))
         odd = _pool_odd_words(net, tables, r)                  # a global pool's sums rounded to odd
         c += odd * g("NetPoolOdd", 1) + POOL_ODD_DEPTH if odd else 0

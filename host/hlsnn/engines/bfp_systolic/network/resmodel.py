@@ -17,6 +17,12 @@ def packed(p):
     return bool(p.get("net_pack"))
 
 
+#: a board-sized kernel's residual Add fused into its conv's write path
+#: (:mod:`.fuse`): the sums formed a cycle (a block's ``P``
+#: in ``P / FUSE_LANES`` cycles, hidden behind a 3 x 3 conv's 9 or more cycles of products)
+FUSE_LANES = 2
+
+
 def add_lanes(p, pc):
     """The residual Add's channels a cycle ``kA`` (``net_add``: a board-sized kernel's, a divisor
     of the ``pc`` banks; else ``pc``): a block of ``pc`` channels takes ``pc / kA`` parts."""
@@ -287,6 +293,17 @@ def datapath(net, tables):
       bits, the exponent add, the zero test and its ``kLow`` select), the live-channel compare
       and its select; the tree over the ``kA`` lanes, the first part's select and the
       compare-select with the word read;
+    * ``add_fused`` (a board-sized kernel whose program fuses a residual Add into a conv's write
+      path, :mod:`.fuse`; ``F`` = :data:`FUSE_LANES` lanes): per
+      lane its result's select from the block's ``P / F`` parts (``A + X`` bits), the exponent
+      difference and the output ``ShiftRoundSat<A, M>``, the shortcut element's OR of the part's
+      ``Q / F`` banks (``W + 10`` bits), rule bfp_add's ``AlignExact`` of the ``M``-bit output and of
+      the ``W``-bit shortcut into ``W`` bits (``|m|``, its leading one, the exponent add and bound
+      compare, the left shifter), the zero tests, the smaller exponent's two compare-selects and its
+      select, the exactness test (two ``|.|`` of ``W`` and their sum), the sum (``W + 1``) and ReLU;
+      with maps the written element's ``ELop``, the live-lane compare and select and the tree over
+      the ``F`` lanes; per bank the read enable's compare and the select between the two write
+      paths' values (``W + 10``);
     * ``load_map`` (the unfolded image load's map, :func:`.expmap.load_map`; ``kw`` the stem's
       taps across): per value of the pair the leading one of the float32 word (the exponent
       field's zero test and ``- 127``, the fraction's zero test, its leading one (23 bits) and
@@ -360,6 +377,17 @@ def datapath(net, tables):
         lop = w + w + x + -(-w // 6) + _sel(x)                       # ELop of the element: |m|, leading one, +e
         parts["add_map"] = (ka_ * (lop + _cmp(8) + _sel(x)) + (ka_ - 1) * (_cmp(x) + _sel(x))   # the window, kLow
                             + _sel(x) + _cmp(x) + _sel(x), ka_ * x + 2 * x)           # first part, the compare-select
+    if tables.get("fuse"):                   # .fuse: rule bfp_add in the conv's write path, FUSE_LANES lanes
+        kf = FUSE_LANES
+        orr = -(-(pc // kf - 1) // 5)                                # an OR of Q / F words, five more inputs a LUT6
+        lane = ((a + x) * _mux(pz // kf) + x + srs_luts(a, m, 63, m) + (w + 10) * orr
+                + (m + m + x + _cmp(x) + lshift_luts(m, w, w - 1)) + (w + w + x + _cmp(x) + lshift_luts(w, w, w - 1))
+                + -(-m // 6) + -(-w // 6) + 2 * (_cmp(x) + _sel(x)) + _sel(x)
+                + 2 * w + (w + 1) + (w + 1) + _sel(w + 1)
+                + ((w + w + x + -(-w // 6) + _sel(x)) + _cmp(8) + _sel(x) if tables.get("maps") else 0))
+        tree = (kf - 1) * (_cmp(x) + _sel(x)) + 2 * _sel(x) if tables.get("maps") else 0
+        parts["add_fused"] = (kf * lane + tree + pc * (_cmp(8) + _sel(w + 10)),
+                              kf * ((a + x) + 2 * (w + 10) + 2 * (w + 1) + x) + pc * (w + 10))
     if tables.get("load_map"):               # .expmap.load_map: the image's map in the unfolded load
         kw, cs = tables.get("unfold_kw", 3), _cmp(x) + _sel(x)
         flop = -(-8 // 6) + x + -(-23 // 6) + 23 + x + 2 * _sel(x)
