@@ -1,0 +1,75 @@
+"""A residual Add fused into the write path of the conv that feeds it (issue 83,
+:mod:`hlsnn.engines.bfp_systolic.network.fuse`, a board-sized bfp_systolic kernel): the conv writes
+rule bfp_add's sums two lanes a cycle, the Add's row runs no iterations; the bits stay the
+layer-by-layer emulator's (ResNet-8's ``Relu(Add)`` of 16, 32 and 64 channels:
+tests/deploy/test_network_bfp.py).
+
+Net (digits, 1 x 8 x 8): conv 3x3 (24) Relu -> r1; conv 3x3 (24) -> c2; ``Add(c2, r1)`` -> a (its
+sum also a later Add's shortcut: not fused); conv 3x3 (24) Relu -> r3; conv 3x3 (24) -> c4;
+``Add(c4, a)`` -> b, no ReLU (fused: ``fa`` 1); the output conv 8x8 (10), Flatten. 24 channels are
+a full block of 16 lanes and a partial one of 8: the lanes past the last channel write nothing,
+set no status and leave the map alone. References: the layer-by-layer emulator (the bits), the
+descriptor rows (what is fused)."""
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+from conftest import ROOT  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "tests" / "deploy"))
+from netfixtures import check_kernel_run, compile_onnx, save_net, weight_drawer  # noqa: E402
+
+
+def _net(path):
+    from onnx import helper
+    inits, w = weight_drawer(83)
+    conv = lambda i, o, c, n, k=3, p=1: helper.make_node(                       # noqa: E731
+        "Conv", [i, w(n + "_w", (o, c, k, k), 0.3), w(n + "_b", o, 0.05)], [n], pads=[p] * 4)
+    nodes = [conv("x", 24, 1, "c1"), helper.make_node("Relu", ["c1"], ["r1"]),
+             conv("r1", 24, 24, "c2"), helper.make_node("Add", ["c2", "r1"], ["a"]),
+             conv("a", 24, 24, "c3"), helper.make_node("Relu", ["c3"], ["r3"]),
+             conv("r3", 24, 24, "c4"), helper.make_node("Add", ["c4", "a"], ["b"]),
+             conv("b", 10, 24, "c5", k=8, p=0), helper.make_node("Flatten", ["c5"], ["y"])]
+    return save_net(path, nodes, inits, "fuseadd", ("N", 1, 8, 8))
+
+
+@pytest.fixture(scope="module")
+def fused(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("fuseadd")
+    return compile_onnx(tmp, "fuseadd", _net(tmp / "fuseadd.onnx"), "bfp8",
+                        formats={"bfp8": "{type: bfp, accel: bfp8net_pynq-z2}"}, check_samples=2,
+                        calibration_samples=32)
+
+
+def test_the_fused_rows(fused):
+    """The Add whose sum is no later shortcut is fused into c4 (no ReLU: fa 1, its shortcut read at
+    the Add's sc_base, its map written by the conv, the Add's n_iter 0, c4's 8 x 1 more); the
+    other stays an Add of its own."""
+    from hlsnn.deploy.lower import program as netmode
+    from hlsnn.engines.bfp_systolic.network import kernel as bfpkernel
+    from hlsnn.network import artifact
+    net = netmode.lower(*artifact.read(fused))
+    t = bfpkernel.tables(net, *bfpkernel.shape(net.params))
+    rows = [dict(zip(bfpkernel.FIELDS, r["vals"])) for r in t["rows"]]
+    by = {r["comment"].split(":")[0]: row for r, row in zip(t["rows"], rows)}
+    (c2, a1), (c4, a2) = [(n, m) for n, m in zip(list(by)[:-1], list(by)[1:]) if by[m]["op"] == 2]
+    assert by[c2]["fa"] == 0 and by[a1]["n_iter"] == 64 * 3       # 24 channels 8 a cycle, 64 pixels
+    assert by[c4]["fa"] == 1 and by[a2]["n_iter"] == 0 and t["fuse"]
+    assert (by[c4]["zb"], by[c4]["zlast"], by[c4]["steps"]) == (2, 8, 18)
+    assert by[c4]["dst"] == by[a2]["dst"] != by[c4]["src"] and by[c4]["mw"] == 1 and by[a2]["mw"] == 0
+    assert by[c4]["n_iter"] == 64 * 2 * 18 + 16 - 1 + 2 * 8 + by[c4]["lead"]    # the last pixel's writes: 2 blocks x 8
+
+
+@pytest.mark.csim
+@pytest.mark.strict_csim
+def test_the_fused_add_keeps_the_bits(fused):
+    """Strict C-simulation and the simulated board: the layer-by-layer emulator's bits in one
+    start, the cycle model's iterations, every bank within its ports."""
+    from hlsnn.deploy.datasets import load
+    x = load("digits", layout="nchw").x_test[:6]
+    k_run = check_kernel_run(fused, "bfp8", x, board=True)
+    assert k_run._kernel.counters["NetAdd"][0] == 6 * 64 * 3         # add1's alone
+    y = np.asarray(k_run(x))
+    assert len({tuple(r) for r in y}) == len(x)                      # six images, six different outputs
