@@ -310,12 +310,14 @@ def test_perf_of_the_bfp_network_path(compiled, capsys):
 
 @pytest.mark.slow
 @pytest.mark.csim
-def test_bfp_network_kernel_compiles_against_both_header_models(compiled, tmp_path):
+@pytest.mark.parametrize("assignment", ["bfp8", "bfp8_z2"])
+def test_bfp_network_kernel_compiles_against_both_header_models(compiled, tmp_path, assignment):
     """The rendered kernel and bridge under the fallback ap_types and both ap_axi_sdata.h
     models, the __SYNTHESIS__ rule (tests/synthesis_guards.py), and the kernel stripped of its
-    sim-only blocks (what the tool compiles)."""
+    sim-only blocks (what the tool compiles); bfp8_z2: the board-sized kernel (packed DSPs,
+    leading-one maps, the residual Adds fused into their convs' write paths)."""
     from test_network_kernel import compiles_against_both_header_models
-    compiles_against_both_header_models(compiled("resnet8_digits32", "bfp8"), "bfpkernel", tmp_path)
+    compiles_against_both_header_models(compiled("resnet8_digits32", assignment), "bfpkernel", tmp_path)
 
 
 @pytest.mark.slow
