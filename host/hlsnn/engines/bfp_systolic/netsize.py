@@ -28,7 +28,8 @@ program), keeps LUT, FF, BRAM and DSP within :data:`hlsnn.resources.MARGINS` (90
 fit check's, :func:`hlsnn.resources.within_margins`); among as many products the fewer banks (a
 conv of 16 channels leaves no bank idle at ``Q = 16``). The nominal program is ResNet-8's on
 32 x 32 images (:data:`NOMINAL_ACT_ELEMS`, :data:`NOMINAL_WEIGHTS`, a residual Add and a global
-pool: its widest parts; residual Adds fused into their convs' write paths, :mod:`.network.fuse`; with leading-one maps, the image load's map and no exponent pass: every
+pool: its widest parts; residual Adds fused into their convs' write paths,
+:mod:`hlsnn.engines.bfp_systolic.network.fuse`; with leading-one maps, the image load's map and no exponent pass: every
 ResNet-8 conv then reads a map, :mod:`hlsnn.engines.bfp_systolic.network.expmap`); a program larger than the nominal one is checked on its own figures, and
 ``hlsnn compile`` refuses one that is over (:mod:`hlsnn.network.fit`). The clock is the config's
 ``clock_mhz`` (the delay model's check of it: ``hlsnn perf``'s schedule). The figures are the

@@ -3,7 +3,7 @@ bfp_systolic network kernel, ``net_shape: board``).
 
 A conv whose output only a residual Add (no global pool, a shortcut in the shortcut buffer, the
 sum not into it) reads, the op right after it, writes the Add's sums instead of its own outputs:
-its write path (``ConvMac``, :data:`~.resmodel.FUSE_LANES`
+its write path (``ConvMac``, :data:`~hlsnn.engines.bfp_systolic.network.resmodel.FUSE_LANES`
 lanes a cycle, the block's ``P`` outputs in ``P / FUSE_LANES`` cycles) reads each output's
 shortcut element at its address, forms rule bfp_add's exact sum at the smaller exponent (the
 Add's ``AlignExact``, its bound and status bit, its ReLU) and writes it, and the sum's
