@@ -73,3 +73,24 @@ def test_the_fused_add_keeps_the_bits(fused):
     assert k_run._kernel.counters["NetAdd"][0] == 6 * 64 * 3         # add1's alone
     y = np.asarray(k_run(x))
     assert len({tuple(r) for r in y}) == len(x)                      # six images, six different outputs
+
+
+@pytest.mark.csim
+def test_a_fused_sum_beyond_its_bound_sets_the_status(fused):
+    """Rule bfp_add's bound in the write path: c4's outputs made ~2^-50 (its row exponents -60, no
+    bias) against a shortcut near 1, so each sum's terms lie more than 25 bits apart: the network
+    mode refuses the batch (NotExact) and the kernel sets status bit 0 for every image."""
+    from hlsnn.deploy.datasets import load
+    from hlsnn.deploy.lower import program as netmode
+    from hlsnn.engines.bfp_systolic.network import lower as netbfp
+    from hlsnn.engines.bfp_systolic.network.kernel import BfpNetKernel
+    from hlsnn.network import artifact
+    net = netmode.lower(*artifact.read(fused))
+    ch = next(op for op in net.ops if op.name == "c4").f["chunks"][0]
+    ch["we"] = np.full_like(np.asarray(ch["we"]), -60)
+    ch["bm"] = np.zeros_like(np.asarray(ch["bm"]))
+    xq = netmode.quantize_input(net, load("digits", layout="nchw").x_test[:3])
+    with pytest.raises(netbfp.NotExact):
+        netmode.run_ints(net, xq)
+    with pytest.raises(netbfp.NotExact, match=r"image\(s\) \[0, 1, 2\]: a sum beyond its bound"):
+        BfpNetKernel(net).run(xq)
