@@ -1,4 +1,4 @@
-"""An output conv's input in two int8 terms on the network path (issue 52, rule two_term_input of the
+"""An output conv's input in two int8 terms on the network path (rule two_term_input of the
 network mode): ``input_terms: 2`` (:mod:`hlsnn.deploy.quantize.twoin`) of a conv reading rule linear_wide's
 resized wide sum (:mod:`.linwide`), k_ae_lin's last conv in ``fixed8`` on ``sparse_cluster``.
 

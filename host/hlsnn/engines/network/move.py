@@ -1,4 +1,4 @@
-"""Data moves in the integer network mode (issue 52): nearest ``Upsample`` by integer factors,
+"""Data moves in the integer network mode: nearest ``Upsample`` by integer factors,
 ``ZeroStuff`` (a transposed convolution's input: ``s - 1`` zeros between the pixels) and a
 channel ``Concat`` (a U-Net's skip), as ops of :func:`hlsnn.deploy.lower.program.lower` for the
 ``shift_mac`` and ``sparse_cluster`` network modes. The rules (``q`` a tensor's integers at

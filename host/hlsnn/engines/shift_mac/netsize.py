@@ -1,4 +1,4 @@
-"""shift_mac's network kernel sized to the board (issue 83, ``net_shape: board``).
+"""shift_mac's network kernel sized to the board (``net_shape: board``).
 
 The network kernel (:mod:`hlsnn.engines.shift_mac.network.kernel`) is ``P`` output lanes by ``Q``
 channel banks of shift-add units (``net_lanes``, ``net_banks``); a conv of ``C`` channels to

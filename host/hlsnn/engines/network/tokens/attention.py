@@ -1,4 +1,4 @@
-"""Rules attn_gather, add_const, act_matmul and int_softmax, **attention in integers** (issue 79): the host ops of an attention block between
+"""Rules attn_gather, add_const, act_matmul and int_softmax, **attention in integers**: the host ops of an attention block between
 engine layers (``nn.MultiheadAttention`` as both PyTorch exporters write it, the position
 embedding before it) as integer rules on fixed-point codes, so that an encoder classifier lowers
 to one network program. The layer path (:meth:`hlsnn.deploy.run.runner.Deployment.run`, through
