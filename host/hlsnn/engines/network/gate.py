@@ -76,6 +76,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from .program import _chw
+
 
 #: the unary elementwise ops with a table rule (rule unary_table; :func:`is_table`: Scale, AddConst and
 #: PRelu only by one scalar, Gelu exact or tanh)
@@ -243,7 +245,6 @@ def lower_host(j, state, shapes, ops, bits, rounding, why, op_cls):
             raise why(j, f"a table activation of {bits}-bit codes: a table takes codes of 2..{MAX_TABLE_BITS} bits "
                          f"(the layer path computes it in float64)")
         src = j["inputs"][0]
-        from .program import _chw
         c, h, w = _chw(shapes[src])
         if consts is not None:                  # rule channel_table: a table per channel
             if len(consts) != c:
@@ -267,7 +268,6 @@ def lower_host(j, state, shapes, ops, bits, rounding, why, op_cls):
         raise why(j, "a gate Mul of two integer tensors computed on the fabric" + (
             " (a gate of a pending gate's product: rule gate_in of hlsnn.engines.network.gatein, with its calibrated "
             "code radix gate_in; recompile the model)" if any(s is not None and s[0] == "gate" for s in sts) else ""))
-    from .program import _chw
     ca, cb = (_chw(shapes[i]) for i in ins)
     if (ca[1:] == (1, 1) and cb[1:] != (1, 1)) or (ca[0] == 1 < cb[0] and ca[1:] == cb[1:]):
         ins, sts, ca, cb = ins[::-1], sts[::-1], cb, ca

@@ -22,6 +22,9 @@ Rule add_resize_pairs: **a linear resize or AveragePool of a pending Add on BFP 
 Every op emitted has a kernel loop already (Add, ``Move``, pool)."""
 from __future__ import annotations
 
+from .. import move
+from ..program import _chw, materialized
+
 #: the state kind of a pending Add moved by rule add_upsample (integer engines)
 KIND = "addmv"
 
@@ -46,7 +49,6 @@ def lower_host(j, w, steps, why, op_cls):
         w.aliases[src] = base
         j2 = dict(j, inputs=[base] + list(j["inputs"][1:]))
         from ..pools import linpool
-        from .. import move
         if op in ("Upsample", "ZeroStuff"):
             return move.lower_host(j2, w.state, w.shapes, w.ops, why, op_cls)
         return linpool.lower_host(j2, w.state, w.shapes, w.ops, steps.bits, why, op_cls)
@@ -60,16 +62,9 @@ def lower_host(j, w, steps, why, op_cls):
         raise why(j, f"{'an' if op[0] in 'AEIOU' else 'a'} {op} of a pending Add's exact sum (wider than an "
                      f"activation word) has no integer rule in this engine's network kernel; an Upsample or a "
                      f"ZeroStuff (rule add_upsample) has")
-    from ..program import _chw
     c, h, wd = _chw(w.shapes[src])
-    if op == "Upsample":
-        kind = "upsample"
-        fh, fw = (int(v) for v in j["attrs"]["factors"])
-        f = dict(c=c, h=h, w=wd, fh=fh, fw=fw, oh=h * fh, ow=wd * fw)
-    else:                                            # rule add_zerostuff: a transposed conv's zeros between the pixels
-        kind = "zerostuff"
-        sh, sw = (int(v) for v in j["attrs"]["strides"])
-        f = dict(c=c, h=h, w=wd, sh=sh, sw=sw, oh=(h - 1) * sh + 1, ow=(wd - 1) * sw + 1)
+    kind = op.lower()                                # a ZeroStuff: rule add_zerostuff
+    f = move.move_fields(op, j["attrs"], c, h, wd)
     prev = st[1] if st[0] == KIND else dict(add=st[1], moves=[])
     w.state[j["output"]] = (KIND, dict(prev, moves=prev["moves"] + [dict(name=j["name"], f=f, kind=kind)],
                                        name=j["name"]))
@@ -81,7 +76,6 @@ def materialize(j, st, w, steps, why, op_cls):
     """Engine layer ``j`` reads the moved pending Add ``st``: rule residual_add's add op at ``j``'s ``F_x``,
     then the moves on its integers; returns the last move's tensor ``NAME_q`` (state
     ``("q", F_x)``)."""
-    from ..program import materialized
     a = st[1]
     if "lin" in a:                                   # rule linear_wide (.linwide)
         from .linwide import materialize as lin

@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..program import _chw, materialized
+
 #: the op kind (the pool op code, descriptor ``wide`` 1)
 KIND = "linwide"
 
@@ -41,7 +43,6 @@ def lower_host(j, w, st, steps, why):
     moves) until an engine layer reads it (:func:`materialize`). True when lowered; raises
     ``why`` naming what has no rule."""
     from ..pools.linpool import resize_factors
-    from ..program import _chw
     src = j["inputs"][0]
     if st[0] != "add":
         raise why(j, "a ResizeLinear of an Upsample of a pending Add's exact sum has no integer rule in this "
@@ -66,7 +67,6 @@ def materialize(j, a, w, steps, why, op_cls):
     exact sum ``NAME_sum``, then this rule's op requantized to ``j``'s ``F_x``, as ``NAME_q``
     (state ``("q", F_x)``), its name returned."""
     from .chain import materialize_sum
-    from ..program import materialized
     from .. import lintwo
     if lintwo.takes(j):                     # rule two_term_input: the two terms of an input_terms: 2 conv
         return lintwo.materialize(j, a, w, steps, why, op_cls)

@@ -11,7 +11,7 @@ refused by name. ``bfp_systolic`` needs no reader: an Add's pairs are its exact 
 bfp_add), whose max pool picks its elements (rule bfp_pool)."""
 from __future__ import annotations
 
-from ..program import ALIAS_OPS
+from ..program import ALIAS_OPS, materialized
 
 
 def _reader(program, t):
@@ -55,7 +55,6 @@ def lower_host(j, program, w, steps, why, op_cls, fields):
     else:                                   # a gate, or a concat of parts at several radix points
         base = st[1]["name"] + "_q"
         from .. import move as netmove
-        from ..program import materialized
         make = netmove.materialize if st[0] == "cat" else netgate.materialize
         if not materialized(reader, st[1]["name"], w.state, w.shapes, why):
             make(reader, src, st, w.state, w.shapes, w.ops, w.aliases, steps.rounding, why, op_cls)

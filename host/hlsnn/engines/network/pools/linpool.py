@@ -71,6 +71,7 @@ import numpy as np
 
 from .cornerresize import mode_name
 from .mean import count_fields
+from ..program import _chw, materialized, pool_attrs_2d
 
 #: the op kind of rule avg_pool (rule bilinear_x2's ``edge`` is an ``upsample`` op with ``f["edge"]``)
 KINDS = ("avgpool",)
@@ -80,13 +81,7 @@ MID = 0b010
 MAX_HALF_PIXEL = 8
 
 
-def _chw(shape):
-    from ..program import _chw as chw
-    return chw(shape)
-
-
 def _pool_fields(j, shape, why):
-    from ..program import pool_attrs_2d
     a = pool_attrs_2d(j["attrs"])
     if a.get("ceil_mode", 0) or any(d != 1 for d in a.get("dilations", [1, 1])):
         raise why(j, "an AveragePool with ceil_mode or dilation has no exact integer rule here")
@@ -112,7 +107,6 @@ def covers_map(j, shape):
     no padding, no dilation (rule avg_pool_global)."""
     if j["op"] != "AveragePool":
         return False
-    from ..program import pool_attrs_2d
     a = pool_attrs_2d(j["attrs"])
     _, h, w = _chw(shape)
     return (tuple(int(v) for v in a["kernel_shape"]) == (h, w) and not any(a.get("pads", [0, 0, 0, 0]))
@@ -277,7 +271,6 @@ def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
     """An engine layer ``j`` reads the pending pool ``st`` (directly, or as a part of a concat):
     rule avg_pool's op requantized to ``j``'s ``F_x``, as the tensor ``NAME_q`` (state ``("q", F_x)``),
     which ``src`` then names (``aliases``)."""
-    from ..program import materialized
     a = st[1]
     f_x = j["f_x"]
     base = a["name"] + "_q"

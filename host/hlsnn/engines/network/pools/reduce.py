@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from .mean import count_fields
+from ..program import Op, _chw
 
 
 def lower_host(j, program, w, steps, why):
@@ -46,7 +47,6 @@ def lower_host(j, program, w, steps, why):
         return _max_over_tokens(j, program, w, why)
     if j["op"] != "ReduceAxes" or a.get("fn") != "ReduceMean":
         return False
-    from ..program import _chw
     state, shapes, aliases = w.state, w.shapes, w.aliases
     src = j["inputs"][0]
     st = state.get(src)
@@ -86,7 +86,6 @@ def _max_over_tokens(j, program, w, why):
     of that map's ``T`` pixels, one window per channel (codes at the map's radix, exact: the layer
     path's float64 max is the largest code's value); the transpose is dropped when nothing else
     reads its rows. False (no rule here) for another ``ReduceMax``."""
-    from ..program import Op
     a = j.get("attrs", {})
     src = j["inputs"][0]
     st, shape = w.state.get(src), tuple(int(d) for d in w.shapes.get(src, ()))
@@ -110,7 +109,6 @@ def _max_over_tokens(j, program, w, why):
 def _over_channels(j, w, steps, why):
     """Rule channel_reduce (module docstring): a ``ReduceMean`` / ``ReduceMax`` over the channels of a
     ``C x H x W`` map as a transpose, a pool over each pixel's ``C`` values and a transpose back."""
-    from ..program import Op, _chw
     fn = j["attrs"].get("fn")
     if "gate_in" in j and steps.bits is not None:   # of a gate's product: its rule gate_in codes (hlsnn.deploy.run.gatecodes)
         from ..gatein import lower_operands

@@ -69,7 +69,6 @@ name (:func:`refuse_kernel`).
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 
 import numpy as np
 
