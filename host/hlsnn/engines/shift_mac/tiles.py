@@ -33,7 +33,7 @@ from ...errors import InputError
 from ...formats import shift as sfmt
 from .. import tiling
 from . import protocol
-from .spec import k_tiled_limit, product_bits
+from .spec import k_tiled_limit, lb_banks, product_bits
 
 
 def transfer_bytes(p, *, batch, n, k, mode, stats, fmap_shape=None, resident=False, row=None, raw=False):
@@ -50,7 +50,7 @@ def transfer_bytes(p, *, batch, n, k, mode, stats, fmap_shape=None, resident=Fal
 def samples_per_call(p, k) -> int:
     """GEMM samples of K activations one call holds on chip: whole groups of ``cols`` samples
     of ``ceil(K / x_lanes)`` words each, within ``x_words`` per unit column."""
-    lanes = protocol.x_lanes_per_beat(p)
+    lanes = protocol.x_lanes(p)
     return (p["x_depth"] // lanes) // -(-k // lanes) * p["cols"]
 
 
@@ -77,7 +77,7 @@ def k_chunks(p, k, step=None):
 def line_words(p, c, iw, ks) -> int:
     """Line-buffer words per bank a convolution needs: ``ks + 1`` input rows of ``c`` channels
     of ``ceil(iw / banks)`` words."""
-    return (ks + 1) * c * -(-iw // (max(p["cols"], protocol.x_lanes_per_beat(p))))
+    return (ks + 1) * c * -(-iw // lb_banks(p))
 
 
 def conv_call_limits(p, c, ih, iw, ks, n, k, mode) -> str:
