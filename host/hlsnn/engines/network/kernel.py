@@ -439,7 +439,8 @@ def build(net, *, strict=None, out_root=None, render_fn=None):
     from ... import csim, compiling
     from ...paths import build_root
     root = Path(out_root) if out_root else build_root() / "netkernel"
-    tmp = Path(tempfile.mkdtemp(prefix="render-", dir=_mkdir(root)))
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="render-", dir=root))
     try:
         files, sha, t = (render_fn or network_part(net.engine, "kernel").render)(net, tmp)
         flags = csim._flags(strict)
@@ -493,11 +494,6 @@ def place_sources(src, folder, files):
             pass
         dst.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(dst, data)
-
-
-def _mkdir(p):
-    p.mkdir(parents=True, exist_ok=True)
-    return p
 
 
 class NetKernel:
