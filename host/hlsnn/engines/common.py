@@ -7,12 +7,8 @@ _WORKSPACE = threading.local()
 
 
 def workspace(name, shape, dtype=np.float64):
-    """A reusable per-thread scratch array (the last shape asked for under each name).
-
-    Fresh multi-MB temporaries cost more in page faults than the arithmetic done on them;
-    reusing them keeps the emulators within a small factor of a float32 matmul. Only a few
-    arrays are held per thread; they are freed with the thread.
-    """
+    """A reusable per-thread scratch array (the last shape asked for under each name), so the
+    emulators do not page-fault fresh multi-MB temporaries; freed with the thread."""
     bufs = getattr(_WORKSPACE, "bufs", None)
     if bufs is None:
         bufs = _WORKSPACE.bufs = {}
@@ -30,9 +26,8 @@ def exact_matmul(a, bt, out):
     """``np.matmul(a, bt, out=out)`` in blocks of :data:`GEMM_ROWS` rows of ``a``, for products
     whose every partial sum is exact (integers, or dyadic values, below the float type's
     significand bound: the emulators' GEMMs). Each element of the result is then the exact sum
-    whatever order BLAS adds in, so the blocks give the bits of one call; on 2 shared cores a
-    tall narrow GEMM (tens of thousands of rows, N = 16) in one multi-threaded call measured
-    up to 2x slower than in blocks whose rows stay in the caches. Returns ``out``."""
+    whatever order BLAS adds in, so the blocks (whose rows stay in the caches) give the bits
+    of one call. Returns ``out``."""
     rows = a.shape[0]
     if rows <= GEMM_ROWS:
         return np.matmul(a, bt, out=out)

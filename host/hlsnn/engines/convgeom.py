@@ -14,7 +14,7 @@ How the engines run it, exactly (no approximation beyond each engine's own arith
   input channels (contiguous, channel-major) against the group's ``(Z/g, C/g*kh*kw)``
   weight, so a depthwise layer costs its own MACs (no block-diagonal zeros).
 * **Convolving engine** (``sparse_cluster``): a stride-1 convolution of a square kernel, with
-  "same" or "valid" padding, runs as it always did. Anything else becomes such a convolution
+  "same" or "valid" padding, runs natively. Anything else becomes such a convolution
   (:func:`as_stride1`): the groups' block-diagonal weight, the dilation as zero taps, a
   rectangular kernel padded with zero taps to a square one (the input padded on the bottom and
   right to match), the padding applied on the host (then "valid"), and a stride taken by

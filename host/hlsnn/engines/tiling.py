@@ -7,26 +7,23 @@ Two limits bound one call:
 * the largest DMA transfer, :func:`transfer_limit` of the target: on ``pynq``/``sim`` the
   AXI DMA's length register (``c_sg_length_width`` bits of the overlay's .hwh) caps every
   input and output transfer at ``2**width - 1`` bytes; ``emu`` and ``csim`` have no such limit
-  unless given ``max_transfer_bytes=`` (which the tests use to exercise the tiled path on every
-  target). The engine then splits the batch (rows of x, or rows of output pixels).
+  unless given ``max_transfer_bytes=``. The engine then splits the batch (rows of x, or rows
+  of output pixels).
 
-Rules (the same on every target, so tiled results still agree bit for bit between emu, csim,
-sim and pynq):
+Rules (the same on every target, so tiled results agree bit for bit between targets):
 
-* only splits that leave every output value unchanged are made automatically: batch rows
-  (every row is computed independently), outputs N/Z of integer operations, and spatial
-  bands of a convolution on a host-padded map; the reduction length K is never split
-  (partial sums would need a wider output and a host-side requantization);
+* only splits that leave every output value unchanged are made automatically: batch rows,
+  outputs N/Z of integer operations, spatial bands of a convolution on a host-padded map, and
+  ``shift_mac``'s reduction length K (raw calls whose exact sums the host adds, then applies
+  the kernel's output rule: ``shift_mac.tiles``);
 * a feature map is padded on the host once (:func:`pad_map`, the kernel's own zero padding
   of :func:`conv_pad`) and cut into rectangles of outputs (:func:`grid`); each call reads its
   rectangle's input window with a ``k-1`` halo (:func:`halo`, :func:`halo_window`), runs
   with 'valid' padding, and its outputs are put back in place (:func:`stitch`);
-* statistics-unit histograms of the calls are merged with :func:`engines.stream.merge_stats`
-  (saturating, as the kernel counts) and saturation counts are summed (saturating at 2**32-1,
-  as the 32-bit register does): :class:`Tally`;
+* the calls' histograms are merged with :func:`engines.stream.merge_stats` and their
+  saturation counts summed, both saturating as the kernel's counters do: :class:`Tally`;
 * where a split would change the numerics, the operation says so in its docstring (the BFP
-  float ``gemm`` over N > ``max_n``: each chunk gets its own output exponents).
-"""
+  float ``gemm`` over N > ``max_n``: each chunk gets its own output exponents)."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,8 +1,7 @@
-"""Activation tables and the channel gate in integers (issue 52): every unary elementwise op
-with an exact definition (``HardSwish``, ``Sigmoid``, ``Tanh``, ``Gelu``, a scalar ``Scale``, ...)
-on a fixed-point tensor, and a squeeze-excite block's ``Mul``
-of a map by a per-channel vector, as ops of :func:`hlsnn.deploy.lower.program.lower` for the
-``shift_mac`` and ``sparse_cluster`` network modes. The layer path
+"""Activation tables and the channel gate in integers: every unary elementwise op with an exact
+definition (``HardSwish``, ``Sigmoid``, ``Gelu``, a scalar ``Scale``, ...) on a fixed-point
+tensor, and a squeeze-excite block's ``Mul`` of a map by a per-channel vector, as ops of
+:func:`hlsnn.deploy.lower.program.lower` for the ``shift_mac`` and ``sparse_cluster`` network modes. The layer path
 (:meth:`hlsnn.deploy.run.runner.Deployment.run`) runs the same rules where the op's input is a
 fixed-point tensor, so both give the same bits. The rules (``q`` a tensor's ``b``-bit
 integers at radix ``F``, value ``q * 2**-F``):
@@ -13,10 +12,9 @@ Rule unary_table: **lut** (a unary activation ``f`` on a ``b``-bit code, ``b <= 
    with the rounding (``nearest_away``: half away from zero, ``nearest_even``, ``truncate``:
    floor), signed ``b`` bits. ``F_o`` is calibrated: DETERMINE on the op's float64 values on
    the calibration images (the layer path's ``table_radix``, the compiled program's host-layer
-   field ``table``), each entry then saturated to ``b`` bits, as the next layer converted the
-   op's float64 values before (a ``HardSwish`` of a ``twohot`` layer with ``radix: lse``:
-   DETERMINE's or up to 3 bits finer, the least squared error on those values,
-   :mod:`hlsnn.deploy.quantize.radix_lse`); for the other :data:`MAX_FIT` tables (the tables of before)
+   field ``table``), each entry then saturated to ``b`` bits (a ``HardSwish`` of a ``twohot``
+   layer with ``radix: lse``: DETERMINE's or up to 3 bits finer, the least squared error on
+   those values, :mod:`hlsnn.deploy.quantize.radix_lse`); for the other :data:`MAX_FIT` tables
    and where no radix is recorded, the largest radix at which every entry fits without
    saturation (``F_o <= F + b``; ``b - 1`` for a table of zeros). The ops and their values
    ``f(x)``: :mod:`hlsnn.engines.network.tables`
@@ -24,7 +22,7 @@ Rule unary_table: **lut** (a unary activation ``f`` on a ``b``-bit code, ``b <= 
    ``LeakyRelu``, ``Elu``, ``Softplus``, ``Selu``, ``Celu``, ``Softsign``, ``Mish``,
    ``ThresholdedRelu``, ``PRelu``, ``Scale``, ``AddConst`` by one scalar, ``Bipolar`` (a QONNX
    ``BipolarQuant`` of an activation: its ``+-scale``, exact at the largest radix that fits; a
-   power-of-two ``scale = 2**-f`` at ``F_o = f``, codes ``+-1`` as the file's sign, issue 82's 4-bit
+   power-of-two ``scale = 2**-f`` at ``F_o = f``, codes ``+-1`` as the file's sign, the 4-bit
    kernel taking them as 5-bit signed inputs, :mod:`hlsnn.engines.sparse_cluster.lowbit`), and
    :mod:`hlsnn.deploy.rewrite.unaryfuse`'s ``UnaryChain``: ``x * g(x)`` as one op), rationals
    exact and transcendental values rounded only where a certified interval decides. The table
@@ -47,7 +45,7 @@ Rule channel_gate: **gate** (``Mul`` of a ``C x H x W`` map ``qa`` at ``Fa`` by 
     rounding)``, exact while ``Fa + Fg <= max(F_x + 24, 0)`` (checked). The layer path
     multiplies the two exact float64 values (a product of two ``b``-bit codes is exact) and the
     engine layer converts it at ``F_x`` with :func:`hlsnn.deploy.quantize.quant.to_fixed`: the same bits.
-    **The product of two maps** (issue 52: ``Mul`` of two computed tensors of one shape, a
+    **The product of two maps** (``Mul`` of two computed tensors of one shape, a
     SiLU ``x * sigmoid(x)`` or a GLU-style ``a * sigmoid(b)``, field ``same``) is this rule
     element by element, ``p = qa[c, y, x] * qb[c, y, x]``: the same exact product, the same
     requantization. Its codes are ``b``-bit (``b <= 26``: a product below ``2**52``, exact in
@@ -67,8 +65,8 @@ Rule channel_gate: **gate** (``Mul`` of a ``C x H x W`` map ``qa`` at ``Fa`` by 
     rule gate_in (:mod:`hlsnn.engines.network.gatein`).
 
 A table's input must be one fixed-point tensor (an engine layer's output, or a move of one);
-a ``Sigmoid`` of a float (a BFP layer's output, a sum) runs on the host in float64 as before,
-and so does one after the last engine layer (the network's output stays float64: rule net_output).
+a ``Sigmoid`` of a float (a BFP layer's output, a sum) runs on the host in float64, and so does
+one after the last engine layer (the network's output stays float64: rule net_output).
 """
 from __future__ import annotations
 
@@ -77,6 +75,8 @@ from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
+
+from .program import _chw
 
 
 #: the unary elementwise ops with a table rule (rule unary_table; :func:`is_table`: Scale, AddConst and
@@ -245,7 +245,6 @@ def lower_host(j, state, shapes, ops, bits, rounding, why, op_cls):
             raise why(j, f"a table activation of {bits}-bit codes: a table takes codes of 2..{MAX_TABLE_BITS} bits "
                          f"(the layer path computes it in float64)")
         src = j["inputs"][0]
-        from .program import _chw
         c, h, w = _chw(shapes[src])
         if consts is not None:                  # rule channel_table: a table per channel
             if len(consts) != c:
@@ -269,7 +268,6 @@ def lower_host(j, state, shapes, ops, bits, rounding, why, op_cls):
         raise why(j, "a gate Mul of two integer tensors computed on the fabric" + (
             " (a gate of a pending gate's product: rule gate_in of hlsnn.engines.network.gatein, with its calibrated "
             "code radix gate_in; recompile the model)" if any(s is not None and s[0] == "gate" for s in sts) else ""))
-    from .program import _chw
     ca, cb = (_chw(shapes[i]) for i in ins)
     if (ca[1:] == (1, 1) and cb[1:] != (1, 1)) or (ca[0] == 1 < cb[0] and ca[1:] == cb[1:]):
         ins, sts, ca, cb = ins[::-1], sts[::-1], cb, ca

@@ -1,14 +1,12 @@
-"""A gate of a gate's product (issue 52, rule gate_in): a gate ``Mul`` (rule channel_gate, or bfp_gate on BFP pairs;
+"""A gate of a gate's product (rule gate_in): a gate ``Mul`` (rule channel_gate, or bfp_gate on BFP pairs;
 :mod:`hlsnn.engines.network.gate`) one of whose operands is itself the float output of a gate
-``Mul`` (through moves: ``Reshape``, ``Flatten``, ``Squeeze``, ``Unsqueeze``, ``Identity``).
-The squeeze-excite block followed by a spatial gate, ``h = x * s; h * sigmoid(conv(h))``, is a
-product of three codes ``x * s * t``: wider than the integer kernels' gate product of two
-``b``-bit codes, and than bfp's 26-bit element (a bfp_hardswish map by two 16-bit table entries).
+``Mul`` (through the moves :data:`MOVES`). Squeeze-excite then a spatial gate, ``h = x * s;
+h * sigmoid(conv(h))``, is a product of three codes: wider than the integer kernels' gate product
+of two ``b``-bit codes, and than bfp's 26-bit element.
 
-**Rule gate_in.** Such an operand's exact float64 values ``v`` (a product of codes, or of pairs) are
-converted to ``b``-bit signed codes at the radix ``F_g`` that DETERMINE picks from them on the
-calibration images (:func:`hlsnn.deploy.quantize.quant.host_radix`, the deployment's ``overflow_ratio``),
-fixed after calibration (``dynamic``: every batch), as an engine layer reading them would:
+**Rule gate_in.** Such an operand's exact float64 values ``v`` are converted to ``b``-bit signed
+codes at the radix ``F_g`` that DETERMINE picks on the calibration images
+(:func:`hlsnn.deploy.quantize.quant.host_radix`; ``dynamic``: every batch):
 
 * integer formats (``b`` the codes' width of the product's operands): ``q = to_fixed(v, F_g, b)``,
   exact while the product's radix ``Fa + Fb <= max(F_g + 24, 0)`` (rule channel_gate's requantization
@@ -17,28 +15,20 @@ fixed after calibration (``dynamic``: every batch), as an engine layer reading t
 * BFP (``b = M``, the mantissa bits): rule bfp_table's codes of the exact pairs, ``q =
   shift_round_sat(m, -(e + F_g), b, rounding)``, the element ``(q, -F_g)``.
 
-The gate then multiplies those codes by the other operand under rule channel_gate (bfp_gate): a product of two
-codes, as any gate. ``F_g`` is kept in the compiled program's host-layer field ``gate_in``
-(``{"f_in": [F or None, F or None]}``, one entry per operand). The layer path
-(:mod:`hlsnn.deploy.run.gatecodes`) does exactly that. The integer network modes materialize the
-pending inner gate at ``F_g`` (rule channel_gate's requantization: a second ``gate`` op where an engine
-layer already read it at another radix) and hold the outer gate pending for its consumer, as
-always; the bfp network mode writes the inner gate's pairs as codes by a rule bfp_table table of the
-identity (``T[q - lo] = q``, ``F_o = F_g``: the ``Lut`` loop, no new loop) before the outer
-gate. So both paths give the same bits, and every kernel runs it with the loops it has.
+The gate then multiplies those codes by the other operand under rule channel_gate (bfp_gate).
+``F_g`` is the compiled program's host-layer field ``gate_in`` (``{"f_in": [F or None, F or
+None]}``, one entry per operand). The layer path (:mod:`hlsnn.deploy.run.gatecodes`) does exactly
+that; the integer network modes materialize the pending inner gate at ``F_g`` (a second ``gate``
+op where an engine layer read it at another radix); the bfp network mode writes the inner gate's
+pairs as codes by a rule bfp_table table of the identity (``T[q - lo] = q``, ``F_o = F_g``: the
+``Lut`` loop). No new kernel loop.
 
-**Rule gate_in_sum** (integer engines): a residual ``Add`` one of whose operands is a gate's product (a
-GLU block's ``x + a * sigmoid(b)``), or a ``GlobalAveragePool`` of one, takes that operand as
-rule gate_in's codes at its calibrated ``F_g`` too (field ``gate_in``, ``[F_g, None]`` for the pool; an
-``AveragePool`` of one too, h_dw_mult2's ``avg_pool(x * s)``, h_dw_prelu's ``AdaptiveAvgPool2d(2)`` of
-``x * se(x)``: then :mod:`.linpool`'s rule avg_pool, avg_pool_uncounted or mean_divide on the codes):
-the layer path adds (pools) the codes' exact values, and the network modes materialize the gate
-at ``F_g`` (rule channel_gate's requantization, the gate loop) and run rule residual_add's Add (or global pool) on
-integers, as for any two fabric tensors. The kernels need no new loop.
-
-Without ``gate_in`` (a program compiled before this rule) the gate of a pending gate stays
-refused by name, as before.
-"""
+**Rule gate_in_sum** (integer engines): a residual ``Add``, a ``GlobalAveragePool`` or an
+``AveragePool`` one of whose operands is a gate's product (a GLU block's ``x + a * sigmoid(b)``)
+takes that operand as rule gate_in's codes at its calibrated ``F_g`` (field ``gate_in``, ``[F_g,
+None]`` for a pool; then :mod:`.linpool`'s rule avg_pool, avg_pool_uncounted or mean_divide on the
+codes). The network modes materialize the gate at ``F_g`` and run rule residual_add's Add (or the
+pool) on integers. Without ``gate_in`` the gate of a pending gate is refused by name."""
 from __future__ import annotations
 
 import numpy as np

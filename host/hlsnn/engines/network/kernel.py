@@ -2,25 +2,16 @@
 its buffers, its descriptor table and resident weights, rendered into
 ``hls/engines/shift_mac/network*.j2``, built for C-simulation and run through ctypes.
 
-**Buffers.** Activations stay on chip in two ping-pong buffers ``act[0]``, ``act[1]`` and one
-shortcut buffer ``sc`` (:func:`allocate`). A tensor that a residual Add reads as its shortcut
-(of its two operands, the one computed earlier) is written to ``sc``, and also to an
-activation buffer when another op reads it (the conv epilogue writes both); every other
-tensor goes to the activation buffer not holding a tensor still to be read. Shortcuts alive
-at once each hold a region of ``sc`` at its own word offset (:mod:`.skips`: a stack, nested
-skips made in order and consumed in reverse; the op writing or reading a region carries its
-offset as the descriptor's ``sc_base``). A network that two activation buffers do not hold
-(CBAM's channel attention: the map, waiting for its gate, and the average-pooled branch's
-vector, waiting for the max-pooled one's, while a third tensor is written) gets a third,
-``act[2]`` (the kernels declare ``act[kActBufs]``); one that three do not hold (InceptionTime's
-second block: the model input, read last by the shortcut conv, the first block's output, read
-by the max-pool branch after the others, and the bottleneck's output while a branch conv
-writes) a fourth, ``act[3]``: always the fewest that hold it, so a network that two or three
-hold renders as before; up to eight (an unrolled recurrent cell keeps the input, the state and the
-gates' partial sums live: :mod:`hlsnn.deploy.rewrite.rnnunroll`). One that needs a ninth is refused with
-the tensor's name. Each
-activation buffer is as large as the largest tensor any of them holds, ``sc`` as the most words
-live in it at once.
+**Buffers** (:func:`allocate`). Activations stay on chip in ping-pong buffers ``act[0]``,
+``act[1]`` and one shortcut buffer ``sc``. A tensor that a residual Add reads as its shortcut (of
+its two operands, the one computed earlier) is written to ``sc``, and also to an activation
+buffer when another op reads it; every other tensor goes to an activation buffer not holding a
+tensor still to be read. Shortcuts alive at once each hold a region of ``sc`` at its own word
+offset (:mod:`.skips`: a stack; the descriptor's ``sc_base``). A network that two activation
+buffers do not hold gets the fewest more that do (``act[kActBufs]``, up to
+:data:`MAX_ACT_BUFS`); one that needs more is refused with the tensor's name. Each activation
+buffer is as large as the largest tensor any of them holds, ``sc`` as the most words live in it
+at once.
 
 **Descriptors.** One :data:`FIELDS` row per op, with the address steps precomputed so the
 kernel's index arithmetic is incremental. Weights: lane ``l`` of block ``zb`` holds output
@@ -28,13 +19,10 @@ channel ``zb*P + l`` (``P`` = the config's ``net_lanes``), its codes in the tap 
 kernel walks (channel, ky, kx); a partial last block pads with zero codes.
 
 **Groups as such** (:func:`group_windows`): a block of ``P`` output channels reads the blocks
-of ``Q`` input channels its outputs' groups cover, from the block's own first one, and each
-output's codes sit at its own group's channels in that window, zero codes elsewhere
-(:func:`expand_groups`). A dense conv reads all ``ceil(C/Q)`` channel blocks; a depthwise
-conv one, in wide blocks of ``Q`` channels (:func:`tables`), so it takes ``ceil(C/Q) * OH * OW
-* kh * kw`` cycles: its own MACs, one per bank a cycle. Each block's window base is a word of
-the ROM ``kWinBase`` (indexed as the biases), read when the block starts.
-"""
+of ``Q`` input channels its outputs' groups cover, and each output's codes sit at its own
+group's channels in that window, zero codes elsewhere (:func:`expand_groups`). A depthwise conv
+so takes ``ceil(C/Q) * OH * OW * kh * kw`` cycles. Each block's window base is a word of the ROM
+``kWinBase`` (indexed as the biases), read when the block starts."""
 from __future__ import annotations
 
 import ctypes
@@ -161,12 +149,9 @@ def _slots(net, order, made, main_uses, sc_uses, name, n):
     return place
 
 
-#: the most activation buffers a network kernel declares (``act[kActBufs]``): two, a third for a
-#: network whose branches keep a map and two vectors live at once (CBAM's channel attention), and a
-#: fourth for one that keeps three maps live while a fourth is written (InceptionTime's second
-#: block: the model input for the shortcut, the first block's output for the max-pool branch, the
-#: bottleneck's output while a branch conv writes), up to eight for an unrolled recurrent cell (the
-#: input, the state, a gate and the two partial sums of the next)
+#: the most activation buffers a network kernel declares (``act[kActBufs]``): a third for CBAM's
+#: channel attention (a map and two vectors live), a fourth for InceptionTime's second block, up to
+#: eight for an unrolled recurrent cell (:mod:`hlsnn.deploy.rewrite.rnnunroll`)
 MAX_ACT_BUFS = 8
 _ORD = {3: "third", 4: "fourth", 5: "fifth", 6: "sixth", 7: "seventh", 8: "eighth", 9: "ninth"}
 
@@ -185,10 +170,9 @@ def writes_sc(net, i):
 
 def check_disjoint(net, place):
     """The guarantee the network kernels' ``DEPENDENCE variable = act inter false`` rests on:
-    no op writes the activation buffer it reads (its conv, pool and Add loops read ``act[src]``
-    and write ``act[dst]`` at run-time addresses in one pipelined loop). :func:`allocate` never
-    does it; this check makes a change that would an error at allocation time, as the strict
-    C-simulation makes it one at run time (a read within the pipeline's distance of its write)."""
+    no op writes the activation buffer it reads (its loops read ``act[src]`` and write
+    ``act[dst]`` in one pipelined loop). :func:`allocate` never does it; this check catches a
+    change that would, at allocation time (the strict C-simulation catches it at run time)."""
     name = lambda t: net.aliases.get(t, t)         # noqa: E731
     for op in net.ops:
         src = op.f["main"] if op.kind in TWO_IN else name(op.ins[0])
@@ -411,8 +395,7 @@ def render_templates(engine, ctx, out_dir):
 
 
 #: The template fields that hold free text (names from the model): each is reduced to
-#: :func:`hlsnn.names.comment` before any template sees it, so a name cannot end a ``//``
-#: comment (issue 47).
+#: :func:`hlsnn.names.comment` before any template sees it, so a name cannot end a ``//`` comment.
 COMMENT_FIELDS = ("banner", "net_name", "accel")
 
 
@@ -456,7 +439,8 @@ def build(net, *, strict=None, out_root=None, render_fn=None):
     from ... import csim, compiling
     from ...paths import build_root
     root = Path(out_root) if out_root else build_root() / "netkernel"
-    tmp = Path(tempfile.mkdtemp(prefix="render-", dir=_mkdir(root)))
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="render-", dir=root))
     try:
         files, sha, t = (render_fn or network_part(net.engine, "kernel").render)(net, tmp)
         flags = csim._flags(strict)
@@ -495,10 +479,8 @@ def build(net, *, strict=None, out_root=None, render_fn=None):
 
 def place_sources(src, folder, files):
     """Copy ``files`` from ``src`` into the shared cache ``folder``: a file already there with
-    the same bytes is left alone, any other written atomically (:func:`hlsnn.files.write_atomic`).
-    Two processes building one network kernel (test workers, parallel sweeps) write the same
-    sources into one folder; a plain truncate-and-write let one's compiler read the other's
-    half-written ``network_data.h``."""
+    the same bytes is left alone, any other written atomically (:func:`hlsnn.files.write_atomic`),
+    so two processes building one network kernel never read each other's half-written sources."""
     from ...files import write_atomic
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -512,11 +494,6 @@ def place_sources(src, folder, files):
             pass
         dst.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(dst, data)
-
-
-def _mkdir(p):
-    p.mkdir(parents=True, exist_ok=True)
-    return p
 
 
 class NetKernel:

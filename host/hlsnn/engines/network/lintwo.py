@@ -1,4 +1,4 @@
-"""An output conv's input in two int8 terms on the network path (issue 52, rule two_term_input of the
+"""An output conv's input in two int8 terms on the network path (rule two_term_input of the
 network mode): ``input_terms: 2`` (:mod:`hlsnn.deploy.quantize.twoin`) of a conv reading rule linear_wide's
 resized wide sum (:mod:`.linwide`), k_ae_lin's last conv in ``fixed8`` on ``sparse_cluster``.
 
@@ -38,19 +38,15 @@ Rule two_term_input: **Both terms from the wide sum, one conv summing both.**
      host-quantized input: twoin's layer path only), a grouped conv, ``sh < 0``, an engine
      other than ``sparse_cluster``.
 
-The sparse kernel (rendered only for a program with such ops: ``has_lintwo``): ``LinWide`` with
-descriptor ``wide`` 2 runs its loop twice over the channel blocks, ``hi`` then ``lo`` (the second
-pass re-reads the sum; its outputs land at channel ``Cp`` on: the iteration's address), so
-``2 ceil(C / Q) * 2L`` iterations; per bank one subtract and a second rounding shifter. The conv's
-steps per block are the schedule of ``w`` on the ``hi`` channels, then the schedule of ``w`` on
-the ``lo`` channels (:func:`split_codes`); a 1-bit ROM per step (``kShl``) marks a block's first
-``lo`` step, where each lane's accumulator is shifted left by 7 before the step adds (one mux a
-lane; the kernel's sum is sized for ``129 * 128 * sum |w| + |bias|``). The steps are twice the
-one-term conv's, so are its cycles; the logic is :func:`logic`. The ``add`` op with ``terms`` 2
-(``has_addtwo``; descriptor ``wide`` 2) runs the ``Add`` loop twice the same way: the second
-pass reads its operands at ``i - n_iter / 2`` and writes ``lo`` at ``i`` (channel ``Cp`` on),
-``2 ceil(C / Q) HW`` iterations; the board-sized kernel then keeps the one-pixel ``Add`` loop
-(no ``AddPairs``).
+The sparse kernel (``has_lintwo``) runs ``LinWide`` with descriptor ``wide`` 2 twice over the
+channel blocks, ``hi`` then ``lo`` (outputs from channel ``Cp`` on): ``2 ceil(C / Q) * 2L``
+iterations. The conv's steps per block are ``w``'s schedule on the ``hi`` channels, then on the
+``lo`` channels (:func:`split_codes`); a 1-bit ROM per step (``kShl``) marks a block's first
+``lo`` step, where each lane's accumulator is shifted left by 7 before the step adds (the sum is
+sized for ``129 * 128 * sum |w| + |bias|``); logic: :func:`logic`. The ``add`` op with ``terms``
+2 (``has_addtwo``) runs the ``Add`` loop twice the same way, the second pass reading its operands
+at ``i - n_iter / 2`` and writing ``lo`` at ``i`` (the board-sized kernel then keeps the
+one-pixel ``Add`` loop, no ``AddPairs``).
 """
 from __future__ import annotations
 

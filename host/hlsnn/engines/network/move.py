@@ -1,4 +1,4 @@
-"""Data moves in the integer network mode (issue 52): nearest ``Upsample`` by integer factors,
+"""Data moves in the integer network mode: nearest ``Upsample`` by integer factors,
 ``ZeroStuff`` (a transposed convolution's input: ``s - 1`` zeros between the pixels) and a
 channel ``Concat`` (a U-Net's skip), as ops of :func:`hlsnn.deploy.lower.program.lower` for the
 ``shift_mac`` and ``sparse_cluster`` network modes. The rules (``q`` a tensor's integers at
@@ -58,6 +58,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .program import _chw
+
 #: the op kinds of this module
 KINDS = ("upsample", "zerostuff", "concat", "pad")
 #: the moves each engine's network kernel has a loop for (``network.cpp.j2``'s ``Move``)
@@ -65,11 +67,6 @@ KERNEL_KINDS = dict.fromkeys(("shift_mac", "sparse_cluster", "bfp_systolic"), ("
 #: the Move loop's mode (descriptor ``single``) of a pad: edge repeats the border (the upsample's
 #: counters, factors 1), reflect mirrors the index at it (rule edge_pad)
 PAD_MODES = {"edge": 0, "reflect": 2}
-
-
-def _chw(shape):
-    from .program import _chw as chw
-    return chw(shape)
 
 
 def lower_host(j, state, shapes, ops, why, op_cls, graph_in=None):
@@ -90,16 +87,9 @@ def lower_host(j, state, shapes, ops, why, op_cls, graph_in=None):
         raise why(j, "a data move of integer tensors computed on the fabric (not of a pending Add or pool)")
     c, h, w = _chw(shapes[ins[0]])
     a = j.get("attrs", {})
-    if op == "Upsample":
-        fh, fw = (int(v) for v in a["factors"])
-        f = dict(c=c, h=h, w=w, fh=fh, fw=fw, oh=h * fh, ow=w * fw)
-        ops.append(op_cls("upsample", j["name"], [ins[0]], j["output"], f))
-        state[j["output"]], shapes[j["output"]] = sts[0], (c, f["oh"], f["ow"])
-        return True
-    if op == "ZeroStuff":
-        sh, sw = (int(v) for v in a["strides"])
-        f = dict(c=c, h=h, w=w, sh=sh, sw=sw, oh=(h - 1) * sh + 1, ow=(w - 1) * sw + 1)
-        ops.append(op_cls("zerostuff", j["name"], [ins[0]], j["output"], f))
+    if op in ("Upsample", "ZeroStuff"):
+        f = move_fields(op, a, c, h, w)
+        ops.append(op_cls(op.lower(), j["name"], [ins[0]], j["output"], f))
         state[j["output"]], shapes[j["output"]] = sts[0], (c, f["oh"], f["ow"])
         return True
     chws = [_chw(shapes[i]) for i in ins]
@@ -121,6 +111,16 @@ def lower_host(j, state, shapes, ops, why, op_cls, graph_in=None):
     else:                                   # requantized to the consumer's F_x (materialize)
         state[j["output"]] = ("cat", dict(ins=list(ins), fs=fs, cs=cs, h=h, w=w, name=j["name"], pools=pools))
     return True
+
+
+def move_fields(op, a, c, h, w):
+    """The fields of an ``Upsample`` (rule nearest_upsample) or a ``ZeroStuff`` (rule zero_stuff) with
+    attributes ``a`` of a ``c x h x w`` map."""
+    if op == "Upsample":
+        fh, fw = (int(v) for v in a["factors"])
+        return dict(c=c, h=h, w=w, fh=fh, fw=fw, oh=h * fh, ow=w * fw)
+    sh, sw = (int(v) for v in a["strides"])
+    return dict(c=c, h=h, w=w, sh=sh, sw=sw, oh=(h - 1) * sh + 1, ow=(w - 1) * sw + 1)
 
 
 def pad_fields(j, shape, why):

@@ -1,4 +1,4 @@
-"""The network mode's integer rules, one entry each, by name (issue 80).
+"""The network mode's integer rules, one entry each, by name.
 
 Every op the network mode runs on the fabric follows an integer rule that gives the layer
 path's bits; the rule is stated once, in the docstring of the function that computes it, and
@@ -392,7 +392,7 @@ RULES = (
          "hlsnn.engines.bfp_systolic.network.gatero.mark", {_B: "GatePixels"},
          (_T + "test_network_sixth.py::test_rule_10r_patches_round_as_the_exact_products",),
          "a product of two tables' outputs read by convs, held rounded to odd at 25 bits"),
-    # ---- attention on BFP pairs (issue 79): hlsnn.engines.bfp_systolic.network.attnpairs
+    # ---- attention on BFP pairs: hlsnn.engines.bfp_systolic.network.attnpairs
     Rule("bfp_pair_codes", "20", "netbfp", ("Add", "Softmax", "LayerNormalization"),
          "hlsnn.engines.bfp_systolic.network.gate.codes", {_B: "AddcPixels"},
          (_T + "test_attn_bfp.py::test_codes_of_pairs_are_the_rounded_values",),

@@ -1,25 +1,18 @@
-"""A table activation of a computed tensor (issue 52, rule table_in): a unary table op (rule unary_table of
-:mod:`hlsnn.engines.network.gate`) whose input is not an engine layer's integers but the float
-output of an op the integer network modes hold pending until a consumer: a residual ``Add``
-(and the ``Relu`` or global mean after it), a gate ``Mul`` (a map by a C-vector or by a map of
-its shape) or an ``AveragePool``. (CBAM's ``Sigmoid(mlp(avg) + mlp(max))``, a ``LeakyRelu``
-after a U-Net's ``Add(ConvTranspose, skip)``, a ``HardSwish`` after a squeeze-excite gate.)
+"""A table activation of a computed tensor (rule table_in): a unary table op (rule unary_table of
+:mod:`hlsnn.engines.network.gate`) whose input is the float output of an op the integer network
+modes hold pending (:data:`SOURCES`: a residual ``Add``, a gate ``Mul``, an ``AveragePool``, and
+the ops :data:`THROUGH` after them). CBAM's ``Sigmoid(mlp(avg) + mlp(max))``, a ``LeakyRelu``
+after a U-Net's ``Add(ConvTranspose, skip)``.
 
-**Rule table_in.** The op's exact float64 values ``v`` (a sum, product or mean of ``b``-bit codes)
-are converted to ``b``-bit signed codes at the radix ``F_t`` that DETERMINE picks from them on
-the calibration images (``hlsnn.deploy.quantize.quant.host_radix``, as an engine layer reading
-them picks its ``F_x``): ``q = to_fixed(v, F_t, b)``; the table (rule unary_table) then reads ``q`` at
-``F_t`` as it reads a conv's output. ``F_t`` is kept in the compiled program's host-layer field
-``table_in`` (``{"f_in": F_t}``). The layer path (``hlsnn.deploy.run.tablecodes.run``) does exactly that; the network
-mode (:func:`lower_host`) materializes the pending op requantized to ``F_t`` (the op's own
-rule: 4 for an Add, 10 for a gate, 11 for a pool, exact under the same conditions as for an
-engine consumer, else refused by name) and puts the table op after it, so both give the same
-bits (the layer path's half: :mod:`hlsnn.deploy.run.tablecodes`). The kernel runs the op's loop then the table's loop (no new loop: the table reads the
-op's output buffer).
-
-Where the op's inputs are not fixed-point codes of one width (a BFP layer's output, the float
-input) the layer path keeps computing the table in float64, and the network refuses it as before.
-"""
+**Rule table_in.** The op's exact float64 values ``v`` are converted to ``b``-bit signed codes at
+the radix ``F_t`` that DETERMINE picks on the calibration images
+(``hlsnn.deploy.quantize.quant.host_radix``): ``q = to_fixed(v, F_t, b)``; the table (rule
+unary_table) reads ``q`` at ``F_t``. ``F_t`` is the host-layer field ``table_in`` (``{"f_in":
+F_t}``). The layer path (:mod:`hlsnn.deploy.run.tablecodes`) does exactly that; the network mode
+(:func:`lower_host`) materializes the pending op requantized to ``F_t`` (the op's own rule, exact
+under the same conditions as for an engine consumer, else refused by name) and puts the table op
+after it: the op's loop, then the table's loop. Where the op's inputs are not fixed-point codes of
+one width (a BFP layer's output, the float input) the network refuses it."""
 from __future__ import annotations
 
 #: the ops whose float output rule table_in converts for a table (a Relu or a global mean only of one of them)

@@ -1,4 +1,4 @@
-"""The functions of rule unary_table's tables (:mod:`hlsnn.engines.network.gate`; issue 52): every unary
+"""The functions of rule unary_table's tables (:mod:`hlsnn.engines.network.gate`): every unary
 elementwise host op with an exactly defined real function ``f`` of one value, and its values
 ``f(q * 2**-F)`` on a ``b``-bit code ``q``, rounded *exactly* to the table's entries.
 

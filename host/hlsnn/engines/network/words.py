@@ -1,15 +1,13 @@
-"""The integer network kernels' image words (issue 52): how the input and output activations of
-one image are packed into the 64-bit words of the ``m_axi`` ports (``LoadWords`` / ``StoreWords``
-of ``network.cpp.j2``) and unpacked on the host (:class:`hlsnn.engines.network.kernel.NetKernel`,
+"""The integer network kernels' image words: the input and output activations of one image packed
+into the 64-bit words of the ``m_axi`` ports (``LoadWords`` / ``StoreWords`` of
+``network.cpp.j2``) and unpacked on the host (:class:`hlsnn.engines.network.kernel.NetKernel`,
 :class:`hlsnn.network.board.NetBoard`, the simulated board's IP model).
 
-An activation of ``b`` bits (signed, two's complement) takes a *lane* of :func:`lane_bits`:
-8 bits when ``b <= 8`` (eight a word, as before), else 16 (four a word), the layer kernel's
-rule (:func:`hlsnn.engines.shift_mac.spec.x_lane_bits`). Element ``i`` of an image (NCHW order)
-sits in word ``i // per_word`` at bits ``[lane * (i % per_word), lane * (i % per_word + 1))``,
-sign-extended to the lane; a word's unused lanes are zero. On a little-endian host the words
-are the image's lanes as ``int8`` / ``int16`` one after the other (:func:`dtype`).
-"""
+An activation of ``b`` bits (two's complement) takes a lane of :func:`lane_bits`, the layer
+kernel's rule (:func:`hlsnn.engines.shift_mac.spec.x_lane_bits`). Element ``i`` of an image (NCHW
+order) sits in word ``i // per_word`` at bits ``[lane * (i % per_word), lane * (i % per_word +
+1))``, sign-extended; a word's unused lanes are zero. On a little-endian host the words are the
+image's lanes as ``int8`` / ``int16`` (:func:`dtype`)."""
 from __future__ import annotations
 
 import numpy as np

@@ -78,6 +78,11 @@ def make_cases(cfg, seed=0, n_random=8):
         lim = 1 << min(scale_bits, 30, A - 2)
         return rng.integers(-lim, lim, n)
 
+    def regs_max(n, k, mode):      # every exponent maximal, no sign, no zero
+        rows = protocol.register_rows(p, n, mode)
+        return protocol.pack_registers(p, np.full((rows, k), emax), 0, 0, np.full((rows, k), emax), 0, 0,
+                                       0 if mode == "twohot" else 1)
+
     def cn(v):
         return max(1, min(v, nmax))
 
@@ -96,11 +101,8 @@ def make_cases(cfg, seed=0, n_random=8):
                           relu=bool(rng.integers(0, 2))))
         # largest magnitudes at K = max_k: every activation at the extreme, every exponent maximal
         b, n, k = C, cn(R), kmax
-        rows = protocol.register_rows(p, n, mode)
-        big = protocol.pack_registers(p, np.full((rows, k), emax), 0, 0, np.full((rows, k), emax), 0, 0,
-                                      0 if mode == "twohot" else 1)
         xext = xlo if p["act_signed"] else xhi
-        cases.append(Case(f"{mode}_max_magnitude", big, n, mode, np.zeros(n, int),
+        cases.append(Case(f"{mode}_max_magnitude", regs_max(n, k, mode), n, mode, np.zeros(n, int),
                           np.full(n, A - B), x=np.full((b, k), xext), delta=dmax))
         # saturation: left shifts and extreme biases
         b, n, k = C, cn(R + 1), ck(9)
@@ -161,7 +163,6 @@ def make_cases(cfg, seed=0, n_random=8):
         cases.append(Case("stats_conv3_same", regs_for(n, cin * 9, "twohot"), n, "twohot", bias_for(n, 6),
                           shift_for(cin * 9, emax, 0, n), fmap=rng.integers(xlo, xhi + 1, (cin, h, w)), ksize=3,
                           pad=1, stats=True))
-    if p["conv"] and p["max_ksize"] >= 3:
         # a map wider than the unit columns and taller than the line buffer's rows, with more
         # channels than lanes: several groups per output row, input rows loaded during the
         # steps of the output row before (and the rest after them when K is short), a ragged
@@ -188,10 +189,7 @@ def make_cases(cfg, seed=0, n_random=8):
                           rng.integers(-3, 4, n), x=rng.integers(xlo, xhi + 1, (b, k)), delta=d, relu=True,
                           raw=True, stats=True))
         b, n, k = C, cn(R), kmax
-        rows = protocol.register_rows(p, n, mode)
-        big = protocol.pack_registers(p, np.full((rows, k), emax), 0, 0, np.full((rows, k), emax), 0, 0,
-                                      0 if mode == "twohot" else 1)
-        cases.append(Case(f"raw_{mode}_max_magnitude", big, n, mode, np.zeros(n, int), np.zeros(n, int),
+        cases.append(Case(f"raw_{mode}_max_magnitude", regs_max(n, k, mode), n, mode, np.zeros(n, int), np.zeros(n, int),
                           x=np.full((b, k), xlo if p["act_signed"] else xhi), delta=p["max_delta"] if mode == "twohot"
                           else 0, raw=True))
     if p["conv"] and p["max_ksize"] >= 3:

@@ -33,14 +33,10 @@ from ...primitives import ROUNDING_CODES
 from .emulator import wide_bound
 
 #: Elements per thread at least (smaller calls run in one thread): the weights' codes and the
-#: requantization (0.5-1 and 0.35-0.55 ns per element with AVX2, one thread) ...
+#: requantization ...
 MIN_ELEMS = 1 << 19
-#: ... and the memory-bound passes (a few tenths of a nanosecond per element). A hand-off to
-#: a pool thread costs tens of microseconds, and right after a BLAS call (the float GEMM, or
-#: the caller's) up to a few hundred: OpenBLAS's worker threads keep spinning on the CPUs for
-#: a while. At 512 x 512 one thread measured faster than two on two CPUs (AVX-512 EPYC:
-#: benchmarks/bench_emulator.py, 2.6-3.0x float32 instead of 2.9-3.1x); at 1024 x 1024 the
-#: same within the noise.
+#: ... and the memory-bound passes, for which a hand-off to a pool thread (tens to hundreds of
+#: microseconds right after a BLAS call) costs more than it saves below this size.
 MIN_ELEMS_CHEAP = 1 << 20
 #: Elements per chunk of rows that the threads of :func:`inputs` and :func:`requantize` take
 #: in turn (``shift_quant.c``, ``claim``).
@@ -264,8 +260,7 @@ def _inputs_in_step(so, x, w, out, F, t, ext, act):
     half = n // 2
     xrows, xcols, xl = x.shape[0], x.shape[1], _ld(x)
     wl, ol = _ld(w), _ld(out)
-    # the row counters: arrays held by this frame for the length of the calls (a temporary's
-    # address, np.zeros(1).ctypes.data, pointed at freed memory by the time the C code ran)
+    # the row counters: an array this frame holds for the length of the calls (never a temporary's address)
     counters = np.zeros(2, np.int64)
     bad = so.hlsnn_shift_weights(w.ctypes, half, k, wl, out.ctypes, ol, F.ctypes, *t.args, _at(counters, 0), 1 << 30,
                                  _JOB_EXTREMES, x.ctypes, xrows, xcols, xl, 0.0, None, 0, ext.ctypes)

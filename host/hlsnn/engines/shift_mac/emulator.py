@@ -137,11 +137,9 @@ def output_rule(p, acc, bias, shift, *, relu=False, stats=False, raw=False):
 
     Notes
     -----
-    ``v = saturate_A(acc + bias[n])``; ReLU: ``v = max(v, 0)``; ``y = shift_round_sat(v,
-    shift[n], B)`` for signed activations, or ``shift_round_sat(v, shift[n], B + 1)`` clamped
-    to ``[0, 2^B - 1]`` for unsigned ones (the clamp counts as saturation). This function is
-    the rule for :func:`emulate_reference` (and so, through the tests that equate them, for
-    :func:`emulate`) and for the host's post-step of a K-tiled GEMM (``shift_mac.tiles``).
+    Rules 5-7 as the module docstring states them. This function is the rule for
+    :func:`emulate_reference` (and so, through the tests that equate them, for :func:`emulate`)
+    and for the host's post-step of a K-tiled GEMM (``shift_mac.tiles``).
     """
     A, B = p["acc_bits"], p["act_bits"]
     n = np.shape(acc)[1]

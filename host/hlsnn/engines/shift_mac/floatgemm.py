@@ -26,11 +26,9 @@ the general path rejects, extreme scales) returns None, and the general path run
 its errors. ``tests/engines/shift_mac/test_float_gemm.py`` holds the two paths equal.
 
 The per-element passes (x's extremes and its operand, the weights' codes, the output's column
-extremes and requantization) run through their compiled twins (:mod:`hlsnn.engines.shift_mac.compiled`,
-``native/shift_quant.c``, with AVX2 where the CPU has it; on row ranges in parallel threads
-for large arrays only) when :func:`hlsnn.native.load` gives the library; the numpy code here
-is their specification and runs otherwise (``HLSNN_NATIVE=0``, no C compiler).
-``tests/engines/shift_mac/test_compiled.py`` holds the two equal.
+extremes and requantization) run through their compiled twins, the same bits
+(:mod:`hlsnn.engines.shift_mac.compiled`), when :func:`hlsnn.native.load` gives the library; the
+numpy code here is their specification and runs otherwise.
 """
 from __future__ import annotations
 

@@ -56,12 +56,10 @@ class Kernel:
       halo) and runs with ``pad = 0`` ("valid"); the tile shape is the one that needs the
       fewest calls, then the fewest input bytes;
     * the reduction length K (GEMM K, conv ``C*k*k``) above ``max_k`` runs as raw calls
-      (``FLAG_RAW``) over chunks of K (a GEMM's columns, a convolution's input channels), each
-      tiled as above; the host adds their exact sums in int64 and applies the kernel's output
-      rules to the total (``emulator.output_rule``: bias, ReLU, statistics, output shift) —
-      ``emulate`` on the whole K, bit for bit (``shift_mac.tiles``, *K tiling*, which also
-      bounds K so that the int64 sum cannot overflow). ``k_step`` forces chunks of that many
-      columns (a convolution: whole channels) for any K;
+      (``FLAG_RAW``) over chunks of K, each tiled as above, whose exact sums the host adds
+      before the kernel's output rules: ``emulate`` on the whole K, bit for bit
+      (``shift_mac.tiles``, *K tiling*). ``k_step`` forces chunks of that many columns (a
+      convolution: whole channels) for any K;
     * :attr:`last_sat_count` is the sum of the calls' counts, saturating at ``2**32-1``
       (``tiling.add_u32``); :attr:`last_stats` the calls' histograms merged with
       ``engines.stream.merge_stats`` — equal to one call's while no counter saturates.
@@ -234,6 +232,8 @@ class Kernel:
         if mode not in MODES:
             raise InputError(f"mode = {mode!r}: must be one of {', '.join(MODES)}")
         row = None
+        flags = (protocol.FLAG_RELU if relu else 0) | (protocol.FLAG_STATS_OUT if stats else 0)
+        flags |= protocol.FLAG_RAW if raw else 0
         if fmap is not None:
             if not p["conv"]:
                 raise InputError(f"config {self.cfg.name} has no convolution stage (conv: false)")
@@ -251,16 +251,12 @@ class Kernel:
             if why:
                 raise InputError(f"feature map {fmap.shape} with {ksize}x{ksize} kernels: {why} for one kernel call "
                                  f"(run_registers); conv2d_int tiles larger maps")
-            flags = protocol.FLAG_CONV | (protocol.FLAG_RELU if relu else 0)
-            flags |= (protocol.FLAG_STATS_OUT if stats else 0) | (protocol.FLAG_RAW if raw else 0)
-            regs_in = [batch, n, k, flags, MODES[mode], delta, cin, h, w, ksize, pad]
+            regs_in = [batch, n, k, flags | protocol.FLAG_CONV, MODES[mode], delta, cin, h, w, ksize, pad]
         else:
             x = x if _rows else as_int_input(x)
             if x.ndim != 2:
                 raise InputError(f"x must be 2-D (batch, K), got shape {x.shape}")
             batch, k = x.shape
-            flags = (protocol.FLAG_RELU if relu else 0) | (protocol.FLAG_STATS_OUT if stats else 0)
-            flags |= protocol.FLAG_RAW if raw else 0
             regs_in = [batch, n, k, flags, MODES[mode], delta, 0, 0, 0, 0, 0]
             if batch < 1:
                 raise InputError("x has no samples (batch = 0)")

@@ -1,4 +1,4 @@
-"""shift_mac's network kernel sized to the board (issue 83, ``net_shape: board``).
+"""shift_mac's network kernel sized to the board (``net_shape: board``).
 
 The network kernel (:mod:`hlsnn.engines.shift_mac.network.kernel`) is ``P`` output lanes by ``Q``
 channel banks of shift-add units (``net_lanes``, ``net_banks``); a conv of ``C`` channels to
@@ -30,16 +30,11 @@ and products as narrow as the config's ``max_code`` allows). A
 program larger than the nominal one (or of the other mode: two-hot weights on a kernel sized for
 pot) is checked on its own figures, and ``hlsnn compile`` refuses one that is over
 (:mod:`hlsnn.network.fit`). The clock is the config's ``clock_mhz`` (the delay model's check of
-it: ``hlsnn perf``'s schedule). The figures are the model's, not a synthesis report.
-
-On the PYNQ-Z2 at 3-bit exponents and ``acc_bits`` 34 (``shift8net_pynq-z2``,
-``shift8net_pot_pynq-z2``): two-hot with ``net_dsp`` and ``max_code`` 128 16 x 32 (46.0k LUTs, 120
-BRAM36, 128 DSP nominal; all shift-add 16 x 16, as 16 x 32 models ~65k LUTs, above 47,880), power
-of two 16 x 32 (47.0k LUTs, 112 BRAM36 nominal; 32 x 32 ~81k LUTs).
+it: ``hlsnn perf``'s schedule). The figures are the model's, not a synthesis report; the
+shapes picked per board are in ``docs/engines/shift_mac.md``.
 """
 from __future__ import annotations
 
-import math
 from types import SimpleNamespace
 
 #: words a channel bank's activation buffers hold (ResNet-8 at 16 banks: 1,024; one RAMB18 at 8

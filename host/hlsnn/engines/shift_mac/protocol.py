@@ -168,11 +168,6 @@ def check_fields(p, *, regs, n, mode, bias, shift, x=None, fmap=None):
                              f"got [{a.min()}, {a.max()}]")
 
 
-def x_lanes_per_beat(p) -> int:
-    """Activation lanes per beat (:func:`spec.x_lanes`: 8-bit lanes when ``act_bits <= 8``)."""
-    return x_lanes(p)
-
-
 def _x_dtype(p):
     """The lane type of activations: a byte when they fit one (signed or not), else int16."""
     if x_lane_bits(p) == 16:
@@ -191,7 +186,7 @@ def pack_input(p, *, regs, bias, shift, n, mode, x=None, fmap=None, batch=None, 
     """Input beats. GEMM: ``x`` (batch, K). Convolution: ``fmap`` (cin, H, W) (``batch``, the
     number of output pixels, is not needed). ``regs`` (register_rows, K) lanes, ``bias``/``shift``
     (N,). ``resident``: the weights are on chip; ``regs`` is not streamed (and may be None).
-    Activations go in :func:`x_lanes_per_beat` lanes per beat, everything else in 16-bit lanes."""
+    Activations go in ``spec.x_lanes`` lanes per beat, everything else in 16-bit lanes."""
     lanes = lanes_per_beat(p)
     parts = [_segment(_params_lanes(p, bias, shift, n), lanes)]
     wl = None if resident else _weight_lanes(p, _ints(regs))

@@ -21,9 +21,7 @@ holds the sum (rule 3). The int64 sum cannot overflow: every product is at most
 ``2**product_bits`` in magnitude (``spec.product_bits``; only a negative one reaches it,
 positive activations being below their bound), so every partial and total sum lies in
 ``[-K * 2**product_bits, K * 2**product_bits)``, inside int64 for K up to
-``spec.k_tiled_limit = 2**(63 - product_bits)``, which :func:`check_k_sum` enforces (2**33 on
-``shift8_pynq-z2``, 2**32 on ``shift8_zcu104``; 512 on the widest test config, whose 16-bit
-activations and shifts to 31 leave the fewest bits). The registers' config bit must
+``spec.k_tiled_limit = 2**(63 - product_bits)``, which :func:`check_k_sum` enforces. The registers' config bit must
 not change along K (the registers ``Kernel.registers`` packs never do): a change would reset
 the accumulators inside one chunk only.
 """
@@ -35,7 +33,7 @@ from ...errors import InputError
 from ...formats import shift as sfmt
 from .. import tiling
 from . import protocol
-from .spec import k_tiled_limit, product_bits
+from .spec import k_tiled_limit, lb_banks, product_bits
 
 
 def transfer_bytes(p, *, batch, n, k, mode, stats, fmap_shape=None, resident=False, row=None, raw=False):
@@ -52,7 +50,7 @@ def transfer_bytes(p, *, batch, n, k, mode, stats, fmap_shape=None, resident=Fal
 def samples_per_call(p, k) -> int:
     """GEMM samples of K activations one call holds on chip: whole groups of ``cols`` samples
     of ``ceil(K / x_lanes)`` words each, within ``x_words`` per unit column."""
-    lanes = protocol.x_lanes_per_beat(p)
+    lanes = protocol.x_lanes(p)
     return (p["x_depth"] // lanes) // -(-k // lanes) * p["cols"]
 
 
@@ -79,7 +77,7 @@ def k_chunks(p, k, step=None):
 def line_words(p, c, iw, ks) -> int:
     """Line-buffer words per bank a convolution needs: ``ks + 1`` input rows of ``c`` channels
     of ``ceil(iw / banks)`` words."""
-    return (ks + 1) * c * -(-iw // (max(p["cols"], protocol.x_lanes_per_beat(p))))
+    return (ks + 1) * c * -(-iw // lb_banks(p))
 
 
 def conv_call_limits(p, c, ih, iw, ks, n, k, mode) -> str:
@@ -173,7 +171,7 @@ def gemm_int_k(kern, x, weights, regs, n, bias, shift, limit, *, mode, delta, re
     zero = np.zeros(n, np.int64)
     total = np.zeros((x.shape[0], n), np.int64)
     for k0, k1 in k_chunks(p, k, k_step):
-        total += gemm_int(kern, x[:, k0:k1], _columns(weights, k0, k1), regs[:, k0:k1], n, zero, 0, limit,
+        total += gemm_int(kern, x[:, k0:k1], _part(weights, cols=slice(k0, k1)), regs[:, k0:k1], n, zero, 0, limit,
                           mode=mode, stats=False, raw=True, delta=delta, relu=False)
     return _finish(kern, total, bias, shift, mode, relu, stats, raw)
 
@@ -204,7 +202,7 @@ def conv2d_int_k(kern, x, flat, regs, pad, ks, bias, shift, limit, *, mode, delt
     zero = np.zeros(z, np.int64)
     total = np.zeros((z, oh, ow), np.int64)
     for c0, c1 in tiling.chunks(c, per):
-        xc, fc, rc = x[c0:c1], _columns(flat, c0 * kk, c1 * kk), regs[:, c0 * kk:c1 * kk]
+        xc, fc, rc = x[c0:c1], _part(flat, cols=slice(c0 * kk, c1 * kk)), regs[:, c0 * kk:c1 * kk]
         kw = dict(mode=mode, stats=False, raw=True, delta=delta, relu=False)
         if z <= p["max_n"] and p["conv"] and tile_fits(p, c1 - c0, h, w, ks, pad, z, mode, False, limit, True):
             y = kern.run_registers(regs=rc, n=z, bias=zero, shift=0, fmap=xc, ksize=ks, pad=pad, **kw)
@@ -230,14 +228,14 @@ def _finish(kern, total, bias, shift, mode, relu, stats, raw=False):
     return y
 
 
-def _columns(weights, k0, k1):
-    """Columns ``k0..k1`` (of K) of 2-D shift weights, or of a ``pot_sum`` pair."""
+def _part(weights, rows=slice(None), cols=slice(None)):
+    """Neurons ``rows`` and columns ``cols`` (of K) of 2-D shift weights, or of a ``pot_sum`` pair."""
     if isinstance(weights, tuple):
-        return tuple(_columns(t, k0, k1) for t in weights)
+        return tuple(_part(t, rows, cols) for t in weights)
     t = weights
-    se = np.broadcast_to(np.asarray(t.scale_exponent), t.shape)[:, :1]
-    return sfmt.ShiftTensor.from_codes(t.mode, t.exp_bits, t.e1[:, k0:k1], t.e2[:, k0:k1], t.s1[:, k0:k1],
-                                       t.s2[:, k0:k1], t.zero[:, k0:k1], se, delta=t.delta, axis=0)
+    se = np.broadcast_to(np.asarray(t.scale_exponent), t.shape)[rows, :1]
+    codes = (a[rows, cols] for a in (t.e1, t.e2, t.s1, t.s2, t.zero))
+    return sfmt.ShiftTensor.from_codes(t.mode, t.exp_bits, *codes, se, delta=t.delta, axis=0)
 
 
 # ---------------------------------------------------------------------- planning
@@ -269,7 +267,7 @@ def _neuron_chunks(kern, weights, regs, n, mode, fits_one, cap=None):
             r0 = a // tn * p["rows"]
             yield a, b, regs[r0:r0 + protocol.register_rows(p, b - a, mode)]
         else:
-            yield a, b, kern.registers(_neurons(weights, a, b), mode)[0]
+            yield a, b, kern.registers(_part(weights, slice(a, b)), mode)[0]
 
 
 def _conv_tile(cfg, c, oh, ow, ks, nz, mode, stats, limit, raw=False):
@@ -300,13 +298,3 @@ def _conv_tile(cfg, c, oh, ow, ks, nz, mode, stats, limit, raw=False):
         tiling.rows_per_call(1, lambda _: one[0], lambda _: one[1], limit,
                              what=what)                 # raises: one pixel does not fit the transfer
     return best[1], best[2]
-
-
-def _neurons(weights, a, b):
-    """Neurons (rows) ``a..b`` of 2-D shift weights, or of a ``pot_sum`` pair."""
-    if isinstance(weights, tuple):
-        return tuple(_neurons(t, a, b) for t in weights)
-    t = weights
-    se = np.broadcast_to(np.asarray(t.scale_exponent), t.shape)[a:b, :1]
-    return sfmt.ShiftTensor.from_codes(t.mode, t.exp_bits, t.e1[a:b], t.e2[a:b], t.s1[a:b], t.s2[a:b],
-                                       t.zero[a:b], se, delta=t.delta, axis=0)

@@ -1,27 +1,18 @@
-"""A pending residual ``Add`` read by a skip ``Concat`` in the network mode (issue 52, rule add_concat:
-s_unet_res, a U-Net of residual blocks: the encoder's ``e = relu(conv(conv(x)) + x)`` is read by
-its ``MaxPool2d`` and by the decoder's ``torch.cat([up(d), e], 1)``).
+"""A pending residual ``Add`` read by a skip ``Concat`` in the network mode (rule add_concat:
+s_unet_res's encoder ``e = relu(conv(conv(x)) + x)`` read by its ``MaxPool2d`` and by the
+decoder's ``torch.cat([up(d), e], 1)``).
 
-An Add is rule residual_add's pending sum until an engine layer reads it (:mod:`hlsnn.deploy.lower.program`).
-Layer by layer the host's ``Concat`` joins the float64 sum ``s`` (exact: ``max((qa << sa) + (qb
-<< sb), 0)`` at radix ``Fm``) with the other parts, and the engine layer after it quantizes the
-values with ``to_fixed`` at its ``F_x``, element by element. So:
-
-Rule add_concat: **A concat part that is a pending Add** is rule residual_add's add op at the ``F_x`` of the engine
-    layers that read the concat (all at one radix point, else refused by name, as rule gate_concat's
-    gate of :mod:`.gatecat`): ``shift_round_sat(s, Fm - F_x, B, rounding)``, which is what
-    ``to_fixed`` does to the layer path's float sum (exact under rule residual_add's condition ``Fm <=
-    max(F_x + 24, 0)``, checked by rule residual_add). When another consumer (the encoder's max pool,
-    :mod:`.maxlate`) materialized the Add at that ``F_x`` already, the concat reads that tensor
-    ``NAME_q``; at another radix a second add op ``NAME_cat`` (the same operands, the concat's
-    ``F_x``) is placed right after the first (or its operands' last op), where its operands are
-    live; then rule channel_concat's concat of the parts (each at ``F_x`` now, or requantized to it as rule channel_concat
-    requantizes an engine layer's part). On ``bfp_systolic`` the Add's pairs are exact (rule bfp_add):
-    the concat moves them as they are.
-
-The kernels run the existing ``Add`` and ``Concat`` loops (the part made first waits in the
-shortcut buffer, which the Add loop writes as it writes a residual sum); no loop is added.
-"""
+Layer by layer the host's ``Concat`` joins rule residual_add's exact float64 sum ``s`` (at radix
+``Fm``) with the other parts, and the engine layer after it quantizes with ``to_fixed`` at its
+``F_x``. Rule add_concat: **a concat part that is a pending Add** is rule residual_add's add op at
+the ``F_x`` of the engine layers that read the concat (all at one radix point, else refused by
+name, as :mod:`.gatecat`): ``shift_round_sat(s, Fm - F_x, B, rounding)``, which is what
+``to_fixed`` does to the float sum (exact under rule residual_add's condition ``Fm <= max(F_x +
+24, 0)``). Where another consumer (:mod:`.maxlate`) materialized the Add at that ``F_x``, the
+concat reads that tensor ``NAME_q``; at another radix a second add op ``NAME_cat`` is placed right
+after the first (or its operands' last op), where its operands are live; then rule
+channel_concat's concat of the parts. On ``bfp_systolic`` the Add's pairs are exact (rule
+bfp_add): the concat moves them as they are. No new kernel loop."""
 from __future__ import annotations
 
 

@@ -1,38 +1,29 @@
-"""A data move or a linear resize of a pending residual ``Add`` (issue 52, rules add_upsample and add_resize_pairs of
-the network mode): a U-Net decoder's ``Upsample`` (or a transposed conv's ``ZeroStuff``) of ``relu(up(c) + skip)`` (k_unet_freq's
-``nn.Upsample(scale_factor=(2, 1))`` of a pending Add), a 1-D autoencoder's
-``F.interpolate(relu(d2(..) + a), mode='linear')`` (k_ae_lin).
+"""A data move or a linear resize of a pending residual ``Add`` (rules add_upsample and
+add_resize_pairs of the network mode): a U-Net decoder's ``Upsample`` (or a transposed conv's
+``ZeroStuff``) of ``relu(up(c) + skip)``, a 1-D autoencoder's ``F.interpolate(relu(d2(..) + a),
+mode='linear')``. Layer by layer the move or resize reads rule residual_add's exact float64 sum
+``s`` (radix ``Fm``); the engine layer after it quantizes with ``to_fixed`` at its ``F_x``.
 
-Layer by layer the Add is a host op in float64 whose exact sum ``s`` (rule residual_add of
-:mod:`hlsnn.deploy.lower.program`: ``max((qa << sa) + (qb << sb), 0)`` at radix ``Fm``) the move or
-resize reads as it is; the engine layer after it quantizes the moved values with ``to_fixed``
-at its calibrated ``F_x``.
+Rule add_upsample: **a nearest upsample of a pending Add** (:mod:`.move` rule nearest_upsample).
+    A move copies values: ``to_fixed(up(s)) = up(to_fixed(s))``, so the network mode
+    requantizes the Add to the consumer's ``F_x`` first (rule residual_add's add op, exact under
+    its condition ``Fm <= max(F_x + 24, 0)``, refused by name otherwise) and then moves its
+    integers. The Add is held pending through the moves (state ``("addmv", ...)``) until an
+    engine layer reads it. On BFP pairs rule bfp_add's sum is exact pairs already: the Add is
+    materialized at once and rule nearest_upsample moves its pairs. A transposed conv's
+    ``ZeroStuff`` (:mod:`.move` rule zero_stuff) is such a move too (rule add_zerostuff: 0 is a
+    value of every format).
+Rule add_resize_pairs: **a linear resize or AveragePool of a pending Add on BFP pairs**: rule
+    bfp_add's exact pairs, then :mod:`.linpool` rule avg_pool or bilinear_x2 on them (a sum
+    beyond the 26-bit element raises the status bit: ``NotExact``). On the integer engines a
+    ``ResizeLinear`` is :mod:`.linwide`'s rule linear_wide (the sum kept wide, resized,
+    requantized once); an ``AveragePool`` stays refused by name.
 
-Rule add_upsample: **A nearest upsample of a pending Add** (:mod:`.move` rule nearest_upsample on rule residual_add's sum). A move
-    copies values: ``to_fixed(up(s)) = up(to_fixed(s))`` element by element, so the network
-    mode requantizes the Add to the consumer's ``F_x`` first (rule residual_add's add op, exact under
-    rule residual_add's condition ``Fm <= max(F_x + 24, 0)``, refused by name otherwise) and then moves
-    its integers (rule nearest_upsample, the radix unchanged). The Add is held pending through the move
-    (state ``("addmv", ...)``) until an engine layer reads it; a chain of moves (an upsample
-    of an upsample) is moved in order. On BFP pairs (``bfp_systolic``) rule bfp_add's sum is
-    exact pairs already: the Add is materialized at once and rule nearest_upsample moves its pairs (mantissa
-    and exponent alike), which is the layer path's float values, element by element.
-    A transposed conv's ``ZeroStuff`` (s_unet_res's ``ConvTranspose2d(4, 2, 1)`` of a residual
-    block's ``Relu(Add)``; :mod:`.move` rule zero_stuff) is such a move too (rule add_zerostuff): 0 is a
-    value of every format, so ``to_fixed(zs(s)) = zs(to_fixed(s))``; it joins the chain of moves alike.
-Rule add_resize_pairs: **A linear resize or AveragePool of a pending Add on BFP pairs**: rule bfp_add's exact pairs
-    (materialized at once), then :mod:`.linpool` rule avg_pool or bilinear_x2 on them (the window's exact sum
-    at its smallest exponent; a sum beyond the 26-bit element raises the status bit, and the
-    host then runs the layer path: ``NotExact``), which is the float64 resize of the float sum.
-    On the integer engines the resize reads the Add's exact sum, wider than an activation
-    word (rounding it to ``F_x`` first would round twice): a ``ResizeLinear`` is
-    :mod:`.linwide`'s rule linear_wide (the sum kept wide, resized, requantized once); an
-    ``AveragePool`` stays refused by name.
-
-Every op this rule emits is an op the kernels have a loop for (the Add loop, the ``Move``
-loop, the pool loop), so no loop and no memory is added.
-"""
+Every op emitted has a kernel loop already (Add, ``Move``, pool)."""
 from __future__ import annotations
+
+from .. import move
+from ..program import _chw, materialized
 
 #: the state kind of a pending Add moved by rule add_upsample (integer engines)
 KIND = "addmv"
@@ -58,7 +49,6 @@ def lower_host(j, w, steps, why, op_cls):
         w.aliases[src] = base
         j2 = dict(j, inputs=[base] + list(j["inputs"][1:]))
         from ..pools import linpool
-        from .. import move
         if op in ("Upsample", "ZeroStuff"):
             return move.lower_host(j2, w.state, w.shapes, w.ops, why, op_cls)
         return linpool.lower_host(j2, w.state, w.shapes, w.ops, steps.bits, why, op_cls)
@@ -72,16 +62,9 @@ def lower_host(j, w, steps, why, op_cls):
         raise why(j, f"{'an' if op[0] in 'AEIOU' else 'a'} {op} of a pending Add's exact sum (wider than an "
                      f"activation word) has no integer rule in this engine's network kernel; an Upsample or a "
                      f"ZeroStuff (rule add_upsample) has")
-    from ..program import _chw
     c, h, wd = _chw(w.shapes[src])
-    if op == "Upsample":
-        kind = "upsample"
-        fh, fw = (int(v) for v in j["attrs"]["factors"])
-        f = dict(c=c, h=h, w=wd, fh=fh, fw=fw, oh=h * fh, ow=wd * fw)
-    else:                                            # rule add_zerostuff: a transposed conv's zeros between the pixels
-        kind = "zerostuff"
-        sh, sw = (int(v) for v in j["attrs"]["strides"])
-        f = dict(c=c, h=h, w=wd, sh=sh, sw=sw, oh=(h - 1) * sh + 1, ow=(wd - 1) * sw + 1)
+    kind = op.lower()                                # a ZeroStuff: rule add_zerostuff
+    f = move.move_fields(op, j["attrs"], c, h, wd)
     prev = st[1] if st[0] == KIND else dict(add=st[1], moves=[])
     w.state[j["output"]] = (KIND, dict(prev, moves=prev["moves"] + [dict(name=j["name"], f=f, kind=kind)],
                                        name=j["name"]))
@@ -93,7 +76,6 @@ def materialize(j, st, w, steps, why, op_cls):
     """Engine layer ``j`` reads the moved pending Add ``st``: rule residual_add's add op at ``j``'s ``F_x``,
     then the moves on its integers; returns the last move's tensor ``NAME_q`` (state
     ``("q", F_x)``)."""
-    from ..program import materialized
     a = st[1]
     if "lin" in a:                                   # rule linear_wide (.linwide)
         from .linwide import materialize as lin

@@ -1,19 +1,15 @@
-"""A channel ``Concat`` one of whose parts is the graph input (issue 52: a 1-D autoencoder's
-``torch.cat([decoded, x])``, a skip from the input), in every engine's network mode: rule input_concat of
-:mod:`.move`, whose docstring states it. The part is the kernel's input (the tensor rule input_quantize of
-:mod:`hlsnn.deploy.lower.program` quantizes, or the last op of a host prefix,
-:mod:`hlsnn.deploy.lower.netprefix`), read through aliases; the image load writes it to the shortcut
-buffer as well as an activation buffer (``kInDual``, :func:`.kernel.allocate`: the input is the
-concat's earlier-made operand), so the kernels' ``Concat`` loop moves it as any other part.
+"""A channel ``Concat`` one of whose parts is the graph input (a 1-D autoencoder's
+``torch.cat([decoded, x])``), in every engine's network mode: rule input_concat of :mod:`.move`.
+The part is the kernel's input (rule input_quantize's tensor of
+:mod:`hlsnn.deploy.lower.program`, or a host prefix's last op,
+:mod:`hlsnn.deploy.lower.netprefix`); the image load writes it to the shortcut buffer too
+(``kInDual``, :func:`.kernel.allocate`), so the ``Concat`` loop moves it as any other part.
 
-Integers (``shift_mac``, ``sparse_cluster``): the part holds ``to_fixed(x, F_in)`` from rule input_quantize,
-where the layer path's consumer computes ``to_fixed(x, F_x)`` of the float input; the two are
-the same integers when ``F_x == F_in`` (same bits, sign and rounding), and :func:`check_radix`
-refuses the concat by name otherwise. A concat that reads the input before any engine layer
-has quantized it is refused too (``F_in`` is not known yet). BFP pairs (``bfp_systolic``): the
-input's exact float32 pairs (netbfp rule bfp_input); the consumer's rule bfp_conv forms its patches from the
-exact values, as the layer path forms them from the float concat.
-"""
+Integers: the part holds ``to_fixed(x, F_in)``; the layer path's consumer computes
+``to_fixed(x, F_x)``, the same integers when ``F_x == F_in`` (:func:`check_radix` refuses the
+concat by name otherwise, and one read before any engine layer quantized the input). BFP pairs:
+the input's exact float32 pairs (netbfp rule bfp_input), from which rule bfp_conv forms its
+patches as the layer path does from the float concat."""
 from __future__ import annotations
 
 from ..program import _chw

@@ -1,39 +1,29 @@
-"""Rule mixed_concat (issue 52): a global average pool or a channel gate of a pending concat whose two
-parts sit at two radix points, in the integer network mode (``shift_mac``, ``sparse_cluster``).
+"""Rule mixed_concat: a global average pool or a channel gate of a pending concat whose two parts
+sit at two radix points, in the integer network mode (``shift_mac``, ``sparse_cluster``).
 
-GhostNet's ghost module is ``cat([x1, cheap(x1)], 1)``: a conv's output at radix ``Fa`` and a
-depthwise conv's at ``Fb``. Where an engine layer reads it, rule channel_concat requantizes each part to the
-layer's ``F_x`` as it moves (:func:`.move.materialize`). In the SE block the concat is read by
-a ``GlobalAveragePool`` and by the gate ``Mul`` instead, and neither rule residual_add nor rule channel_gate took a
-pending concat (the network ran layer by layer). The layer path concatenates the parts' float
-values, each exact at its part's radix, so channel ``c`` holds values of one radix ``F_c``
-(``Fa`` for ``c < Ca``, ``Fb`` after), and:
+GhostNet's ghost module ``cat([x1, cheap(x1)], 1)`` joins a conv's output at radix ``Fa`` and a
+depthwise conv's at ``Fb``; its SE block reads the concat by a ``GlobalAveragePool`` and a gate
+``Mul``. The layer path concatenates the parts' exact float values, so channel ``c`` holds values
+of one radix ``F_c`` (``Fa`` for ``c < Ca``, ``Fb`` after), and:
 
-* **the mixed map**: the concat moved as it is (rule channel_concat with both shifts 0), ``NAME_mix``: the
-  parts' integers one after the other, channels ``[0, Ca)`` at ``Fa`` and ``[Ca, C)`` at ``Fb``
-  (field ``split = Ca`` on the ops that read it; no other op reads it).
-* **its global pool** is rule residual_add's global pool of one tensor with a pre-shift per channel range:
-  ``s = q[c] << (Fm - F_c)`` (``Fm = max(Fa, Fb)``; op field ``sa`` below ``split``, ``sb``
-  from it), summed over the ``2**p`` pixels (radix ``Fm + p``), then ``shift_round_sat(s, Fm +
-  p - F_x, B, rounding)``: rule residual_add's requantization of the exact mean, as an Add of operands at
-  two radix points aligns them (rule mean_divide's division where the count is not a power of two).
-  The layer path's float mean of channel ``c`` reads channel ``c`` only, exact, and its
-  consumer converts it with ``to_fixed`` at ``F_x``: the same bits.
-* **its gate** (rule channel_gate of :mod:`hlsnn.engines.network.gate`, a map times a C-vector at ``Fg``) is the exact
-  product ``q[c, y, x] * g[c]`` at radix ``F_c + Fg`` requantized with the shift of its
-  channel range: ``F_c + Fg - F_x`` (op field ``shift`` below ``split``, ``shift2`` from it);
-  the layer path multiplies the two exact float64 values and converts the product at ``F_x``:
-  the same bits.
+* **the mixed map**: the concat moved as it is (rule channel_concat with both shifts 0),
+  ``NAME_mix``: channels ``[0, Ca)`` at ``Fa`` and ``[Ca, C)`` at ``Fb`` (field ``split = Ca`` on
+  the ops that read it; no other op reads it).
+* **its global pool** is rule residual_add's global pool of one tensor with a pre-shift per
+  channel range: ``s = q[c] << (Fm - F_c)`` (``Fm = max(Fa, Fb)``; op field ``sa`` below
+  ``split``, ``sb`` from it), summed over the ``2**p`` pixels (radix ``Fm + p``), then
+  ``shift_round_sat(s, Fm + p - F_x, B, rounding)`` (rule mean_divide's division where the count
+  is not a power of two): the bits of the layer path's exact float mean converted at ``F_x``.
+* **its gate** (rule channel_gate of :mod:`hlsnn.engines.network.gate`, a map times a C-vector at
+  ``Fg``) is the exact product ``q[c, y, x] * g[c]`` at radix ``F_c + Fg`` requantized with the
+  shift of its channel range ``F_c + Fg - F_x`` (op field ``shift`` below ``split``, ``shift2``
+  from it): the bits of the layer path's exact float product converted at ``F_x``.
 
-A concat of the float input (rule input_concat), of a pending pool, or of more than two parts is not
-taken here (the network runs layer by layer, refused by name as before). The kernels
-(``shift_mac``, ``sparse_cluster``) run the mixed map in their ``Concat`` loop (shifts 0), the
-pool in the ``Add`` loop and the gate in the ``Gate`` loop with the descriptor's ``cg`` the
-split channel (0: none) and ``sb`` the second range's pre-shift (pool) or shift (gate): each
-bank picks its channel's of the two (``split_shift``, rendered only into kernels whose program
-has such an op; every other kernel's C++ is unchanged). BFP pairs carry their own exponents
-and never leave a concat pending.
-"""
+A concat of the float input, of a pending pool, or of more than two parts is refused by name.
+The kernels run the mixed map in their ``Concat`` loop, the pool in the ``Add`` loop and the gate
+in the ``Gate`` loop with the descriptor's ``cg`` the split channel (0: none) and ``sb`` the
+second range's pre-shift or shift (``split_shift``, rendered only for such a program). BFP pairs
+never leave a concat pending."""
 from __future__ import annotations
 
 import numpy as np

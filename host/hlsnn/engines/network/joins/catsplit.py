@@ -1,22 +1,14 @@
 """A channel concat of more than two parts as a chain of concats of two (rule concat_chain of
-:mod:`hlsnn.engines.network.move`; issue 52's sixth family: InceptionTime's
-``cat([conv3(b), conv5(b), conv7(b), conv1(maxpool(x))])``).
+:mod:`hlsnn.engines.network.move`: InceptionTime's ``cat([conv3(b), conv5(b), conv7(b),
+conv1(maxpool(x))])``).
 
-The network kernels' ``Concat`` loop moves two parts, the one made first from the shortcut
-buffer. ``cat(p0, ..., pk)`` is ``cat(cat(... cat(cat(p0, p1), p2) ...), pk)``: each part's
-integers land at the same channels of the result (rule channel_concat moves values, each part requantized
-to the result's radix alone by its ``shift``; a running concat is at that radix already, shift
-0), so the chain gives the bits of the one concat.
-
-Where each concat of two goes: ``c1 = cat(p0, p1)`` right after ``p2`` is made, and
-``cj = cat(c(j-1), pj)`` right after ``p(j+1)`` is made (the last one where the concat was). Then every
-part is made before the running concat it joins, so the kernels keep each part in the
-shortcut buffer (:func:`hlsnn.engines.network.kernel.allocate`: a concat's earlier-made operand)
-while the next branch computes, and the running concat in one activation buffer: a branch's
-outputs do not wait in activation buffers until the last branch is done.
-
-A concat whose parts are scaled means (``mscale``, netbfp rule bfp_mean_concat) stays as it is.
-"""
+The kernels' ``Concat`` loop moves two parts, the one made first from the shortcut buffer.
+``cat(p0, ..., pk)`` is ``cat(cat(... cat(cat(p0, p1), p2) ...), pk)`` bit for bit (rule
+channel_concat requantizes each part alone; a running concat is at the result's radix already).
+``c1 = cat(p0, p1)`` goes right after ``p2`` is made, ``cj = cat(c(j-1), pj)`` right after
+``p(j+1)`` (the last where the concat was): each part waits in the shortcut buffer and the
+running concat in one activation buffer while the next branch computes. A concat whose parts
+are scaled means (``mscale``, netbfp rule bfp_mean_concat) stays as it is."""
 from __future__ import annotations
 
 

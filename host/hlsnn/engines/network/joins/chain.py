@@ -1,30 +1,25 @@
-"""A residual Add whose operand is another Add's sum (a ResNet's chained blocks: block 2's
-identity shortcut is block 1's ``Relu(Add)``), in every engine's network mode (rule chained_add of
+"""A residual Add whose operand is another Add's sum (a ResNet's chained blocks: block 2's identity
+shortcut is block 1's ``Relu(Add)``), in every engine's network mode (rule chained_add of
 :mod:`hlsnn.deploy.lower.program`).
 
-Layer by layer the host adds float64 values: block 1's sum ``s1 = relu(a + b)`` is exact and
-reaches block 2's ``Add`` as it is, while block 2's first conv reads it requantized to its own
-input radix (rule residual_add). So the network mode keeps ``s1`` twice: requantized for the conv (rule residual_add's
-add op, ``NAME_q``) and exact for the second Add (``NAME_sum``).
+Layer by layer block 1's exact float64 sum ``s1 = relu(a + b)`` reaches block 2's ``Add`` as it
+is, while block 2's first conv reads it requantized (rule residual_add). So the network mode
+keeps ``s1`` twice: requantized for the conv (``NAME_q``) and exact for the second Add
+(``NAME_sum``).
 
-* **Integer engines** (``shift_mac``, ``sparse_cluster``: radix points): ``NAME_sum`` is rule
-  residual_add's add op with no requantization, ``s1 = (qa << sa) + (qb << sb)`` (``max(s1, 0)`` with the
-  fused ``Relu``) at radix ``Fm = max(Fa, Fb)`` (the op's ``radix``), kept in ``out_bits =
-  max(Ba + sa, Bb + sb) + 1`` bits (``Ba``, ``Bb`` its operands' widths: the activations' ``B``,
-  or a chained sum's own ``out_bits``), which hold it exactly. The kernels keep it in the
-  shortcut buffer, whose words are then ``out_bits`` wide (``kScBits``); the second Add reads
-  it as its shortcut and aligns it as any operand at radix ``Fm``. The op is placed right after ``NAME_q`` (it reads the same operands, and is
-  the last to read the shortcut among them, so it writes its sum where that shortcut was:
-  :mod:`.skips`); without a ``NAME_q`` (no conv reads the sum: a WaveNet's running skip sum),
-  right after its last operand is made (:func:`_earliest`).
-* **bfp_systolic** (pairs): rule bfp_add's sum is exact already (a 26-bit mantissa, checked at run
-  time); the one ``NAME_sum`` pairs serve the conv and the second Add alike (the Add loop
-  writes them to the activation and the shortcut buffer); made first for the second Add, its
-  op goes right after its last operand is made, as the integer engines' without ``NAME_q``.
+* **Integer engines**: ``NAME_sum`` is rule residual_add's add op with no requantization, ``s1 =
+  (qa << sa) + (qb << sb)`` (``max(s1, 0)`` with the fused ``Relu``) at radix ``Fm = max(Fa,
+  Fb)``, kept in ``out_bits = max(Ba + sa, Bb + sb) + 1`` bits (``Ba``, ``Bb`` the operands'
+  widths: ``B``, or a chained sum's own ``out_bits``), exact. The kernels keep it in the shortcut
+  buffer, whose words are then ``out_bits`` wide (``kScBits``); the second Add reads it as its
+  shortcut at radix ``Fm``. The op is placed right after ``NAME_q`` (so it writes its sum where
+  that shortcut was: :mod:`.skips`); without a ``NAME_q`` (a WaveNet's running skip sum), right
+  after its last operand is made (:func:`_earliest`).
+* **bfp_systolic**: rule bfp_add's sum is exact already; the one ``NAME_sum`` pairs serve the
+  conv and the second Add alike, placed as the integer engines' without ``NAME_q``.
 
 Neither the compiled emu fast path (:mod:`hlsnn.deploy.run.fast`) nor the fast calibration has a
-wide sum: such a network runs the numpy network mode on ``emu`` and calibrates layer by layer.
-"""
+wide sum: such a network runs the numpy network mode on ``emu`` and calibrates layer by layer."""
 from __future__ import annotations
 
 import numpy as np
@@ -77,10 +72,7 @@ def materialize_sum(steps, j, a, w, shape):
 def _earliest(w, ins):
     """The first position in the walk ``w``'s ops after every op that makes one of the tensors
     ``ins`` (0 where they are all the input): where a chained sum that no conv reads is made, so
-    that its operands are read no more from there on. A WaveNet's skip sum ``s0 + s1``, read only
-    by the next block's ``(s0 + s1) + s2``, is made right after ``s1`` instead of after the third
-    block, which then runs with the sum in the shortcut buffer and ``s0``, ``s1`` freed (else
-    they live beside the residual stream and the gate's two halves: four activation buffers)."""
+    that its operands are freed as early as they can be."""
     made = {w.aliases.get(t, t) for t in ins}
     return max([i + 1 for i, o in enumerate(w.ops) if o.out in made] + [0])
 
@@ -92,8 +84,7 @@ def wide_bits(net):
 
 def check_place(net, place, name):
     """A chained sum lives in the shortcut buffer alone and only residual Adds (or rule linear_wide's
-    resize, :mod:`.linwide`) read it (the
-    kernels' wide ``sc`` words; :func:`.kernel.allocate`'s ``place``); :class:`InputError`
+    resize, :mod:`.linwide`) read it (:func:`.kernel.allocate`'s ``place``); :class:`InputError`
     naming the tensor otherwise."""
     from ....errors import InputError
     wide = wide_bits(net)

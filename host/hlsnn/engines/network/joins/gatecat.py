@@ -1,27 +1,22 @@
-"""A gate's product read by a skip ``Concat`` in the integer network mode (issue 52, rule gate_concat:
-d_unet_silu, a YOLO- or diffusion-style U-Net with ``nn.SiLU`` everywhere: ``a = silu(conv(x))``
-is read by the encoder's ``MaxPool2d`` and by the decoder's ``torch.cat([a, up(silu(..))], 1)``).
+"""A gate's product read by a skip ``Concat`` in the integer network mode (rule gate_concat:
+d_unet_silu, a U-Net with ``nn.SiLU`` everywhere: ``a = silu(conv(x))`` is read by the encoder's
+``MaxPool2d`` and by the decoder's ``torch.cat([a, up(silu(..))], 1)``).
 
-A SiLU is rule channel_gate's gate ``Mul``, pending until its engine consumer requantizes the product to
-its ``F_x`` (:func:`hlsnn.engines.network.gate.materialize`). Layer by layer the concat joins the
-float products and the engine layer after it quantizes them with ``to_fixed`` at its ``F_x``
-(round and saturate, element by element). So:
+A SiLU is rule channel_gate's gate ``Mul``, pending until its engine consumer requantizes the
+product to its ``F_x`` (:func:`hlsnn.engines.network.gate.materialize`); layer by layer the
+engine layer after the concat quantizes the float products with ``to_fixed`` at its ``F_x``. So:
 
-Rule gate_concat: **A concat part that is a pending gate** (also through a max pool or a move of it, rule gate_pool
-     of :mod:`.gatepool`, whose readers may now be such a concat) is the gate requantized to
-     the ``F_x`` of the engine layers that read the concat (all at one radix point, else refused
-     by name), which is what they read of it layer by layer: rule channel_gate's gate op at that ``F_x``
-     (the one the gate's other consumers materialized when they want the same ``F_x``, a second
-     gate op ``NAME_cat`` otherwise), then rule channel_concat's concat of the parts (all at ``F_x`` now, or
-     requantized to it as rule channel_concat requantizes an engine layer's part). The gate op is placed right
-     after its operands' (or its first materialization's) op, where they are live: the concat's
-     part made first waits in the shortcut buffer, and the gate loop writes it there.
+Rule gate_concat: **a concat part that is a pending gate** (also through a max pool or a move of
+    it, rule gate_pool of :mod:`.gatepool`) is the gate requantized to the ``F_x`` of the engine
+    layers that read the concat (all at one radix point, else refused by name): rule
+    channel_gate's gate op at that ``F_x`` (the one the gate's other consumers materialized at
+    the same ``F_x``, a second gate op ``NAME_cat`` otherwise), then rule channel_concat's concat
+    of the parts. The gate op is placed right after its operands' (or its first
+    materialization's) op, where they are live; the concat's part made first waits in the
+    shortcut buffer, which the gate loop writes (:mod:`.gatesc`).
 
-On ``bfp_systolic`` the gate's pairs are exact and the concat moves them (netbfp bfp_gate, rule channel_concat):
-nothing is pending there. The kernels run the existing ``Gate`` and ``Concat`` loops; the gate's
-output that the concat reads from the shortcut buffer is written there by the gate loop
-(:mod:`.gatesc`).
-"""
+On ``bfp_systolic`` the gate's pairs are exact and the concat moves them (netbfp bfp_gate, rule
+channel_concat): nothing is pending there."""
 from __future__ import annotations
 
 import numpy as np

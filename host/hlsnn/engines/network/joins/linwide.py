@@ -1,44 +1,37 @@
-"""A linear x2 resize of a pending residual ``Add``'s exact sum on the integer engines (issue
-52, rule linear_wide of the network mode): a 1-D autoencoder's ``F.interpolate(relu(d2(..) + a),
-scale_factor=2, mode='linear')`` (k_ae_lin) on ``shift_mac`` and ``sparse_cluster``.
+"""A linear x2 resize of a pending residual ``Add``'s exact sum on the integer engines (rule
+linear_wide of the network mode): a 1-D autoencoder's ``F.interpolate(relu(d2(..) + a),
+scale_factor=2, mode='linear')`` on ``shift_mac`` and ``sparse_cluster``.
 
-Layer by layer the Add is a host op in float64 whose exact sum ``s`` (rule residual_add of
-:mod:`hlsnn.deploy.lower.program`: ``max((qa << sa) + (qb << sb), 0)`` at radix ``Fm = max(Fa,
-Fb)``) the host's ``ResizeLinear`` reads as it is; the engine layer after it quantizes the
-resized values with ``to_fixed`` at its calibrated ``F_x``. Rounding ``s`` to an activation
-word first would round twice (:mod:`.addmove` rule add_resize_pairs refuses it), so:
+Layer by layer the host's ``ResizeLinear`` reads rule residual_add's exact float64 sum ``s`` (at
+radix ``Fm = max(Fa, Fb)``); the engine layer after it quantizes the resized values with
+``to_fixed`` at its ``F_x``. Rounding ``s`` first would round twice, so:
 
-Rule linear_wide: **The sum kept wide, resized, requantized once.** ``s`` is :mod:`.chain`'s exact sum
-     ``NAME_sum`` (``out_bits = max(Ba + sa, Bb + sb) + 1`` bits, the shortcut buffer's wide
-     words), and the resize along the one doubled axis of length ``L`` (the other axis of
-     extent 1: a ``C x L`` map; ONNX's linear interpolation by 2 with ``half_pixel``, the
-     neighbours clamped at the borders, :func:`.linpool.half_pixel_x2`) is, at radix ``Fm +
-     2``::
+Rule linear_wide: **the sum kept wide, resized, requantized once.** ``s`` is :mod:`.chain`'s
+     exact sum ``NAME_sum`` (``out_bits`` bits, the shortcut buffer's wide words), and the resize
+     along the one doubled axis of length ``L`` (the other of extent 1; ONNX's ``half_pixel``
+     linear x2, neighbours clamped at the borders, :func:`.linpool.half_pixel_x2`) is, at radix
+     ``Fm + 2``::
 
          t[c, 2i]     = s[c, max(i - 1, 0)] + 3 s[c, i]
          t[c, 2i + 1] = 3 s[c, i] + s[c, min(i + 1, L - 1)]
 
-     (``(x[i-1] + 3 x[i]) / 4``: the float64 resize times 4, exact). The consumer reads
-     ``shift_round_sat(t, Fm + 2 - F_x, B, rounding)`` with the deployment's rounding, which is
-     what its ``to_fixed`` does to the layer path's float64 resize (exact while ``Fm + 2 <=
-     max(F_x + 24, 0)``, checked; one consumer radix, as rule residual_add). Refused by name: a resize of
-     two doubled axes, or of one whose other axis is longer than 1, a pending Add moved first
-     (rule add_upsample's chain), a sum the kernels' 48-bit shortcut word does not hold.
+     (the float64 resize times 4, exact). The consumer reads ``shift_round_sat(t, Fm + 2 - F_x,
+     B, rounding)``, which is what its ``to_fixed`` does to the float64 resize (exact while ``Fm +
+     2 <= max(F_x + 24, 0)``, checked; one consumer radix). Refused by name: a resize of two
+     axes, or of one whose other axis is longer than 1, a pending Add moved first, a sum the
+     48-bit shortcut word does not hold.
 
-The kernels (rendered only for a program with such an op: ``has_linwide``) run it in their
-``LinWide`` loop, dispatched from the pool op code with the descriptor's ``wide`` set: ``kPc``
-channels at a time, one output a cycle, each bank reading one wide ``sc`` word on the first
-output of a row and on every odd one (``s[min(r, L - 1)]``, ``r`` counting the reads) and
-writing one activation word; two registers per bank hold ``s[i - 1]`` and ``s[i]``. So its
-iterations are ``ceil(C / Q) * 2L`` (``NetPool`` in ``hlsnn perf``); its logic is
-:func:`logic`. The sum's tensor is read from the shortcut buffer
-(:func:`hlsnn.engines.network.kernel.allocate`), where the Add writes it over its shortcut
-operand. An output conv reading the resize in two int8 terms (``input_terms: 2``) gets both from
-one op of this kind with ``terms`` 2 (rule two_term_input, :mod:`.lintwo`: descriptor ``wide`` 2, two passes).
-"""
+The kernels (``has_linwide``) run it in their ``LinWide`` loop, dispatched from the pool op code
+with the descriptor's ``wide`` set: ``kPc`` channels at a time, one output a cycle, each bank
+reading one wide ``sc`` word on a row's first output and on every odd one and writing one
+activation word; so ``ceil(C / Q) * 2L`` iterations (``NetPool`` in ``hlsnn perf``), logic
+:func:`logic`. An output conv reading the resize in two int8 terms gets both from one op with
+``terms`` 2 (rule two_term_input, :mod:`.lintwo`: descriptor ``wide`` 2, two passes)."""
 from __future__ import annotations
 
 import numpy as np
+
+from ..program import _chw, materialized
 
 #: the op kind (the pool op code, descriptor ``wide`` 1)
 KIND = "linwide"
@@ -50,7 +43,6 @@ def lower_host(j, w, st, steps, why):
     moves) until an engine layer reads it (:func:`materialize`). True when lowered; raises
     ``why`` naming what has no rule."""
     from ..pools.linpool import resize_factors
-    from ..program import _chw
     src = j["inputs"][0]
     if st[0] != "add":
         raise why(j, "a ResizeLinear of an Upsample of a pending Add's exact sum has no integer rule in this "
@@ -75,7 +67,6 @@ def materialize(j, a, w, steps, why, op_cls):
     exact sum ``NAME_sum``, then this rule's op requantized to ``j``'s ``F_x``, as ``NAME_q``
     (state ``("q", F_x)``), its name returned."""
     from .chain import materialize_sum
-    from ..program import materialized
     from .. import lintwo
     if lintwo.takes(j):                     # rule two_term_input: the two terms of an input_terms: 2 conv
         return lintwo.materialize(j, a, w, steps, why, op_cls)

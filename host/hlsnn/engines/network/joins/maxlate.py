@@ -1,28 +1,17 @@
-"""A max pool of a pending Add, gate or concat, on the integer engines' network mode (issue 52's fifth
-and sixth families).
+"""A max pool of a pending Add, gate or concat on the integer engines' network mode (rule
+late_max_pool): a keyword spotter's ``relu(x + bn(conv(x)))`` then ``AdaptiveMaxPool1d(1)``, a
+TC-ResNet's SiLU then ``torch.max(x, dim=2)[0]``, InceptionTime's max pool of a concat of
+branches at several radix points.
 
-A keyword spotter's last residual block ends ``relu(x + bn(conv(x)))`` and
-``AdaptiveMaxPool1d(1)``; a TC-ResNet's last block ends in SiLU (``x * sigmoid(x)``, a gate) and
-``torch.max(x, dim=2)[0]``; InceptionTime's second block max-pools the first block's ``torch.cat``
-of branches at several radix points (rule channel_concat's pending concat). Layer by layer the host computes
-the Add (or the product) and the max in float64 and the engine layer that reads the pool
-quantizes the result at its ``F_x``. The network mode keeps an Add and a gate *pending* (rules residual_add
-and channel_gate of :mod:`hlsnn.deploy.lower.program`) until an engine layer reads them, and had no rule for a
-pool in between.
-
-Requantization to ``F_x`` (a shift with the deployment's rounding, then saturation) is monotone
-non-decreasing, so the max of the requantized values is the requantized max:
-:func:`lower_host` materializes the pending op at the ``F_x`` of the engine layer that reads the
-pool (through data moves only: ``Flatten``, ``Reshape``, ``Squeeze``...), as that layer would
-read it (the Add's, the gate's or the concat's own op), then appends the integer max pool (rule max_pool): rule
-late_max_pool. The bits are the layer path's. A pool whose result reaches anything else is refused by name.
-``bfp_systolic`` (pairs) needs no reader: an Add's pairs are its exact sum (rule bfp_add of
-:mod:`hlsnn.engines.bfp_systolic.network.lower`), whose max pool picks its elements (rule bfp_pool); its
-gates keep their own rules.
-"""
+Requantization to ``F_x`` (a shift with rounding, then saturation) is monotone non-decreasing,
+so the max of the requantized values is the requantized max: :func:`lower_host` materializes
+the pending op at the ``F_x`` of the engine layer that reads the pool (through data moves only),
+then appends the integer max pool (rule max_pool). A pool whose result reaches anything else is
+refused by name. ``bfp_systolic`` needs no reader: an Add's pairs are its exact sum (rule
+bfp_add), whose max pool picks its elements (rule bfp_pool)."""
 from __future__ import annotations
 
-from ..program import ALIAS_OPS
+from ..program import ALIAS_OPS, materialized
 
 
 def _reader(program, t):
@@ -63,17 +52,12 @@ def lower_host(j, program, w, steps, why, op_cls, fields):
                      f"one engine layer through data moves only (Flatten, Reshape, Squeeze...)")
     if st[0] == "add":
         base = steps.materialize_add(reader, st[1], w)
-    elif st[0] == "cat":                    # a concat of parts at several radix points (InceptionTime's)
+    else:                                   # a gate, or a concat of parts at several radix points
         base = st[1]["name"] + "_q"
         from .. import move as netmove
-        from ..program import materialized
+        make = netmove.materialize if st[0] == "cat" else netgate.materialize
         if not materialized(reader, st[1]["name"], w.state, w.shapes, why):
-            netmove.materialize(reader, src, st, w.state, w.shapes, w.ops, w.aliases, steps.rounding, why, op_cls)
-    else:
-        base = st[1]["name"] + "_q"
-        from ..program import materialized
-        if not materialized(reader, st[1]["name"], w.state, w.shapes, why):
-            netgate.materialize(reader, src, st, w.state, w.shapes, w.ops, w.aliases, steps.rounding, why, op_cls)
+            make(reader, src, st, w.state, w.shapes, w.ops, w.aliases, steps.rounding, why, op_cls)
     return _pool(j, base, w, op_cls, maxpool_fields, global_max_fields)
 
 

@@ -1,17 +1,12 @@
 """Several skips alive at once in the network kernels' one shortcut buffer ``sc``.
 
 Each tensor a residual Add, a Concat or a Gate reads as its shortcut (:func:`.kernel.allocate`)
-holds a region of ``sc``: its words per bank from its own word offset. The regions are a stack:
-a new skip goes above every region still to be read after the op that makes it, so nested
-skips (a U-Net's encoder levels) are made in order and consumed in reverse. An op that reads a
-shortcut for the last time and writes a new one (a ResNet's Add, whose sum is the next block's
-shortcut) writes it at the offset it reads, as the kernels did with one region at offset 0:
-that is today's layout, and the bits of every network that ran with one region are unchanged.
-
-The op that writes a region (its epilogue's copy) and the op that reads it carry the region's
-offset as the descriptor field ``sc_base`` (``op.f["sc_base"]``); the kernels add it to every
-``sc`` address. ``sc`` is as large as the most words live in it at once (the stack's top).
-"""
+holds a region of ``sc`` from its own word offset. The regions are a stack: a new skip goes
+above every region still to be read after the op that makes it, so nested skips (a U-Net's
+encoder levels) are made in order and consumed in reverse. An op that reads a shortcut for the
+last time and writes a new one (a ResNet's Add) writes it at the offset it reads. The ops that
+write and read a region carry its offset as the descriptor field ``sc_base``; ``sc`` is as large
+as the stack's top."""
 from __future__ import annotations
 
 from ....errors import InputError

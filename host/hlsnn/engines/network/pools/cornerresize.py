@@ -1,35 +1,28 @@
-"""A linear ``Resize`` whose interpolation weights are not dyadic in the network mode (issue 52:
-milesial's Pytorch-UNet, ``nn.Upsample(scale_factor=2, mode='bilinear', align_corners=True)``),
-and the exact integer rule both paths follow.
+"""A linear ``Resize`` whose interpolation weights are not dyadic in the network mode (milesial's
+Pytorch-UNet, ``nn.Upsample(scale_factor=2, mode='bilinear', align_corners=True)``), and the
+exact integer rule both paths follow.
 
-**The layer path's value** (:func:`exact_run`, :mod:`hlsnn.deploy.run.hostextra`'s ``ResizeLinear``).
-Along an axis the weights of ONNX's linear interpolation are rationals: with ``align_corners`` an
-output ``o`` sits at ``x = o (n_in - 1) / (n_out - 1)``, weights ``1 - frac(x)``, ``frac(x)``,
-multiples of ``1 / d``, ``d = n_out - 1``. Where every axis's weights are ``W / d`` with integer
-``W`` (:func:`integer_form`, ``d <= MAX_D``), the host op computes the exact sum ``S = W_y x
-W_x^T`` of its (dyadic) input, an integer combination, exact in float64, and divides once by
-``n = d_y d_x``: ``v = fl(S / n)``, a correctly rounded division, the form of
-:mod:`.mean`'s layer path value. Weights that are not such rationals (a float ``scales`` that is
-not a ratio of small integers) keep the float products, one axis after the other.
+**The layer path's value** (:func:`exact_run`, :mod:`hlsnn.deploy.run.hostextra`'s
+``ResizeLinear``). With ``align_corners`` an output ``o`` sits at ``x = o (n_in - 1) / (n_out -
+1)``: weights ``1 - frac(x)``, ``frac(x)``, multiples of ``1 / d``, ``d = n_out - 1``. Where every
+axis's weights are ``W / d`` with integer ``W`` (:func:`integer_form`, ``d <= MAX_D``), the host op
+computes the exact sum ``S = W_y x W_x^T`` of its input and divides once by ``n = d_y d_x``: ``v =
+fl(S / n)``, the form of :mod:`.mean`'s layer path value. Other weights keep the float products.
 
-Rule box_resize: **box resize** (each axis's ``W`` is a ``d``-wide box over the nearest upsample by ``d``,
-    sampled at a stride ``s``: ``W[o, i] = #{t in [o s, o s + d) : t // d = i}``, every window
-    inside ``[0, n_in d)``; ``align_corners`` at any scale has this form with ``s = n_in - 1``,
-    since ``o (n_in - 1) = i0 d + w1`` puts ``d - w1`` of the window's taps in block ``i0`` and
-    ``w1`` in block ``i0 + 1``; an axis of scale 1 is ``d = s = 1``): :mod:`.move`'s rule nearest_upsample
-    upsample by ``(d_y, d_x)`` (radix unchanged), then :mod:`.linpool`'s rule avg_pool with a ``d_y x
-    d_x`` window at strides ``(s_y, s_x)``, no padding, no tap shifts: its window sum is ``S``
-    at the input's radix, a mean over ``n = d_y d_x`` values; a count that is not a power of two
-    (``d = 3, 7, 15`` for 2, 4, 8 pixels doubled) is :mod:`.mean`'s rule mean_divide, the exact quotient
-    rounded once, which is the layer path's ``to_fixed(fl(S / n))`` (that module's proof, which
-    :func:`hlsnn.engines.network.pools.mean.plan` checks per pool). Rule bilinear_x2 (``half_pixel`` x2) is
-    tried first; weights of neither form are refused by name.
+Rule box_resize: **box resize** (each axis's ``W`` is a ``d``-wide box over the nearest upsample by
+    ``d``, sampled at a stride ``s``: ``W[o, i] = #{t in [o s, o s + d) : t // d = i}``, every
+    window inside ``[0, n_in d)``; ``align_corners`` at any scale has this form with ``s = n_in -
+    1``; an axis of scale 1 is ``d = s = 1``): :mod:`.move`'s rule nearest_upsample by ``(d_y,
+    d_x)``, then :mod:`.linpool`'s rule avg_pool with a ``d_y x d_x`` window at strides ``(s_y,
+    s_x)``, no padding: its window sum is ``S`` at the input's radix, a mean over ``n = d_y d_x``
+    values; a count that is not a power of two is :mod:`.mean`'s rule mean_divide, which is the
+    layer path's ``to_fixed(fl(S / n))`` (:func:`hlsnn.engines.network.pools.mean.plan` checks it
+    per pool). Rule bilinear_x2 (``half_pixel`` x2) is tried first; weights of neither form are
+    refused by name.
 
-On BFP pairs (``bfp_systolic``) the same two ops make a mean over ``n``, kept as its exact sum
-(rule bfp_mean of :mod:`hlsnn.engines.bfp_systolic.network.anymean`); a ``Concat`` of it (milesial's
-skip) scales its parts to means over the least common multiple of the kernel's odd divisors
-(rule bfp_mean_concat there, ``441`` for ``9`` and ``49``), the one divisor the conv after it applies.
-"""
+On BFP pairs the same two ops make a mean over ``n``, kept as its exact sum (rule bfp_mean of
+:mod:`hlsnn.engines.bfp_systolic.network.anymean`); a ``Concat`` of it scales its parts to means
+over the least common multiple of the odd divisors (rule bfp_mean_concat there)."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,20 +1,15 @@
 """A max pool or a move of a gate's product in the integer network mode (conv, ``nn.SiLU``,
-``MaxPool2d`` or ``nn.Upsample``: a U-Net or YOLO-style encoder and decoder). ``SiLU`` is ``x * sigmoid(x)``: rule channel_gate's gate ``Mul`` of the conv's
-codes and their table, pending until its engine consumer requantizes the product to its ``F_x``
-(:func:`hlsnn.engines.network.gate.materialize`). A ``MaxPool`` (or ``GlobalMaxPool``), a nearest
-``Upsample`` or a ``ZeroStuff`` (a transposed conv's input) between them had no rule, so such a
-model ran layer by layer in two-hot and fixed8.
+``MaxPool2d`` or ``nn.Upsample``: a U-Net or YOLO-style encoder and decoder). ``SiLU`` is rule
+channel_gate's gate ``Mul``, pending until its engine consumer requantizes the product to its
+``F_x`` (:func:`hlsnn.engines.network.gate.materialize`).
 
-**Rule gate_pool.** When every reader of the pool's output is an engine layer (or a channel ``Concat``
-or an alias such layers read: :mod:`.gatecat`, rule gate_concat) and they read it at one radix point
-``F_x``, the gate is materialized at that ``F_x`` (rule channel_gate, as for a direct consumer),
-and the pool is rule max_pool's max of those codes (a move: rule nearest_upsample's or zero_stuff's move of them). The layer path
-pools (moves) the exact float products, then its consumer quantizes them (``to_fixed`` at ``F_x``:
-round and saturate, both monotone non-decreasing); the max of rounded values is the rounded max,
-padding never wins either max, a move only repeats values and a stuffed 0 is a code: the same
-codes. Any other reader (a table, an Add, a host op) is refused by name (the
-network then runs layer by layer). The kernels run the existing ``gate`` and ``maxpool`` loops.
-"""
+**Rule gate_pool.** When every reader of a ``MaxPool``, ``GlobalMaxPool``, nearest ``Upsample``
+or ``ZeroStuff`` of it is an engine layer (or a channel ``Concat`` or an alias such layers read:
+rule gate_concat) reading at one radix point ``F_x``, the gate is materialized at that ``F_x``
+(rule channel_gate) and the pool is rule max_pool's max of those codes (a move: rule
+nearest_upsample's or zero_stuff's). Rounding and saturation are monotone non-decreasing and a
+move only repeats values, so the layer path's pool of the exact products gives the same codes.
+Any other reader is refused by name."""
 from __future__ import annotations
 
 

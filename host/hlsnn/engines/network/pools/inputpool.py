@@ -1,28 +1,18 @@
 """A max pool of the float input that an engine layer also reads, in every engine's network mode
-(rule input_max_pool; issue 52's sixth family: InceptionTime's branch ``conv1x1(MaxPool1d(3, 1, 1)(x))``
-beside its bottleneck ``conv1x1(x)`` and its shortcut, all of the model input ``x``).
+(rule input_max_pool: InceptionTime's branch ``conv1x1(MaxPool1d(3, 1, 1)(x))`` beside its
+bottleneck ``conv1x1(x)``). A host prefix op (:mod:`hlsnn.deploy.lower.netprefix`) cannot serve
+both: the kernel has one input.
 
-Layer by layer the host runs the ``MaxPool`` on the float input in float64 and the engine layer
-that reads the pool quantizes the result (rule input_quantize of :mod:`hlsnn.deploy.lower.program`: ``to_fixed`` at
-its ``F_x``), while the other layers reading ``x`` quantize ``x`` itself. A host op on the float
-input before the kernel (:mod:`hlsnn.deploy.lower.netprefix`) cannot serve both: the kernel has one
-input, and the prefix's output would replace ``x``.
+* **Integer engines.** ``to_fixed`` (rule input_quantize of :mod:`hlsnn.deploy.lower.program`) is
+  monotone non-decreasing, so the max of the quantized values is the quantized max, and the
+  padding (``-inf``) never wins. The pool of the kernel's input integers (rule max_pool, the
+  input's radix ``F``) gives the layer path's bits when every engine layer reading the pool
+  (through data moves only) reads at ``F_x = F`` (rule input_quantize's check). Stochastic
+  rounding (not monotone) is refused.
+* **bfp_systolic.** The input elements are the float32 values themselves; the max pool picks the
+  element of the largest value (rule bfp_pool).
 
-* **Integer engines** (radix points). ``to_fixed`` (the value written at radix ``F + 24`` with
-  ``rint``, then rounded to radix ``F`` with the deployment's rounding and saturated) is monotone
-  non-decreasing, so the max of the quantized values is the quantized max, and the padding
-  (``-inf`` in the float pool) never wins either way. The pool of the kernel's input integers
-  (rule max_pool, the input's radix ``F``) therefore gives the bits the layer path's reader gets when it
-  reads at that ``F_x``: every engine layer reading the pool (through data moves only) must have
-  ``F_x = F``, the radix at which every layer reading the float input reads it (rule input_quantize's check,
-  by name otherwise). Stochastic rounding (not monotone, not a rule of the network mode) is
-  refused.
-* **bfp_systolic** (pairs). The kernel's input elements are the float32 values themselves (its
-  rule input_quantize); rule zero_stuff's max pool picks the element of the largest value, the float pool's value.
-
-A pool of the float input that nothing else reads stays a prefix op (host, float64, before the
-kernel), as before this rule.
-"""
+A pool of the float input that nothing else reads stays a prefix op."""
 from __future__ import annotations
 
 from ..program import ALIAS_OPS

@@ -1,19 +1,16 @@
-"""Average pooling and bilinear upsampling in the network mode (issue 52: U-Nets with
-``F.avg_pool2d`` and ``nn.Upsample(mode='bilinear')``), as integer rules of
-:func:`hlsnn.deploy.lower.program.lower` on every engine. Layer by layer both are host ops in float64
-(``AveragePool``, :mod:`hlsnn.deploy.run.hostextra`'s ``ResizeLinear``) whose result the next
-engine layer quantizes; every value they compute is exact (a sum of a few dyadic values with
-dyadic weights), so these rules give the layer path's bits. ``q`` a tensor's integers at radix
-``F``, a ``C x H x W`` map per image:
+"""Average pooling and bilinear upsampling in the network mode (U-Nets with ``F.avg_pool2d`` and
+``nn.Upsample(mode='bilinear')``), as integer rules of :func:`hlsnn.deploy.lower.program.lower` on
+every engine. Layer by layer both are float64 host ops whose every value is exact (a sum of a few
+dyadic values with dyadic weights), so these rules give the layer path's bits. ``q`` a tensor's
+integers at radix ``F``, a ``C x H x W`` map per image:
 
 Rule avg_pool: **avgpool** (a ``kh x kw`` ``AveragePool``, strides ``(sh, sw)``, ``kh * kw = 2**p``; zero
     padding only with ``count_include_pad = 1``, which counts the zeros): the window's exact sum
     ``s[c, y, x] = sum over (ky, kx) of q[c, y*sh + ky - top, x*sw + kx - left] << t(ky, kx)``
     (the tap shifts ``t`` are 0 for a pool; rule bilinear_x2 uses them), at radix ``F + p``: the mean.
-    *Integers* (``shift_mac``, ``sparse_cluster``): requantized to the consuming engine layer's
-    calibrated ``F_x`` by rule residual_add's requantization, ``shift_round_sat(s, F + p - F_x, B,
-    rounding)`` with the deployment's rounding, which is what that layer's ``to_fixed`` does to
-    the layer path's float mean (exact while ``F + p <= max(F_x + 24, 0)``, checked). The pool
+    *Integers*: requantized to the consuming engine layer's ``F_x`` by rule residual_add's
+    requantization, ``shift_round_sat(s, F + p - F_x, B, rounding)``, which is what that layer's
+    ``to_fixed`` does to the float mean (exact while ``F + p <= max(F_x + 24, 0)``, checked). The pool
     must be read by engine layers at one ``F_x``, or by a channel ``Concat`` they read
     (:mod:`.move` rule channel_concat: this op at the concat's ``F_x``, then the move). *BFP pairs* (``bfp_systolic``): the
     exact sum at ``e0``, the smallest exponent of the window's non-zero elements, then ``e0 -
@@ -25,9 +22,8 @@ Rule avg_pool: **avgpool** (a ``kh x kw`` ``AveragePool``, strides ``(sh, sw)``,
     ``n``, requantized once to ``F_x``); on BFP pairs it is refused by name, as are
     ``ceil_mode``, dilation and padding that is not counted (the border windows' counts).
     A ``MaxPool`` or ``GlobalMaxPool`` (one window over the map) of the pool's output runs
-    after its requantization to ``F_x``, on the integers (program rule max_pool): ``to_fixed`` is
-    monotone, so the layer path's quantized max of the float means is the max of their
-    quantized values.
+    after its requantization to ``F_x``, on the integers (rule max_pool): ``to_fixed`` is
+    monotone.
 Rule bilinear_x2: **bilinear x2** (``ResizeLinear`` whose per-axis weights are ONNX's linear interpolation
     by 2 with ``half_pixel``, which is also ``pytorch_half_pixel`` and, from one pixel,
     ``align_corners``; an axis of scale 1 kept): along a doubled axis ``y[2i] = (x[i-1] +
@@ -75,6 +71,7 @@ import numpy as np
 
 from .cornerresize import mode_name
 from .mean import count_fields
+from ..program import _chw, materialized, pool_attrs_2d
 
 #: the op kind of rule avg_pool (rule bilinear_x2's ``edge`` is an ``upsample`` op with ``f["edge"]``)
 KINDS = ("avgpool",)
@@ -84,13 +81,7 @@ MID = 0b010
 MAX_HALF_PIXEL = 8
 
 
-def _chw(shape):
-    from ..program import _chw as chw
-    return chw(shape)
-
-
 def _pool_fields(j, shape, why):
-    from ..program import pool_attrs_2d
     a = pool_attrs_2d(j["attrs"])
     if a.get("ceil_mode", 0) or any(d != 1 for d in a.get("dilations", [1, 1])):
         raise why(j, "an AveragePool with ceil_mode or dilation has no exact integer rule here")
@@ -116,7 +107,6 @@ def covers_map(j, shape):
     no padding, no dilation (rule avg_pool_global)."""
     if j["op"] != "AveragePool":
         return False
-    from ..program import pool_attrs_2d
     a = pool_attrs_2d(j["attrs"])
     _, h, w = _chw(shape)
     return (tuple(int(v) for v in a["kernel_shape"]) == (h, w) and not any(a.get("pads", [0, 0, 0, 0]))
@@ -281,7 +271,6 @@ def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
     """An engine layer ``j`` reads the pending pool ``st`` (directly, or as a part of a concat):
     rule avg_pool's op requantized to ``j``'s ``F_x``, as the tensor ``NAME_q`` (state ``("q", F_x)``),
     which ``src`` then names (``aliases``)."""
-    from ..program import materialized
     a = st[1]
     f_x = j["f_x"]
     base = a["name"] + "_q"

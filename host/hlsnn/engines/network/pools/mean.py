@@ -1,7 +1,7 @@
-"""A mean over any count in the network mode (issue 52): the integer rule of a
-``GlobalAveragePool`` over ``H*W`` pixels (:mod:`hlsnn.deploy.lower.program` rule residual_add) and of an
-``AveragePool`` of ``kh*kw`` taps (:mod:`.linpool` rule avg_pool) when the count ``n`` is not a power
-of two, on the integer engines (``shift_mac``, ``sparse_cluster``).
+"""A mean over any count in the network mode: the integer rule of a ``GlobalAveragePool`` over
+``H*W`` pixels (:mod:`hlsnn.deploy.lower.program` rule residual_add) and of an ``AveragePool`` of
+``kh*kw`` taps (:mod:`.linpool` rule avg_pool) when the count ``n`` is not a power of two, on the
+integer engines.
 
 **The layer path's value.** Layer by layer the pool is a float64 host op: the exact sum ``S =
 s * 2**-Fm`` of the pooled values (``s`` an integer, ``|s| < 2**53``) divided by ``n``, one

@@ -1,48 +1,38 @@
-"""A ``ReduceMean`` over a whole length or token axis in the network mode (issue 52): the host
-op ``ReduceAxes`` (:mod:`hlsnn.deploy.run.hostextra`; ``x.mean(dim=1)`` of an (N, T, F) token
-tensor, ``x.mean(-1)`` of an (N, C, L) one) lowered to the global average pool every engine's
-network mode has (:mod:`hlsnn.deploy.lower.program` rule residual_add with no second operand; the
-``bfp_systolic`` mode's rule bfp_global_pool), where its axes are a map's pixels:
+"""A ``ReduceMean`` over a whole length or token axis in the network mode: the host op
+``ReduceAxes`` (:mod:`hlsnn.deploy.run.hostextra`; ``x.mean(dim=1)`` of (N, T, F) tokens,
+``x.mean(-1)`` of (N, C, L)) lowered to the global average pool every engine's network mode has
+(rule residual_add with no second operand; on ``bfp_systolic`` rule bfp_global_pool):
 
-* a tensor held as a ``C x H x W`` map (``(C, L)``: ``C x L x 1``), the mean over all its axes
-  after the channels: that map's global pool;
-* ``(T, F)`` rows made by a ``MapToRows`` of an ``F x T x 1`` map (a token-wise ``Linear``'s
-  output, :mod:`hlsnn.engines.network.tokens.transpose`), the mean over the tokens ``T``: the global
-  pool of that map (the mean over a row's tokens is the mean of the map channel's pixels);
-  the transpose is dropped when nothing else reads its rows.
+* a ``C x H x W`` map (``(C, L)``: ``C x L x 1``), the mean over all axes after the channels: that
+  map's global pool;
+* ``(T, F)`` rows made by a ``MapToRows`` of an ``F x T x 1`` map
+  (:mod:`hlsnn.engines.network.tokens.transpose`), the mean over the tokens: the global pool of that
+  map; the transpose is dropped when nothing else reads its rows.
 
-The layer path computes ``np.mean`` in float64 of values that are exact (``b``-bit integers at
-a radix point, or BFP pairs): every partial sum is exact while the rule's bound holds (rule residual_add's
-``Fm + p <= F_x + 24``; bfp rule bfp_global_pool's ``2**53``), and the division by ``2**p`` is exact, so it is
-the rule's value, and the consumer converts it as the pool's requantization does: the same bits.
-A count that is not a power of two is rule mean_divide's mean (:mod:`.mean`: the exact quotient rounded
-once, which the layer path's float64 mean gives too where :func:`.mean.plan` proves it) on the
-integer engines, and refused by name on BFP pairs; a mean over other axes (part of the pixels)
-or of rows not made by a transpose is refused by name; a ``ReduceMean`` or ``ReduceMax`` over the
-channels of a map (CBAM's spatial attention) is rule channel_reduce, before any other host rule sees it. A
-``ReduceMax`` over the tokens of such rows (``x.max(dim=1).values``) is rule token_max
-(:func:`_max_over_tokens`): rule max_pool's max pool of the map's ``T`` pixels, exact on codes.
+The layer path's float64 ``np.mean`` of exact values has exact partial sums while the rule's bound
+holds (rule residual_add's ``Fm + p <= F_x + 24``; rule bfp_global_pool's ``2**53``) and divides
+exactly by ``2**p``: the same bits. A count that is not a power of two is rule mean_divide
+(:mod:`.mean`) on the integer engines, refused by name on BFP pairs; a mean over other axes or of
+rows not made by a transpose is refused by name. A ``ReduceMax`` over the tokens of such rows is
+rule token_max (:func:`_max_over_tokens`): rule max_pool's max pool of the map's ``T`` pixels.
 
-Rule channel_reduce: **A mean or max over the channels** (CBAM's spatial attention: ``x.mean(1, keepdim=True)``,
-    ``x.amax(1, keepdim=True)``; the integer engines ``shift_mac`` and ``sparse_cluster``) of a
-    ``C x H x W`` map ``q`` at radix ``F``: the map held as ``C x HW x 1`` is transposed to the
-    ``HW x C x 1`` map (:mod:`.transpose` rule rows_transpose: each pixel's ``C`` values as one channel's
-    pixels), a pool of one ``C x 1`` window per channel (the max: rule max_pool's max pool, codes at
-    ``F``, exact; the mean: :mod:`.linpool` rule avg_pool's average pool over ``C``, the exact sum
-    divided by ``C = 2**p``, or rule mean_divide's division for another ``C``, pending until its consumer
-    requantizes it to its ``F_x``), then transposed back to the ``1 x H x W`` map (``HW x 1 x
-    1`` to ``1 x HW x 1``). The layer path's float64 max is the largest code's value, and its
-    float64 mean is the exact rational (``C`` a power of two) or the one the rule mean_divide plan
-    proves, which the consumer (the 7x7 conv, through the ``Concat``: :mod:`.move` rule channel_concat
-    requantizes each part to its ``F_x``) quantizes once: the same bits. On BFP pairs the same
-    ops run on the (m, e) elements, the mean held rounded to odd for the convs reading it (rule
-    bfp_round_odd: :mod:`hlsnn.engines.bfp_systolic.network.reduce`).
-"""
+Rule channel_reduce: **a mean or max over the channels** (CBAM's spatial attention:
+    ``x.mean(1, keepdim=True)``, ``x.amax(1, keepdim=True)``; integer engines) of a ``C x H x W``
+    map ``q`` at radix ``F``: the map held as ``C x HW x 1`` is transposed to ``HW x C x 1``
+    (:mod:`.transpose` rule rows_transpose), pooled by one ``C x 1`` window per channel (the max:
+    rule max_pool, codes at ``F``, exact; the mean: :mod:`.linpool` rule avg_pool over ``C = 2**p``
+    or rule mean_divide's division, pending until its consumer requantizes it to its ``F_x``),
+    then transposed back to the ``1 x H x W`` map. The layer path's float64 max is the largest
+    code's value and its mean the exact rational (or the one rule mean_divide's plan proves),
+    which the consumer quantizes once: the same bits. On BFP pairs the same ops run on the (m, e)
+    elements, the mean held rounded to odd (rule bfp_round_odd:
+    :mod:`hlsnn.engines.bfp_systolic.network.reduce`)."""
 from __future__ import annotations
 
 import numpy as np
 
 from .mean import count_fields
+from ..program import Op, _chw
 
 
 def lower_host(j, program, w, steps, why):
@@ -57,7 +47,6 @@ def lower_host(j, program, w, steps, why):
         return _max_over_tokens(j, program, w, why)
     if j["op"] != "ReduceAxes" or a.get("fn") != "ReduceMean":
         return False
-    from ..program import _chw
     state, shapes, aliases = w.state, w.shapes, w.aliases
     src = j["inputs"][0]
     st = state.get(src)
@@ -97,7 +86,6 @@ def _max_over_tokens(j, program, w, why):
     of that map's ``T`` pixels, one window per channel (codes at the map's radix, exact: the layer
     path's float64 max is the largest code's value); the transpose is dropped when nothing else
     reads its rows. False (no rule here) for another ``ReduceMax``."""
-    from ..program import Op
     a = j.get("attrs", {})
     src = j["inputs"][0]
     st, shape = w.state.get(src), tuple(int(d) for d in w.shapes.get(src, ()))
@@ -121,7 +109,6 @@ def _max_over_tokens(j, program, w, why):
 def _over_channels(j, w, steps, why):
     """Rule channel_reduce (module docstring): a ``ReduceMean`` / ``ReduceMax`` over the channels of a
     ``C x H x W`` map as a transpose, a pool over each pixel's ``C`` values and a transpose back."""
-    from ..program import Op, _chw
     fn = j["attrs"].get("fn")
     if "gate_in" in j and steps.bits is not None:   # of a gate's product: its rule gate_in codes (hlsnn.deploy.run.gatecodes)
         from ..gatein import lower_operands

@@ -1,27 +1,20 @@
-"""An ``AveragePool`` whose padding is not counted (``count_include_pad = 0``, PyTorch's
-``AvgPool2d(..., count_include_pad=False)``) in the network mode of the integer engines
-(issue 52; and on BFP pairs, below): rule avg_pool_uncounted, an extension of :mod:`.linpool` rule avg_pool with :mod:`.mean` rule mean_divide.
+"""An ``AveragePool`` whose padding is not counted (``count_include_pad = 0``) in the network mode:
+rule avg_pool_uncounted, an extension of :mod:`.linpool` rule avg_pool with :mod:`.mean` rule
+mean_divide.
 
-Layer by layer (:mod:`hlsnn.deploy.run.pooling`) each window's mean is its exact sum over the
-taps inside the map divided, in float64, by their count ``c`` (a border window counts fewer:
-9, 6 and 4 for a 3x3 window padded by 1). With ``L`` the least common multiple of the op's
-counts, ``s / c = (s * L / c) / L``: the window's sum times the integer ``k = L / c`` (its
-position's) is a sum over ``L`` values, and rule mean_divide (or, ``L`` a power of two, rule avg_pool's
-shift) of ``n = L`` gives the exact quotient rounded once. The proof of rule mean_divide holds as it is:
-the exact value is the same rational ``t``, the layer path divides the same exact sum once
-in float64 (one correctly rounded division, relative error ``2**-53``), and :func:`plan
+Layer by layer (:mod:`hlsnn.deploy.run.pooling`) each window's exact sum over its taps inside the
+map is divided in float64 by their count ``c`` (9, 6 and 4 for a 3x3 window padded by 1). With
+``L`` the least common multiple of the op's counts, ``s / c = (s * L / c) / L``: the sum times the
+integer ``k = L / c`` is a sum over ``L`` values, and rule mean_divide (or, ``L`` a power of two,
+rule avg_pool's shift) of ``n = L`` gives the exact quotient rounded once; :func:`plan
 <hlsnn.engines.network.pools.mean.plan>` checks its inequality for the scaled sums' bound ``L *
-2**(b-1)`` (a window's ``|s| <= c * 2**(b-1)``).
+2**(b-1)``.
 
-The kernels count the inside taps of each window in the pool loop (one counter) and multiply
-the sum by ``kPoolScale[c]`` (a ROM of ``L / c`` by count, one per kernel: every such pool of a
-program shares one ``L``, else refused by name) at the window's last tap, before the division.
-``ceil_mode`` and dilation stay refused by name.
-
-On BFP pairs (``bfp_systolic``) the scaled sum is the pair ``(s * L / c, e0 - a)`` of a mean
-over ``L = 2**a * d``: :mod:`hlsnn.engines.bfp_systolic.network.anymean` rule bfp_mean (the reading
-conv divides by ``d``); its bound is rule avg_pool's element (``2**25`` on the scaled magnitudes).
-"""
+The kernels count each window's inside taps in the pool loop and multiply the sum by
+``kPoolScale[c]`` (a ROM of ``L / c``; every such pool of a program shares one ``L``, else refused
+by name) at the window's last tap. ``ceil_mode`` and dilation are refused by name. On BFP pairs the
+scaled sum is the pair ``(s * L / c, e0 - a)`` of a mean over ``L = 2**a * d``
+(:mod:`hlsnn.engines.bfp_systolic.network.anymean` rule bfp_mean), bound by rule avg_pool's element."""
 from __future__ import annotations
 
 from math import lcm

@@ -1,11 +1,11 @@
-"""Rules attn_gather, add_const, act_matmul and int_softmax, **attention in integers** (issue 79): the host ops of an attention block between
-engine layers (``nn.MultiheadAttention`` as both PyTorch exporters write it, the position
-embedding before it) as integer rules on fixed-point codes, so that an encoder classifier lowers
-to one network program. The layer path (:meth:`hlsnn.deploy.run.runner.Deployment.run`, through
-:func:`hlsnn.deploy.run.attnrun.layer_run`) runs these rules where they apply
-(:func:`hlsnn.deploy.run.attnrun.applies`: a network with a ``MatMulAct`` whose engine layers are all
-on ``sparse_cluster`` (fixed8) or ``shift_mac`` (two-hot), program revision :data:`REVISION` on),
-and the network mode runs them as the ops below, so both give the same bits. Every tensor here
+"""Rules attn_gather, add_const, act_matmul and int_softmax, **attention in integers**: the host
+ops of an attention block between engine layers (``nn.MultiheadAttention`` as both PyTorch
+exporters write it, the position embedding before it) as integer rules on fixed-point codes, so
+that an encoder classifier lowers to one network program. The layer path
+(:func:`hlsnn.deploy.run.attnrun.layer_run`) runs these rules where they apply
+(:func:`hlsnn.deploy.run.attnrun.applies`: a network with a ``MatMulAct`` whose engine layers are
+all on ``sparse_cluster`` (fixed8) or ``shift_mac`` (two-hot), program revision :data:`REVISION`
+on), and the network mode runs them as the ops below, so both give the same bits. Every tensor here
 is ``b``-bit signed codes ``q`` at a radix ``F`` (value ``q * 2**-F``), held per image in the ONNX
 tensor's own element order (the batch axis, of size 1 in the file, removed).
 
@@ -48,28 +48,25 @@ Rule int_softmax: **softmax** over the last axis (the keys) of scores ``q`` at r
     probability above ``1 - 2**-(Fp+1)``: within ``2**-Fp`` in all (tested against numpy's
     float softmax).
 
-A residual ``Add`` of two code tensors in such a network is rule residual_add's add op at once (rule residual_codes): the
-exact sum converted to codes at its calibrated radix (field ``codes``, DETERMINE on the sums), which
-every reader takes (a norm, the next residual ``Add``), as :func:`hlsnn.deploy.quantize.quant.to_fixed` of
-the float64 sum (exact while ``max(Fa, Fb) <= F_o + 24``, checked).
-LayerNormalization (rule layer_norm, :mod:`.layernorm`) in such a network ends in codes too (rule layer_norm_codes):
-step 5's conversion to a calibrated radix ``F_o`` (field ``codes``, DETERMINE on the normalized
-values) for every reader, so that a residual ``Add`` of it (the post-norm block's second one)
-is rule layer_norm_sum's sum of codes; a token mean of codes (``ReduceMean`` over ``T`` of ``(T, F)`` rows)
-is rule rows_transpose's transpose then rule residual_add's global pool. GELU (``UnaryChain``) and the ``Scale`` of q
-and k are rule unary_table's tables of codes already.
+A residual ``Add`` of two code tensors in such a network is rule residual_add's add op at once
+(rule residual_codes): the exact sum converted to codes at its calibrated radix (field ``codes``,
+DETERMINE on the sums) for every reader, as ``to_fixed`` of the float64 sum (exact while ``max(Fa,
+Fb) <= F_o + 24``, checked). LayerNormalization (rule layer_norm, :mod:`.layernorm`) ends in
+codes too (rule layer_norm_codes): step 5's conversion to a calibrated radix ``F_o`` (field
+``codes``) for every reader, so that a residual ``Add`` of it is rule layer_norm_sum's sum of
+codes; a token mean of codes is rule rows_transpose's transpose then rule residual_add's global
+pool. GELU (``UnaryChain``) and the ``Scale`` of q and k are rule unary_table's tables of codes.
 
-The plain ``sparse_cluster`` network kernel and the ``shift_mac`` one run these ops in their loops
-(:mod:`.attnkernel`). On BFP pairs (``bfp_systolic``) the same ops are the rules of
-:mod:`hlsnn.engines.bfp_systolic.network.attnpairs` (16b-19b, bfp_scale, bfp_layer_norm: rules add_const, int_softmax and layer_norm_codes on codes
-of the pairs), which the ``bfp_systolic`` network kernel runs in loops of its own
-(:mod:`hlsnn.engines.bfp_systolic.network.attnkern`); a kernel without loops for an op refuses it by
-name (:func:`refuse_kernel`).
+The ``sparse_cluster`` and ``shift_mac`` network kernels run these ops in their loops
+(:mod:`.attnkernel`). On BFP pairs the same ops are the rules of
+:mod:`hlsnn.engines.bfp_systolic.network.attnpairs` (rules add_const, int_softmax and
+layer_norm_codes on the pairs' codes, bfp_scale, bfp_layer_norm), run in the ``bfp_systolic``
+kernel's own loops (:mod:`hlsnn.engines.bfp_systolic.network.attnkern`); a kernel without loops
+for an op refuses it by name (:func:`refuse_kernel`).
 """
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 
 import numpy as np
 

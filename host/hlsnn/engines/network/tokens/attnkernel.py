@@ -26,6 +26,7 @@ import numpy as np
 
 from ....errors import InputError
 from . import attention as at
+from ..program import _chw
 
 #: the kernels' op codes (``network_data.h``)
 OP_CODES = {"gather": 9, "addc": 10, "actmm": 11, "softmax": 12}
@@ -38,11 +39,6 @@ DEPTH = {9: 4, 10: 4, 11: 7, 12: 4}
 #: the cycles of a Softmax row's division ``2**K // S`` (a sequential divider: a quotient bit a
 #: cycle and its setup)
 DIV_LATENCY = at.RECIP_BITS + 4
-
-
-def _chw(shape):
-    from ..program import _chw as chw
-    return chw(tuple(shape))
 
 
 def _at(shape, pc):
@@ -205,14 +201,10 @@ def multipliers(net, tables_):
     """The attention loops' DSP products: per bank the Softmax's ``e r`` (17 x 25 bits) where the
     program has one (the MatMul's ``a b``, 8 x 8, are LUT-built: :func:`logic`)."""
     from ....resources import Multiplier
-    pc, a = tables_["pc"], net.input["bits"]
-    kinds = {op.kind for op in net.ops}
-    out = []
-
-    if "softmax" in kinds:
-        out.append(Multiplier("e*r", "SmaxOut", at.EXP_BITS + 1, at.RECIP_BITS - at.EXP_BITS + 1, count=pc,
-                              note="a Softmax's exponential times its row's reciprocal, one a bank"))
-    return out
+    if not any(op.kind == "softmax" for op in net.ops):
+        return []
+    return [Multiplier("e*r", "SmaxOut", at.EXP_BITS + 1, at.RECIP_BITS - at.EXP_BITS + 1, count=tables_["pc"],
+                       note="a Softmax's exponential times its row's reciprocal, one a bank")]
 
 
 def logic(net, tables_):

@@ -153,11 +153,6 @@ def normalized(q, p, rounding):
     return shift_round_sat(pv, p["fg"] + R_BITS + s - p["k"], Y_BITS, rounding)[0]
 
 
-def _attrs(layer):
-    a = layer.attrs if hasattr(layer, "attrs") else layer["attrs"]
-    return a
-
-
 def applies(layer, act):
     """The layer path runs rule layer_norm for host ``layer`` on the :class:`~hlsnn.deploy.quantize.quant.Act`
     ``act``: a ``LayerNormalization`` over the last axis only of a signed fixed-point tensor."""

@@ -1,4 +1,4 @@
-"""A pick of one step (issue 52, rule step_pick): a ``Gather`` of one scalar index along the length of a
+"""A pick of one step (rule step_pick): a ``Gather`` of one scalar index along the length of a
 ``C x L`` map, or the height or width of a ``C x H x W`` map (a TCN's last step ``x[:, :, -1]``,
 which the importer keeps as a host ``SwMove``), in the integer network modes (``shift_mac``,
 ``sparse_cluster``).

@@ -1,4 +1,4 @@
-"""A transpose of rows and channels in the integer network mode (issue 52): the host ops
+"""A transpose of rows and channels in the integer network mode: the host ops
 ``RowsToMap`` and ``MapToRows`` (:mod:`hlsnn.deploy.importer.onnx_nodes`: a token-wise ``Linear``
 on (N, T, F) rows runs as a 1x1 conv on the ``F x T x 1`` map of its rows, and back) as one
 op kind, ``transpose``, of :func:`hlsnn.deploy.lower.program.lower` (the ``shift_mac`` and
