@@ -32,12 +32,6 @@ ends); a tie keeps the coarser. The same rule chooses
 Only calibration changes: the radix points are static numbers of the program, the kernels and
 the network mode run them as any other (their rules do not change), so emu, csim and the board
 still agree bit for bit.
-
-Measured (f_unet_bil of ``tests/fixtures/torch_families/variant_fresh.py``, milesial-style U-Net, bilinear
-``F.interpolate``, fixed8 relative error against the float model, both exports): 3.35 % with
-DETERMINE, 2.73 % with this rule on the outputs only, 2.32 % on outputs and inputs. The other
-U-Nets of the variant families move by -0.27 to +0.14 points, all under 3 % but unet_ct3 (4.02
--> 3.79 %, its per-tensor weight scale: docs/history/deploy.md).
 """
 from __future__ import annotations
 
