@@ -1,6 +1,5 @@
-"""What the importer's ONNX rewrites look up in a graph (:mod:`hlsnn.deploy.rewrite.torchdecomp`,
-:mod:`hlsnn.deploy.rewrite.repeatup`, :mod:`hlsnn.deploy.rewrite.unshuffle`, :mod:`hlsnn.deploy.rewrite.meanfold`): a
-node's attributes (:func:`attr`), its constants, each tensor's producing node, each tensor's reading nodes and the graph's output names;
+"""What the importer's ONNX rewrites (:mod:`hlsnn.deploy.rewrite`) look up in a graph: a node's
+attributes (:func:`attr`), its constants, each tensor's producing node, each tensor's reading nodes and the graph's output names;
 each tensor's shape from onnx's shape inference (:func:`shapes`); where a chain of moves
 carries each element (:func:`run_moves`); and the copy a rewrite edits, with new names that no
 tensor has (:func:`copy_fresh`)."""
@@ -44,12 +43,8 @@ def copy_fresh(model):
     new tensor: ``base``, with ``_`` appended until no tensor of the copy as it was (an
     initializer, graph input, output or ``value_info``, a node's input or output, also inside a
     node's subgraphs, which :mod:`hlsnn.deploy.rewrite.iffold` inlines) and no earlier ``fresh`` name has
-    it (:mod:`hlsnn.deploy.rewrite.gatherup2d`, :mod:`hlsnn.deploy.rewrite.repeatup`, :mod:`hlsnn.deploy.rewrite.unshuffle`,
-    :mod:`hlsnn.deploy.rewrite.bnforward`, :mod:`hlsnn.deploy.rewrite.pixelshuffle`, :mod:`hlsnn.deploy.rewrite.subneg`,
-    :mod:`hlsnn.deploy.rewrite.ecafold`, :mod:`hlsnn.deploy.rewrite.shufflefold`, :mod:`hlsnn.deploy.rewrite.splitconv`,
-    :mod:`hlsnn.deploy.rewrite.torchdecomp`, :mod:`hlsnn.deploy.rewrite.constmm`, :mod:`hlsnn.deploy.rewrite.meanfold`). A
-    user's file may hold any name: a new tensor that took one would be a second tensor of that
-    name (the wrong weights, or a graph onnx refuses)."""
+    it. A user's file may hold any name: a new tensor that took one would be a second tensor of
+    that name (the wrong weights, or a graph onnx refuses)."""
     import onnx
     m = onnx.ModelProto()
     m.CopyFrom(model)

@@ -49,23 +49,11 @@ Rules (these are what :func:`load_onnx` does, in order):
   on tensors that merge the batch with other axes run per sample (:mod:`hlsnn.deploy.run.samplewise`:
   ``SwMove``, ``SwCompute``, ``MatMulAct``; a ``MatMul``/``Gemm`` by a constant there is a
   token-wise GEMM).
-* ``Einsum`` that is a (batched) matrix product, the dynamo exporter's 1-D linear / nearest-exact
-  upsampling (gathers along L and their blend), ``expand_as`` before a broadcasting ``Mul`` and a
-  hard sigmoid / swish written as ``relu6(x + 3) / 6`` are first rewritten as ``MatMul`` /
-  ``Resize`` / nothing / ``HardSigmoid``, ``HardSwish`` (:mod:`hlsnn.deploy.rewrite.torchdecomp`), and a
-  ``Split`` of a conv's channels (``F.glu``) as one conv per part (:mod:`hlsnn.deploy.rewrite.splitconv`),
-  ``x - conv(x)`` as ``x + conv'(x)`` with the conv's weights negated (:mod:`hlsnn.deploy.rewrite.subneg`),
-  and a pixel unshuffle (``SpaceToDepth``) read only by convs as strided convs of its input
-  (:mod:`hlsnn.deploy.rewrite.unshuffle`), a pixel shuffle (``DepthToSpace``) of a conv's output inside
-  the network as a transposed conv of 0/1 weights (:mod:`hlsnn.deploy.rewrite.pixelshuffle`), and
-  ``repeat_interleave`` as the nearest ``Resize`` (:mod:`hlsnn.deploy.rewrite.repeatup`), as is the dynamo
-  exporter's 2-D ``nearest-exact`` upsampling
-  (a ``GatherND`` between two ``Transpose`` nodes: :mod:`hlsnn.deploy.rewrite.gatherup2d`); a ``Slice``
-  that keeps every element is dropped (:mod:`hlsnn.deploy.rewrite.noopslice`), and a ``BatchNormalization``
-  of an (N, K) tensor read only by a ``Gemm`` (after an activation: ``Linear -> ReLU -> BatchNorm1d
-  -> Linear``) is folded forward into that ``Gemm``'s weights and bias (:mod:`hlsnn.deploy.rewrite.bnforward`);
-  ``torch.maximum(x, c * x)`` (``Max(x, Mul(x, c))``, one number ``0 <= c <= 1``) is ``LeakyRelu(alpha=c)``
-  (:mod:`hlsnn.deploy.rewrite.maxleaky`). ``GRU``/``LSTM``/``RNN`` are unrolled into Gemm, tables, Mul, Add (:mod:`hlsnn.deploy.rewrite.rnnunroll`).
+* The exporters' idioms (``Einsum`` products, dynamo's upsampling gathers, ``repeat_interleave``,
+  pixel (un)shuffles, ``F.glu``'s ``Split``, ``x - conv(x)``, ``torch.maximum(x, c * x)``, a
+  BatchNorm1d between two Linears, recurrent cells, ...) are first rewritten into the ops above
+  by the passes of :mod:`hlsnn.deploy.rewrite.passes`, one ordered list, each pass's contract in
+  its module.
 * An input whose batch dimension is fixed at 1 (``torch.onnx.export``'s default) gets a
   symbolic batch: the leading 1 of the input and of every constant ``Reshape`` target that
   starts with 1 (``[1, 128]`` before a classifier) stands for the batch.

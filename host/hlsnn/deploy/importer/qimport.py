@@ -449,12 +449,11 @@ def _weights_of(path):
     return m, notes, inits
 
 
-def layer_mapping(net, path, formats_of=None):
+def layer_mapping(net, path):
     """Per engine layer of ``net`` (imported from ``path``): how the file's quantization maps,
     a dict ``{layer: {"weights", "input", "output": descriptions, "mapping": "exact" |
     "approximated", "why": ..., "f_w", "f_in", "f_out": the radix points when exact}}``. Empty
-    when the file has no Q/DQ. ``formats_of(layer name)``: the format type, for the weight error
-    of the deployed weights (``fixed``/``sparse``: int8 at a power-of-two scale)."""
+    when the file has no Q/DQ."""
     m, notes, inits = _weights_of(path)
     if not notes:
         return {}

@@ -36,10 +36,6 @@ class TensorQuant:
         return lo, hi
 
     @property
-    def per_tensor(self):
-        return self.scale.size == 1
-
-    @property
     def pow2_frac(self):
         """``F`` when the scale is one power of two ``2**-F`` and the zero point 0, else None."""
         s = np.asarray(self.scale, np.float64).reshape(-1)

@@ -47,9 +47,6 @@ DAMP = 0.01
 #: feedback, whose cost grows as ``N * K**2``.
 MAX_FEEDBACK_K = 4096
 
-#: The choices of a shift format's ``weight_fit``.
-FITS = ("output", "network", "nearest")
-
 
 def nearest_values(a, tab):
     """The nearest code value of a table (:func:`hlsnn.formats.shift_codes.table`) to each

@@ -347,12 +347,8 @@ class Deployment:
         ``radix: lse`` (:mod:`hlsnn.deploy.quantize.radix_lse`): its output radix is chosen by least
         squared error, not kept where every entry fits. HardSwish is unbounded above and near
         zero below, so the radix where every entry of the input's range fits spends its codes on
-        values the calibration rarely reaches (f_dw_cbam of ``tests/fixtures/torch_families/variant_fresh.py``,
-        two-hot ``lse``/``network``: 12 -> 7 test images of another class than float's; the 14
-        HardSwish classifiers of the families over five calibration sets: deployments beyond
-        one point 8 -> 4). Sigmoid and HardSigmoid, bounded gates, keep it; so does a ``pot``
-        layer's HardSwish (the same rule cost pot 50 images over those 70 deployments) and a
-        ``fixed`` one's (a calibrated HardSwish radix cost dw_a fixed8 0.8 points)."""
+        values the calibration rarely reaches. Sigmoid and HardSigmoid, bounded gates, keep it; so
+        does a ``pot`` or ``fixed`` layer's HardSwish (a calibrated radix lost accuracy there)."""
         if layer.op != "HardSwish":
             return False
         src = next((la for la in self.net.layers if la.output == layer.inputs[0]), None)
