@@ -134,11 +134,10 @@ def run_moves(nodes, shape, fs):
     ``fs``), or None where a node's rank or size does not match: where each element of the
     start ends up (:mod:`hlsnn.deploy.rewrite.shufflefold`, :mod:`hlsnn.deploy.rewrite.ecafold`)."""
     import numpy as np
-    from onnx import helper
     y = np.arange(int(np.prod(shape))).reshape(shape)
     for n in nodes:
         if n.op_type == "Transpose":
-            perm = next((list(helper.get_attribute_value(a)) for a in n.attribute if a.name == "perm"), None)
+            perm = attr(n, "perm")
             if perm is None or len(perm) != y.ndim:
                 return None
             y = y.transpose(perm)
@@ -148,6 +147,22 @@ def run_moves(nodes, shape, fs):
                 return None
             y = y.reshape(out)
     return y
+
+
+def to_nearest_resize(g, node, x, scales, name):
+    """``node`` of graph ``g`` made, in place, ONNX's nearest ``Resize`` of ``x`` by ``scales`` (an
+    initializer ``name``), with ``coordinate_transformation_mode`` asymmetric and ``nearest_mode``
+    floor: ``y[i] = x[floor(i / f)]`` on each axis of factor ``f``."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+    g.initializer.append(numpy_helper.from_array(np.asarray(scales, np.float32), name))
+    del node.input[:]
+    node.input.extend([x, "", name])
+    del node.attribute[:]
+    node.attribute.extend([helper.make_attribute("mode", "nearest"),
+                           helper.make_attribute("coordinate_transformation_mode", "asymmetric"),
+                           helper.make_attribute("nearest_mode", "floor")])
+    node.op_type = "Resize"
 
 
 def with_outputs(node, outputs):

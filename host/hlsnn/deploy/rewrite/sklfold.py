@@ -1,4 +1,4 @@
-"""What scikit-learn pipelines write through skl2onnx, in standard ops, at import (session 32).
+"""What scikit-learn pipelines write through skl2onnx, in standard ops, at import.
 
 * ``Scaler`` (domain ``ai.onnx.ml``; skl2onnx's ``StandardScaler``, ``MinMaxScaler``,
   ``MaxAbsScaler``, ``RobustScaler``): ``Y = (X - offset) * scale``, ``offset`` and ``scale``
@@ -7,8 +7,7 @@
   ``AddConst`` and ``import_rules``' ``Scale``) whose output the first engine layer quantizes,
   so the layer sees the standardized features, as in scikit-learn (folding the scaler into the
   first layer's weights would be exact in reals but would quantize the raw features, whose ranges
-  differ by 10^4 in the breast-cancer data, at one radix point). Before, ``Scaler`` had no rule,
-  and as a domain op it also left the next ``MatMul``'s input rank unknown to shape inference.
+  differ by 10^4 in the breast-cancer data, at one radix point).
 * ``Sub(c, x)`` with ``c`` a constant (``c - x``; skl2onnx's binary ``MLPClassifier`` writes
   ``1 - p`` for the negative class, PyTorch's ``1 - torch.sigmoid(g)`` of a gate): it becomes
   ``Add(Mul(x, -1), c)``, exact in float (a sign flip, then the same float addition), which the
