@@ -14,9 +14,8 @@ over the calibration set's values (rounding as the deployment rounds, saturating
 ends); a tie keeps the coarser. The same rule chooses
 
 * a layer's output radix ``F_out`` from its wide results, but for the layer whose output is
-  the network's: a saturated output there is a clamped result the user reads (unet_ct2 of
-  ``tests/fixtures/torch_families/variant_family.py``: its last conv one bit finer saturated 634 outputs at 1.0, the
-  relative error 1.79 % -> 2.05 %), so it keeps DETERMINE's radix (the preceding operation's values:
+  the network's: a saturated output there is a clamped result the user reads, so it keeps
+  DETERMINE's radix (the preceding operation's values:
   the layer path's raw call, :meth:`hlsnn.deploy.run.executors._Exec.preceding`, and the fast
   calibration's ``v``, :mod:`hlsnn.deploy.quantize.calibrate`), one radix per tensor (a layer with
   per-channel weight scales keeps DETERMINE's rule), and

@@ -59,7 +59,7 @@ RADIX = ("lse", "msb")
 FIT = ("network", "output")
 
 #: choose on the first half of the calibration images, score on the other half, then calibrate
-#: on all with the pair chosen (measured against False: docs/history/deploy-models.md)
+#: on all with the pair chosen
 HOLD_OUT = False
 
 #: the format types whose ``auto`` fields are chosen here (``fixed``'s radix is ``lse``, the config's)

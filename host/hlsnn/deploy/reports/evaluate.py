@@ -274,7 +274,7 @@ def _regression_scorer(targets, y_ref):
 
 
 #: An assignment with power-of-two layers gets :func:`pot_note` when it loses more than this many
-#: accuracy points against float (issue 32's bar), or (regression) raises the MSE by more than
+#: accuracy points against float, or (regression) raises the MSE by more than
 #: this fraction of the float model's.
 POT_NOTE_POINTS = 1.0
 POT_NOTE_MSE = 0.10
