@@ -156,19 +156,24 @@ def to_nearest_resize(g, node, x, scales, name):
     import numpy as np
     from onnx import helper, numpy_helper
     g.initializer.append(numpy_helper.from_array(np.asarray(scales, np.float32), name))
-    del node.input[:]
-    node.input.extend([x, "", name])
-    del node.attribute[:]
-    node.attribute.extend([helper.make_attribute("mode", "nearest"),
-                           helper.make_attribute("coordinate_transformation_mode", "asymmetric"),
-                           helper.make_attribute("nearest_mode", "floor")])
+    replace(node.input, [x, "", name])
+    replace(node.attribute, [helper.make_attribute("mode", "nearest"),
+                             helper.make_attribute("coordinate_transformation_mode", "asymmetric"),
+                             helper.make_attribute("nearest_mode", "floor")])
     node.op_type = "Resize"
+
+
+def replace(field, items):
+    """The protobuf repeated ``field`` (a graph's nodes, a node's inputs, ...) holding ``items``
+    instead, in their order (the field's own among them too)."""
+    items = list(items)
+    del field[:]
+    field.extend(items)
 
 
 def with_outputs(node, outputs):
     """A copy of ``node`` writing ``outputs`` ("" for an output left out)."""
     copy = type(node)()
     copy.CopyFrom(node)
-    del copy.output[:]
-    copy.output.extend(outputs)
+    replace(copy.output, outputs)
     return copy

@@ -74,24 +74,7 @@ def _program(dep):
     (:func:`hlsnn.deploy.lower.program.lower`, as :meth:`~hlsnn.deploy.run.runner.Deployment.fast_network`
     lowers it, here on any target: its bits are every target's), or None where the network does
     not lower to one."""
-    from types import SimpleNamespace
-
-    from ..run import fast as netfast
-    from ..lower import program as netmode
-    from ..lower.layers import program_of
-    if not dep.fast or dep.dynamic or dep.host or getattr(dep, "actmm", None) \
-            or not all(isinstance(d, int) for d in dep.net.input_shape[1:]):
-        return None
-    accs = {dep.formats[dep.assignment.format_of(la.name)].accel: dep.execs[la.name].acc
-            for la in dep.net.engine_layers()}
-    if len({id(a) for a in accs.values()}) != 1 or next(iter(accs.values())).config.engine not in netfast.RULES:
-        return None
-    cfg = SimpleNamespace(name=dep.net.name, formats=dep.formats, rounding=dep.rounding,
-                          assignments={dep.assignment.name: dep.assignment},
-                          calibration={"overflow_ratio": dep.overflow_ratio, "update": dep.update})
-    program, arrays = program_of(dep, dep.net, cfg, dep.assignment.name, accs, x_cal=0)
-    net = netmode.lower(program, arrays)
-    return None if net.host_before else net
+    return dep._lowered(any_target=True) if dep.fast else None
 
 
 def _error(dep, x, y_ref, norm, compiled):

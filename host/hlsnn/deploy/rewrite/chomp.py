@@ -80,13 +80,11 @@ def rewrite(model):
             pads, sl = plans[id(orig)]
             for x in n.attribute:
                 if x.name == "pads":
-                    del x.ints[:]
-                    x.ints.extend(pads)
+                    graphindex.replace(x.ints, pads)
                     break
             else:
                 n.attribute.append(helper.make_attribute("pads", pads))
             n.output[0] = sl.output[0]
         new.append(n)
-    del m.graph.node[:]
-    m.graph.node.extend(new)
+    graphindex.replace(m.graph.node, new)
     return m

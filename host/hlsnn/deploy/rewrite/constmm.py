@@ -95,8 +95,7 @@ def rewrite(model, fs, fold):
         new.extend(nodes)
         m.graph.initializer.extend(inits)
         fs.update(shapes)
-    del m.graph.node[:]
-    m.graph.node.extend(new)
+    graphindex.replace(m.graph.node, new)
     return m
 
 

@@ -79,11 +79,8 @@ def rewrite(model):
         drop_out.update([gnd.output[0], t.output[0]])
         idx_names.add(gnd.input[1])
         graphindex.to_nearest_resize(g, node, x, [1, 1, fh, fw], fresh(f"{node.output[0]}__nearest_scales"))
-    kept = [n for n in g.node if not (set(n.output) & drop_out)]
-    del g.node[:]
-    g.node.extend(kept)
+    graphindex.replace(g.node, [n for n in g.node if not (set(n.output) & drop_out)])
     read = {i for n in g.node for i in n.input}
     inits = [t for t in g.initializer if t.name in read or t.name not in idx_names]   # the gathers' indices go
-    del g.initializer[:]
-    g.initializer.extend(inits)
+    graphindex.replace(g.initializer, inits)
     return m

@@ -91,6 +91,5 @@ def rewrite(model):
         nodes.append(n)
     m = onnx.ModelProto()
     m.CopyFrom(model)
-    del m.graph.node[:]
-    m.graph.node.extend(nodes)
+    graphindex.replace(m.graph.node, nodes)
     return m

@@ -76,10 +76,8 @@ def rewrite(model):
                 name = fresh(f"{n.output[0]}__meanfold_axes")
                 extra.append(numpy_helper.from_array(np.array([2, 3], np.int64), name))
                 keep = [a for a in n.attribute if a.name != "axes"]
-                del n.attribute[:]
-                n.attribute.extend(keep)
+                graphindex.replace(n.attribute, keep)
                 n.input.append(name)
         m.graph.initializer.extend(extra)
-    del m.graph.node[:]
-    m.graph.node.extend(nodes)
+    graphindex.replace(m.graph.node, nodes)
     return m

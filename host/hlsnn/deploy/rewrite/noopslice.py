@@ -45,6 +45,5 @@ def rewrite(model, file_shapes=None):
             while i in drop:
                 i = drop[i]
             n.input[k] = i
-    del m.graph.node[:]
-    m.graph.node.extend(kept)
+    graphindex.replace(m.graph.node, kept)
     return m

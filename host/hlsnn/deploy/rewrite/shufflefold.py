@@ -99,10 +99,8 @@ def rewrite(model, fs):
             m.graph.initializer.append(numpy_helper.from_array(w.astype(np.float32), name))
             n.input[0], n.input[1] = x, name
             attrs = [a for a in n.attribute if a.name != "group"]
-            del n.attribute[:]
-            n.attribute.extend(attrs)
+            graphindex.replace(n.attribute, attrs)
             fs[name] = tuple(w.shape)
         kept.append(n)
-    del m.graph.node[:]
-    m.graph.node.extend(kept)
+    graphindex.replace(m.graph.node, kept)
     return m

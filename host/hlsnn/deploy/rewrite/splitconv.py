@@ -173,8 +173,7 @@ def rewrite(model):
         if id(n) in drop:
             continue
         nodes.extend(replace.get(id(n), [n]))
-    del g.node[:]
-    g.node.extend(nodes)
+    graphindex.replace(g.node, nodes)
     return m
 
 

@@ -82,9 +82,7 @@ def _softplus_thresholds(g):
         sp.output[0] = n.output[0]              # the Softplus computes the Where's output
         drop.update((id(n), id(cond)))
     if drop:
-        kept = [k for k in g.node if id(k) not in drop]
-        del g.node[:]
-        g.node.extend(kept)
+        graphindex.replace(g.node, [k for k in g.node if id(k) not in drop])
 
 
 # --- relu6(x + 3) / 6 and x * relu6(x + 3) / 6 written by hand ----------------------------------
@@ -166,9 +164,7 @@ def _hard_sigmoids(g):
                         break
                 break
     if replace:
-        new = [replace.get(id(n), n) for n in g.node if id(n) not in drop]
-        del g.node[:]
-        g.node.extend(new)
+        graphindex.replace(g.node, [replace.get(id(n), n) for n in g.node if id(n) not in drop])
 
 
 # --- x * y.expand_as(x): the Expand is the Mul's own broadcasting --------------------------------
@@ -210,9 +206,7 @@ def _expands(model):
                 and sh.output[0] not in outputs:
             drop.add(id(sh))
     if drop:
-        kept = [n for n in g.node if id(n) not in drop]
-        del g.node[:]
-        g.node.extend(kept)
+        graphindex.replace(g.node, [n for n in g.node if id(n) not in drop])
 
 
 def _index(g):
@@ -295,8 +289,7 @@ def _einsums(g, names):
         if po is not None:
             new.append(helper.make_node("Transpose", [mm], [n.output[0]], name=base, perm=po))
     if changed:
-        del g.node[:]
-        g.node.extend(new)
+        graphindex.replace(g.node, new)
 
 
 # --- the dynamo exporter's 1-D upsampling as Resize -------------------------------------------------
@@ -477,12 +470,10 @@ def _gather_resizes(model, names):
             gone.update(n.input)
         else:
             new.append(n)
-    del g.node[:]
-    g.node.extend(new)
+    graphindex.replace(g.node, new)
     read = {i for n in g.node for i in n.input} | outputs
     kept = [t for t in g.initializer if t.name in read or t.name not in gone]   # the gathers' indices, weights
-    del g.initializer[:]
-    g.initializer.extend(kept)
+    graphindex.replace(g.initializer, kept)
 
 
 def _unique(nodes):

@@ -221,17 +221,17 @@ class Deployment:
             self._fastnet = fn if fn is not None else False
         return self._fastnet or None
 
-    def _lowered(self):
+    def _lowered(self, any_target=False):
         """The deployment as a network-mode program (:func:`hlsnn.deploy.lower.program.lower` of
-        its compiled layer program), None where it has not one accelerator of an engine
-        :mod:`hlsnn.deploy.run.fast` runs, or :class:`InputError` where netmode refuses it.
-        Reads the layers' radix points as they are."""
+        its compiled layer program), None where it has not one accelerator (on ``emu``, unless
+        ``any_target``) of an engine :mod:`hlsnn.deploy.run.fast` runs, or :class:`InputError`
+        where netmode refuses it. Reads the layers' radix points as they are."""
         from types import SimpleNamespace
         from . import fast as netfast
         from ..lower import program as netmode
         from ..lower.layers import program_of
         if self.dynamic or self.host or getattr(self, "actmm", None) \
-                or any(ex.acc.target.name != "emu" for ex in self.execs.values()) \
+                or (not any_target and any(ex.acc.target.name != "emu" for ex in self.execs.values())) \
                 or not all(isinstance(d, int) for d in self.net.input_shape[1:]):
             return None
         accs = {fmt.accel: self.execs[la.name].acc for la in self.net.engine_layers()
