@@ -66,7 +66,7 @@ def _softplus_thresholds(g):
     below float32's half unit in the last place of ``x``."""
     if not any(n.op_type == "Where" for n in g.node):
         return
-    consts, producer, users, outputs = _index(g)
+    consts, producer, users, outputs = graphindex.index(g)
     drop = set()
     for n in g.node:
         if n.op_type != "Where" or len(n.input) != 3:
@@ -99,7 +99,7 @@ def _hard_sigmoids(g):
     from onnx import helper
     if not any(n.op_type == "Clip" for n in g.node):
         return
-    consts, producer, users, outputs = _index(g)
+    consts, producer, users, outputs = graphindex.index(g)
 
     def other(node, name):
         return node.input[1] if node.input[0] == name else node.input[0]
@@ -176,7 +176,7 @@ def _expands(model):
     g = model.graph
     if not any(n.op_type == "Expand" for n in g.node):
         return
-    consts, producer, users, outputs = _index(g)
+    consts, producer, users, outputs = graphindex.index(g)
     shapes = None
     drop = set()
     for n in g.node:
@@ -207,15 +207,6 @@ def _expands(model):
             drop.add(id(sh))
     if drop:
         graphindex.replace(g.node, [n for n in g.node if id(n) not in drop])
-
-
-def _index(g):
-    """:func:`hlsnn.deploy.importer.graphindex.index`: what every rewrite here looks up."""
-    return graphindex.index(g)
-
-
-def _consts(g):
-    return graphindex.constants(g)
 
 
 # --- Einsum as MatMul ------------------------------------------------------------------------------
@@ -261,7 +252,7 @@ def _einsums(g, names):
     the node computing the output keeps the ``Einsum``'s name)."""
     from onnx import helper
     fresh, fresh_node = names
-    consts = _consts(g)
+    consts = graphindex.constants(g)
     new, changed = [], False
     for n in g.node:
         if n.op_type != "Einsum" or len(n.input) != 2:
@@ -387,7 +378,7 @@ def _gather_resizes(model, names):
     g = model.graph
     if not any(n.op_type == "GatherND" for n in g.node):
         return
-    consts, producer, users, outputs = _index(g)
+    consts, producer, users, outputs = graphindex.index(g)
     gathers = _gathers(g, consts, producer)
     if not gathers:
         return
@@ -447,7 +438,7 @@ def _gather_resizes(model, names):
                 continue
             np.add.at(mat, (np.arange(len(i0)), i0), 1 - w)
             np.add.at(mat, (np.arange(len(i0)), i1), w)
-            nodes = _unique(n0 + n1 + [sub, mul, n])
+            nodes = list({id(k): k for k in n0 + n1 + [sub, mul, n]}.values())     # each node once
             emit(n, x0, mat, n.output[0], nodes)
             done.update(id(k) for k in nodes)
             break
@@ -474,12 +465,3 @@ def _gather_resizes(model, names):
     read = {i for n in g.node for i in n.input} | outputs
     kept = [t for t in g.initializer if t.name in read or t.name not in gone]   # the gathers' indices, weights
     graphindex.replace(g.initializer, kept)
-
-
-def _unique(nodes):
-    seen, out = set(), []
-    for n in nodes:
-        if id(n) not in seen:
-            seen.add(id(n))
-            out.append(n)
-    return out
