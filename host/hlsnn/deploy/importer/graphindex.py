@@ -45,10 +45,15 @@ def copy_fresh(model):
     node's subgraphs, which :mod:`hlsnn.deploy.rewrite.iffold` inlines) and no earlier ``fresh`` name has
     it. A user's file may hold any name: a new tensor that took one would be a second tensor of
     that name (the wrong weights, or a graph onnx refuses)."""
-    import onnx
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
+    m = copied(model)
     return m, namer(tensor_names(m.graph))
+
+
+def copied(message):
+    """A copy of the protobuf ``message`` (a model for a rewrite to edit, a node)."""
+    out = type(message)()
+    out.CopyFrom(message)
+    return out
 
 
 def tensor_names(g):
@@ -173,7 +178,6 @@ def replace(field, items):
 
 def with_outputs(node, outputs):
     """A copy of ``node`` writing ``outputs`` ("" for an output left out)."""
-    copy = type(node)()
-    copy.CopyFrom(node)
+    copy = copied(node)
     replace(copy.output, outputs)
     return copy

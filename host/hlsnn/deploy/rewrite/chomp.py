@@ -68,9 +68,7 @@ def rewrite(model):
             plans[id(conv)] = (pads, n)
     if not plans:
         return model
-    import onnx
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
+    m = graphindex.copied(model)
     drop = {id(sl) for _, sl in plans.values()}
     new = []
     for n, orig in zip(m.graph.node, g.node):

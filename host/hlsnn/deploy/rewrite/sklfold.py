@@ -32,7 +32,7 @@ def rewrite(model):
                 and n.input[0] in consts and n.input[1] not in consts)]
     if not todo:
         return model
-    from ..importer.graphindex import tensor_names, namer
+    from ..importer.graphindex import copied, namer, replace, tensor_names
     fresh = namer(tensor_names(g) | {n.name for n in g.node if n.name})
     nodes, inits = [], []
     for n in g.node:
@@ -53,11 +53,8 @@ def rewrite(model):
             inits.append(numpy_helper.from_array(np.asarray(-1.0, np.float32), m1))
             nodes += [helper.make_node("Mul", [n.input[1], m1], [neg], name=fresh(f"{base}/negate")),
                       helper.make_node("Add", [neg, n.input[0]], [n.output[0]], name=base)]
-    import onnx
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    del out.graph.node[:]
-    out.graph.node.extend(nodes)
+    out = copied(model)
+    replace(out.graph.node, nodes)
     out.graph.initializer.extend(inits)
     if not any(n.domain == ML_DOMAIN for n in nodes):
         keep = [o for o in out.opset_import if o.domain != ML_DOMAIN]
