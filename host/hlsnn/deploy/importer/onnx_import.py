@@ -42,7 +42,7 @@ Rules (these are what :func:`load_onnx` does, in order):
   ``Resize``/``Upsample`` by integer nearest factors and ``Mul``/``Div`` by constants (folded
   into the preceding layer where exact): the rules of :mod:`hlsnn.deploy.importer.import_rules`. A
   zero ``Pad`` of H and W that only a ``Conv`` reads becomes that conv's padding.
-* Attention (issue 52): a graph with ``Shape`` nodes, a ``MatMul`` of two computed tensors, a
+* Attention: a graph with ``Shape`` nodes, a ``MatMul`` of two computed tensors, a
   ``Gather`` of a computed tensor, a ``Transpose`` of a computed tensor or a ``Concat`` of computed
   tensors on axis 2 or -1 (``torch.cat(dim=-1)`` of tokens) gets static batch-1
   shapes (:mod:`hlsnn.deploy.rewrite.shapefold`: the shape arithmetic folds to constants), and the ops
@@ -58,7 +58,7 @@ Rules (these are what :func:`load_onnx` does, in order):
   symbolic batch: the leading 1 of the input and of every constant ``Reshape`` target that
   starts with 1 (``[1, 128]`` before a classifier) stands for the batch.
 * Control flow (``Loop``, ``Scan``, ``If``: any node with a subgraph) is unsupported, also with ``host_fallback``.
-* Bounds (issue 33): an initializer holds at most :data:`MAX_INITIALIZER_ELEMENTS` values, every
+* Bounds: an initializer holds at most :data:`MAX_INITIALIZER_ELEMENTS` values, every
   tensor whose size shape inference knows at most :data:`MAX_TENSOR_ELEMENTS` per sample, and a
   constant-folded node's output at most :data:`MAX_TENSOR_ELEMENTS`. Weights, biases and
   BatchNormalization parameters must be finite floats (a variance also >= 0); each failure names
@@ -243,7 +243,7 @@ def _as_identity(node):
 
 def _check_names(path, g):
     """Every node, tensor and initializer name, op type and op domain of graph ``g`` printable and bounded
-    (:func:`hlsnn.names.check_label`; issue 47): names reach reports, generated kernels'
+    (:func:`hlsnn.names.check_label`): names reach reports, generated kernels'
     comments and compiled models, so a newline or control character in one is refused here."""
     from ...names import check_label
     for what, names in (("initializer", (t.name for t in g.initializer)),
@@ -273,8 +273,8 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
     except Exception as e:  # onnx raises several types for a broken file
         raise InputError(f"{printable(path)}: not a valid ONNX model "
                          f"({str(e).splitlines()[0] if str(e) else type(e).__name__}){qimport.checker_hint(e)}")
-    onnx_attrs.check_model(model)                 # issue 84: the spec's bounds on attributes, also for --host-fallback
-    model = qimport.float_model(model, path)      # issue 50: QDQ pairs folded (a no-op without them)
+    onnx_attrs.check_model(model)                 # the spec's bounds on attributes, also for --host-fallback
+    model = qimport.float_model(model, path)      # QDQ pairs folded (a no-op without them)
     ctx = passes.Context(path, host_fallback, fold=_fold_constant)
     model = passes.run_graph(model, ctx)          # the rewrites (hlsnn.deploy.rewrite.passes), in order
     fs = ctx.fs                # static shapes at batch 1 for attention and shape ops (None: none needed)
@@ -429,7 +429,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
                     if b is None:
                         continue
                     n_out = w.shape[1] if w.ndim == 2 else None
-                    if n_out is not None and np.size(b) not in (1, n_out):        # issue 47
+                    if n_out is not None and np.size(b) not in (1, n_out):
                         reject(node, f"bias {node.input[2]!r} of shape {list(np.shape(b))}: a Gemm's bias (C) has "
                                      f"1 or N = {n_out} values here")
                         continue

@@ -38,7 +38,7 @@ def _node_guard(rt_node, where):
 
 def guard(sess, where="float reference"):
     """Make every failure of ``sess`` (a ReferenceEvaluator) a :class:`~hlsnn.errors.ModelError`
-    that names the node, instead of whatever numpy or onnx raised (issue 33: channel mismatches,
+    that names the node, instead of whatever numpy or onnx raised (channel mismatches,
     kernels larger than the map, impossible reshapes, pool stride 0, out-of-memory pads)."""
     for rt in getattr(sess, "rt_nodes_", ()):
         if getattr(rt, "onnx_node", None) is not None:

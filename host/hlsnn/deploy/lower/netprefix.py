@@ -1,4 +1,4 @@
-"""Host ops on the float input before the network kernel starts (issue 52): a model whose first
+"""Host ops on the float input before the network kernel starts: a model whose first
 ops act on the float input before any engine layer reads it (an input ``BatchNormalization``
 or ``LayerNormalization``, a ``Transpose`` of an (N, T, F) input to channels) runs them on the
 host, in float64, with the code the layer path runs them with (:func:`hlsnn.deploy.run.hostops.run`

@@ -245,7 +245,7 @@ def _targets(data, y_test, y_ref):
     sample, or None (then the float model's outputs are the reference)."""
     if y_test is None:
         return None
-    if y_test.dtype.kind in "iub":       # integer targets are targets too (issue 47: they were dropped)
+    if y_test.dtype.kind in "iub":       # integer targets are targets too
         y_test = y_test.astype(np.float64)
     if y_test.dtype.kind != "f":
         raise InputError(f"{data}: y_test of dtype {y_test.dtype}: regression targets are numbers")

@@ -1,4 +1,4 @@
-"""``torch.maximum(x, c * x)`` as ``LeakyRelu(alpha=c)``, at import (issue 52).
+"""``torch.maximum(x, c * x)`` as ``LeakyRelu(alpha=c)``, at import.
 
 A leaky ReLU written by hand, ``torch.maximum(x, 0.2 * x)`` (also ``torch.max(x, x * 0.2)``),
 is exported by both of torch's exporters as ``Max(x, Mul(x, c))`` with ``c`` one constant number

@@ -1,4 +1,4 @@
-"""Two means over the two spatial axes, one after the other, as one mean (issue 52's fifth family).
+"""Two means over the two spatial axes, one after the other, as one mean.
 
 A squeeze-excite block written ``x.mean(-1).mean(-1)`` (or ``x.mean(3).mean(2)``, or with
 ``keepdim=True`` twice) on an (N, C, H, W) map exports as two ``ReduceMean`` nodes: W first, then

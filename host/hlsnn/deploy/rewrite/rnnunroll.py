@@ -1,4 +1,4 @@
-"""Recurrent cells (ONNX ``GRU``, ``LSTM``, ``RNN``) unrolled into ops the engines run (issue 79).
+"""Recurrent cells (ONNX ``GRU``, ``LSTM``, ``RNN``) unrolled into ops the engines run.
 
 A pre-pass of the importer (:func:`rewrite`, called by :func:`hlsnn.deploy.importer.onnx_import.load_onnx`
 before the shape rewrites; a model without a recurrent node passes unchanged). A node with a

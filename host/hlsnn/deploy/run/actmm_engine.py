@@ -1,4 +1,4 @@
-"""Attention's ``MatMul`` of two activations on the ``bfp_systolic`` engine (issue 52).
+"""Attention's ``MatMul`` of two activations on the ``bfp_systolic`` engine.
 
 A ``MatMulAct`` layer (:mod:`hlsnn.deploy.run.samplewise`) in a ``bfp`` deployment multiplies its
 operands on the accelerator of the nearest engine layer, through the executor path of the
