@@ -1,4 +1,4 @@
-"""Whole-model deployment, in rooms that follow the pipeline (issue 80):
+"""Whole-model deployment, in rooms that follow the pipeline:
 
 1. :mod:`~hlsnn.deploy.importer`: an ONNX file (float, QDQ or QONNX) becomes a network of layers;
 2. :mod:`~hlsnn.deploy.rewrite`: the import's graph rewrites, one ordered list

@@ -313,7 +313,7 @@ def load_deploy_config(path) -> DeployConfig:
             raise ConfigError(path, f"formats.{name}.weight_terms", s["weight_terms"],
                               "only the shift formats (twohot, pot) have a second code per weight; leave it out")
         if s["radix"] == "auto":
-            # fixed: lse; twohot, pot: chosen per model at calibration (hlsnn.deploy.radix_auto)
+            # fixed: lse; twohot, pot: chosen per model at calibration (hlsnn.deploy.quantize.shift_auto)
             s["radix"] = "lse" if s["type"] == "fixed" else "auto" if s["type"] in ("twohot", "pot") else "msb"
         if s["type"] not in ("fixed", "sparse", "twohot", "pot") and s["radix"] != "msb":
             raise ConfigError(path, f"formats.{name}.radix", s["radix"],

@@ -1,6 +1,5 @@
-"""What the importer's ONNX rewrites look up in a graph (:mod:`hlsnn.deploy.rewrite.torchdecomp`,
-:mod:`hlsnn.deploy.rewrite.repeatup`, :mod:`hlsnn.deploy.rewrite.unshuffle`, :mod:`hlsnn.deploy.rewrite.meanfold`): a
-node's attributes (:func:`attr`), its constants, each tensor's producing node, each tensor's reading nodes and the graph's output names;
+"""What the importer's ONNX rewrites (:mod:`hlsnn.deploy.rewrite`) look up in a graph: a node's
+attributes (:func:`attr`), its constants, each tensor's producing node, each tensor's reading nodes and the graph's output names;
 each tensor's shape from onnx's shape inference (:func:`shapes`); where a chain of moves
 carries each element (:func:`run_moves`); and the copy a rewrite edits, with new names that no
 tensor has (:func:`copy_fresh`)."""
@@ -44,16 +43,17 @@ def copy_fresh(model):
     new tensor: ``base``, with ``_`` appended until no tensor of the copy as it was (an
     initializer, graph input, output or ``value_info``, a node's input or output, also inside a
     node's subgraphs, which :mod:`hlsnn.deploy.rewrite.iffold` inlines) and no earlier ``fresh`` name has
-    it (:mod:`hlsnn.deploy.rewrite.gatherup2d`, :mod:`hlsnn.deploy.rewrite.repeatup`, :mod:`hlsnn.deploy.rewrite.unshuffle`,
-    :mod:`hlsnn.deploy.rewrite.bnforward`, :mod:`hlsnn.deploy.rewrite.pixelshuffle`, :mod:`hlsnn.deploy.rewrite.subneg`,
-    :mod:`hlsnn.deploy.rewrite.ecafold`, :mod:`hlsnn.deploy.rewrite.shufflefold`, :mod:`hlsnn.deploy.rewrite.splitconv`,
-    :mod:`hlsnn.deploy.rewrite.torchdecomp`, :mod:`hlsnn.deploy.rewrite.constmm`, :mod:`hlsnn.deploy.rewrite.meanfold`). A
-    user's file may hold any name: a new tensor that took one would be a second tensor of that
-    name (the wrong weights, or a graph onnx refuses)."""
-    import onnx
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
+    it. A user's file may hold any name: a new tensor that took one would be a second tensor of
+    that name (the wrong weights, or a graph onnx refuses)."""
+    m = copied(model)
     return m, namer(tensor_names(m.graph))
+
+
+def copied(message):
+    """A copy of the protobuf ``message`` (a model for a rewrite to edit, a node)."""
+    out = type(message)()
+    out.CopyFrom(message)
+    return out
 
 
 def tensor_names(g):
@@ -139,11 +139,10 @@ def run_moves(nodes, shape, fs):
     ``fs``), or None where a node's rank or size does not match: where each element of the
     start ends up (:mod:`hlsnn.deploy.rewrite.shufflefold`, :mod:`hlsnn.deploy.rewrite.ecafold`)."""
     import numpy as np
-    from onnx import helper
     y = np.arange(int(np.prod(shape))).reshape(shape)
     for n in nodes:
         if n.op_type == "Transpose":
-            perm = next((list(helper.get_attribute_value(a)) for a in n.attribute if a.name == "perm"), None)
+            perm = attr(n, "perm")
             if perm is None or len(perm) != y.ndim:
                 return None
             y = y.transpose(perm)
@@ -155,10 +154,30 @@ def run_moves(nodes, shape, fs):
     return y
 
 
+def to_nearest_resize(g, node, x, scales, name):
+    """``node`` of graph ``g`` made, in place, ONNX's nearest ``Resize`` of ``x`` by ``scales`` (an
+    initializer ``name``), with ``coordinate_transformation_mode`` asymmetric and ``nearest_mode``
+    floor: ``y[i] = x[floor(i / f)]`` on each axis of factor ``f``."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+    g.initializer.append(numpy_helper.from_array(np.asarray(scales, np.float32), name))
+    replace(node.input, [x, "", name])
+    replace(node.attribute, [helper.make_attribute("mode", "nearest"),
+                             helper.make_attribute("coordinate_transformation_mode", "asymmetric"),
+                             helper.make_attribute("nearest_mode", "floor")])
+    node.op_type = "Resize"
+
+
+def replace(field, items):
+    """The protobuf repeated ``field`` (a graph's nodes, a node's inputs, ...) holding ``items``
+    instead, in their order (the field's own among them too)."""
+    items = list(items)
+    del field[:]
+    field.extend(items)
+
+
 def with_outputs(node, outputs):
     """A copy of ``node`` writing ``outputs`` ("" for an output left out)."""
-    copy = type(node)()
-    copy.CopyFrom(node)
-    del copy.output[:]
-    copy.output.extend(outputs)
+    copy = copied(node)
+    replace(copy.output, outputs)
     return copy

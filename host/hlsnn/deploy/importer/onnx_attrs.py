@@ -1,4 +1,4 @@
-"""The ONNX spec's bounds on the attributes of the nodes hlsnn imports (issue 84): an axis within
+"""The ONNX spec's bounds on the attributes of the nodes hlsnn imports: an axis within
 its tensor's rank, a mode one of the op's strings. A node outside them is one the spec forbids and
 onnxruntime refuses to load or run (``Softmax`` of ``axis=5`` on a rank-2 tensor, ``Gelu`` of
 ``approximate='bad'``); the importer's rules would wrap such an axis modulo the rank or take

@@ -42,35 +42,23 @@ Rules (these are what :func:`load_onnx` does, in order):
   ``Resize``/``Upsample`` by integer nearest factors and ``Mul``/``Div`` by constants (folded
   into the preceding layer where exact): the rules of :mod:`hlsnn.deploy.importer.import_rules`. A
   zero ``Pad`` of H and W that only a ``Conv`` reads becomes that conv's padding.
-* Attention (issue 52): a graph with ``Shape`` nodes, a ``MatMul`` of two computed tensors, a
+* Attention: a graph with ``Shape`` nodes, a ``MatMul`` of two computed tensors, a
   ``Gather`` of a computed tensor, a ``Transpose`` of a computed tensor or a ``Concat`` of computed
   tensors on axis 2 or -1 (``torch.cat(dim=-1)`` of tokens) gets static batch-1
   shapes (:mod:`hlsnn.deploy.rewrite.shapefold`: the shape arithmetic folds to constants), and the ops
   on tensors that merge the batch with other axes run per sample (:mod:`hlsnn.deploy.run.samplewise`:
   ``SwMove``, ``SwCompute``, ``MatMulAct``; a ``MatMul``/``Gemm`` by a constant there is a
   token-wise GEMM).
-* ``Einsum`` that is a (batched) matrix product, the dynamo exporter's 1-D linear / nearest-exact
-  upsampling (gathers along L and their blend), ``expand_as`` before a broadcasting ``Mul`` and a
-  hard sigmoid / swish written as ``relu6(x + 3) / 6`` are first rewritten as ``MatMul`` /
-  ``Resize`` / nothing / ``HardSigmoid``, ``HardSwish`` (:mod:`hlsnn.deploy.rewrite.torchdecomp`), and a
-  ``Split`` of a conv's channels (``F.glu``) as one conv per part (:mod:`hlsnn.deploy.rewrite.splitconv`),
-  ``x - conv(x)`` as ``x + conv'(x)`` with the conv's weights negated (:mod:`hlsnn.deploy.rewrite.subneg`),
-  and a pixel unshuffle (``SpaceToDepth``) read only by convs as strided convs of its input
-  (:mod:`hlsnn.deploy.rewrite.unshuffle`), a pixel shuffle (``DepthToSpace``) of a conv's output inside
-  the network as a transposed conv of 0/1 weights (:mod:`hlsnn.deploy.rewrite.pixelshuffle`), and
-  ``repeat_interleave`` as the nearest ``Resize`` (:mod:`hlsnn.deploy.rewrite.repeatup`), as is the dynamo
-  exporter's 2-D ``nearest-exact`` upsampling
-  (a ``GatherND`` between two ``Transpose`` nodes: :mod:`hlsnn.deploy.rewrite.gatherup2d`); a ``Slice``
-  that keeps every element is dropped (:mod:`hlsnn.deploy.rewrite.noopslice`), and a ``BatchNormalization``
-  of an (N, K) tensor read only by a ``Gemm`` (after an activation: ``Linear -> ReLU -> BatchNorm1d
-  -> Linear``) is folded forward into that ``Gemm``'s weights and bias (:mod:`hlsnn.deploy.rewrite.bnforward`);
-  ``torch.maximum(x, c * x)`` (``Max(x, Mul(x, c))``, one number ``0 <= c <= 1``) is ``LeakyRelu(alpha=c)``
-  (:mod:`hlsnn.deploy.rewrite.maxleaky`). ``GRU``/``LSTM``/``RNN`` are unrolled into Gemm, tables, Mul, Add (:mod:`hlsnn.deploy.rewrite.rnnunroll`).
+* The exporters' idioms (``Einsum`` products, dynamo's upsampling gathers, ``repeat_interleave``,
+  pixel (un)shuffles, ``F.glu``'s ``Split``, ``x - conv(x)``, ``torch.maximum(x, c * x)``, a
+  BatchNorm1d between two Linears, recurrent cells, ...) are first rewritten into the ops above
+  by the passes of :mod:`hlsnn.deploy.rewrite.passes`, one ordered list, each pass's contract in
+  its module.
 * An input whose batch dimension is fixed at 1 (``torch.onnx.export``'s default) gets a
   symbolic batch: the leading 1 of the input and of every constant ``Reshape`` target that
   starts with 1 (``[1, 128]`` before a classifier) stands for the batch.
 * Control flow (``Loop``, ``Scan``, ``If``: any node with a subgraph) is unsupported, also with ``host_fallback``.
-* Bounds (issue 33): an initializer holds at most :data:`MAX_INITIALIZER_ELEMENTS` values, every
+* Bounds: an initializer holds at most :data:`MAX_INITIALIZER_ELEMENTS` values, every
   tensor whose size shape inference knows at most :data:`MAX_TENSOR_ELEMENTS` per sample, and a
   constant-folded node's output at most :data:`MAX_TENSOR_ELEMENTS`. Weights, biases and
   BatchNormalization parameters must be finite floats (a variance also >= 0); each failure names
@@ -255,7 +243,7 @@ def _as_identity(node):
 
 def _check_names(path, g):
     """Every node, tensor and initializer name, op type and op domain of graph ``g`` printable and bounded
-    (:func:`hlsnn.names.check_label`; issue 47): names reach reports, generated kernels'
+    (:func:`hlsnn.names.check_label`): names reach reports, generated kernels'
     comments and compiled models, so a newline or control character in one is refused here."""
     from ...names import check_label
     for what, names in (("initializer", (t.name for t in g.initializer)),
@@ -285,8 +273,8 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
     except Exception as e:  # onnx raises several types for a broken file
         raise InputError(f"{printable(path)}: not a valid ONNX model "
                          f"({str(e).splitlines()[0] if str(e) else type(e).__name__}){qimport.checker_hint(e)}")
-    onnx_attrs.check_model(model)                 # issue 84: the spec's bounds on attributes, also for --host-fallback
-    model = qimport.float_model(model, path)      # issue 50: QDQ pairs folded (a no-op without them)
+    onnx_attrs.check_model(model)                 # the spec's bounds on attributes, also for --host-fallback
+    model = qimport.float_model(model, path)      # QDQ pairs folded (a no-op without them)
     ctx = passes.Context(path, host_fallback, fold=_fold_constant)
     model = passes.run_graph(model, ctx)          # the rewrites (hlsnn.deploy.rewrite.passes), in order
     fs = ctx.fs                # static shapes at batch 1 for attention and shape ops (None: none needed)
@@ -441,7 +429,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
                     if b is None:
                         continue
                     n_out = w.shape[1] if w.ndim == 2 else None
-                    if n_out is not None and np.size(b) not in (1, n_out):        # issue 47
+                    if n_out is not None and np.size(b) not in (1, n_out):
                         reject(node, f"bias {node.input[2]!r} of shape {list(np.shape(b))}: a Gemm's bias (C) has "
                                      f"1 or N = {n_out} values here")
                         continue

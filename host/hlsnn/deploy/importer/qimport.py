@@ -1,4 +1,4 @@
-"""Models quantized elsewhere (issue 50): ONNX QDQ (``QuantizeLinear``/``DequantizeLinear``, as
+"""Models quantized elsewhere: ONNX QDQ (``QuantizeLinear``/``DequantizeLinear``, as
 onnxruntime's ``quantize_static`` and PyTorch's exporters write them) and QONNX (``Quant``/``IntQuant``,
 ``BipolarQuant``, as Brevitas' ``export_qonnx`` writes them).
 
@@ -15,7 +15,7 @@ A pre-pass of the importer (:func:`float_model`, called once by
 * Types: int8 and uint8 (per tensor or per axis), int32 for biases. Blocked quantization
   (``block_size``, opset 21), other integer types and a Q/DQ that is not one of these pairs are a
   :class:`~hlsnn.errors.ModelError` naming the node.
-* Every Q/DQ node is first held to the ONNX spec (issue 84; :func:`_quant_params`), as onnxruntime
+* Every Q/DQ node is first held to the ONNX spec (:func:`_quant_params`), as onnxruntime
   holds it: its input, scale and zero-point types against the op's schema at the file's opset (a
   zero point of another type than the integers it belongs to, an int32 QuantizeLinear, an
   ``output_dtype`` the zero point's type is not), the scale one number or 1-D and the zero point
@@ -27,7 +27,7 @@ A pre-pass of the importer (:func:`float_model`, called once by
   a ``Quant`` of an activation is removed (its readers read its input) and kept as an annotation
   with its bit width (2..32), signedness, ``narrow`` and ``rounding_mode``; where its range is a
   proper part of int8's at a power-of-two scale (:func:`clamp_bounds`: 2..8 bits, say uint4
-  ``[0, 15]``, or narrow int8) a ``Clip`` to that range takes its place (issue 82). A
+  ``[0, 15]``, or narrow int8) a ``Clip`` to that range takes its place. A
   ``BipolarQuant`` of an activation becomes hlsnn's ``Bipolar`` op (``hlsnn`` domain, attribute
   ``scale``: ``scale`` for ``x >= 0``, else ``-scale``), a host op with a table rule. Scales are finite and
   > 0, zero points finite integers, the bit width one finite integer (else a ModelError). ``Trunc``
@@ -218,10 +218,10 @@ def strip(model, path=None):
             bounds = clamp_bounds(tq)
             if bounds is None:
                 alias[n.output[0]] = n.input[0]
-            else:                                  # a range narrower than int8's: kept as a Clip (issue 82)
+            else:                                  # a range narrower than int8's: kept as a Clip
                 stand_in[id(n)] = _clip_node(helper, numpy_helper, n, tq, bounds, opset, node_name, tensor_name,
                                              new_inits)
-        else:                                      # an activation's sign: hlsnn's own op (issue 82)
+        else:                                      # an activation's sign: hlsnn's own op
             if tq.scale.size != 1:
                 raise ModelError(f"node {n.name or n.output[0]!r} (BipolarQuant): scale of shape "
                                  f"{tuple(tq.scale.shape)} on an activation; hlsnn takes one scale per tensor")
@@ -336,7 +336,7 @@ BIPOLAR, HLSNN_DOMAIN = "Bipolar", "hlsnn"
 def clamp_bounds(tq):
     """The integer range ``(lo, hi)`` an activation's QONNX ``Quant`` ``tq`` saturates to, when it
     is a proper part of int8's and the quantization otherwise int8's (one power-of-two scale, zero
-    point 0, rounding half to even): ``b <= 8`` bits, signed, unsigned or narrow (issue 82). Such a
+    point 0, rounding half to even): ``b <= 8`` bits, signed, unsigned or narrow. Such a
     ``Quant`` is an int8 activation at radix ``F`` whose requantization clamps to ``[lo, hi]``; the
     float model keeps it as ``Clip(x, lo 2**-F, hi 2**-F)`` (the engines' fused output clamp,
     rule conv_output of :mod:`hlsnn.deploy.lower.program`). None otherwise (int8 itself: the engines' saturation)."""
@@ -449,12 +449,11 @@ def _weights_of(path):
     return m, notes, inits
 
 
-def layer_mapping(net, path, formats_of=None):
+def layer_mapping(net, path):
     """Per engine layer of ``net`` (imported from ``path``): how the file's quantization maps,
     a dict ``{layer: {"weights", "input", "output": descriptions, "mapping": "exact" |
     "approximated", "why": ..., "f_w", "f_in", "f_out": the radix points when exact}}``. Empty
-    when the file has no Q/DQ. ``formats_of(layer name)``: the format type, for the weight error
-    of the deployed weights (``fixed``/``sparse``: int8 at a power-of-two scale)."""
+    when the file has no Q/DQ."""
     m, notes, inits = _weights_of(path)
     if not notes:
         return {}

@@ -1,5 +1,5 @@
 """The quantization one ONNX Q/DQ or QONNX node gives a tensor, read and held to the ONNX spec
-(:mod:`hlsnn.deploy.importer.qimport`'s first step, issue 84): :class:`TensorQuant`, and :func:`_quant_params`,
+(:mod:`hlsnn.deploy.importer.qimport`'s first step): :class:`TensorQuant`, and :func:`_quant_params`,
 which checks a ``QuantizeLinear``/``DequantizeLinear`` node's input, scale and zero-point types against
 the op's schema at the file's opset (:func:`spec_types`), the scale one number or 1-D and the zero point
 of its shape, and a per-axis ``axis`` one of the tensor's (never taken modulo its rank)."""
@@ -34,10 +34,6 @@ class TensorQuant:
         lo = (-(1 << (self.bits - 1)) + int(self.narrow)) if self.signed else 0
         hi = ((1 << (self.bits - 1)) - 1) if self.signed else (1 << self.bits) - 1 - int(self.narrow)
         return lo, hi
-
-    @property
-    def per_tensor(self):
-        return self.scale.size == 1
 
     @property
     def pow2_frac(self):

@@ -38,7 +38,7 @@ def _node_guard(rt_node, where):
 
 def guard(sess, where="float reference"):
     """Make every failure of ``sess`` (a ReferenceEvaluator) a :class:`~hlsnn.errors.ModelError`
-    that names the node, instead of whatever numpy or onnx raised (issue 33: channel mismatches,
+    that names the node, instead of whatever numpy or onnx raised (channel mismatches,
     kernels larger than the map, impossible reshapes, pool stride 0, out-of-memory pads)."""
     for rt in getattr(sess, "rt_nodes_", ()):
         if getattr(rt, "onnx_node", None) is not None:
@@ -148,10 +148,8 @@ def _pool_ops():
     ``nn.MaxPool1d(3, stride=1, padding=1)``, fails with an IndexError in onnx 1.22).
 
     onnx's reference pools (onnx 1.22) disagree with onnxruntime when the pads are asymmetric
-    or with ``ceil_mode``: of 600 random 2-D pools, 23 gave another shape, other values or an
-    exception (MaxPool pads [0, 0, 1, 0] of a 2x3 map: 3 values where onnxruntime gives 4), while
-    ``hostops._pool`` agreed with onnxruntime on all 600. tests/deploy/test_fuzz_onnx.py holds
-    this reference to onnxruntime."""
+    or with ``ceil_mode`` (another shape, other values or an exception); ``_pool`` agrees with
+    onnxruntime (tests/deploy/test_fuzz_onnx.py)."""
     from onnx.reference.op_run import OpRun
     from onnx.reference.ops.op_average_pool import AveragePool_11, AveragePool_19
     from onnx.reference.ops.op_max_pool import MaxPool as StockMaxPool

@@ -1,4 +1,4 @@
-"""A model :func:`hlsnn.train.export` wrote, deployed with the settings it was trained with (issue 84).
+"""A model :func:`hlsnn.train.export` wrote, deployed with the settings it was trained with.
 
 ``export`` writes, beside ``model.onnx``, the sidecar ``model.onnx.hlsnn-train.json``; its
 ``training`` section holds every deploy-config setting that training-time eval computed with:
@@ -21,17 +21,15 @@ deploys with training-time eval's bits:
 
 1. a format field the config leaves ``auto`` (or out) takes training's value: a shift format's
    ``radix: auto`` is training's ``msb`` rather than the rule :mod:`hlsnn.deploy.quantize.shift_auto`
-   would choose at calibration (which chose ``lse`` on a small CNN, whose deployment then
-   matched eval mode on 27 of 360 outputs), as ``bias_correction: auto`` is ``none`` for such a
-   model (:func:`hlsnn.deploy.quantize.biascorr.policy`);
+   would choose at calibration, as ``bias_correction: auto`` is ``none`` for such a model
+   (:func:`hlsnn.deploy.quantize.biascorr.policy`);
 2. a field the config sets otherwise than training, a calibration setting or the rounding that
    differs, is kept as the config says, with one line on stderr naming the key, the config's
    value and training's (``hlsnn: warning: ...``): that deployment does not give eval mode's bits.
 
 The config's formats are matched to training's by name; when the sidecar has one format and
 the config none of its name, each config format of the same type is compared with it. A model
-file without a sidecar, or a sidecar without a ``training`` section (an export before
-2026-11-28), is deployed as the config says.
+file without a sidecar, or a sidecar without a ``training`` section, is deployed as the config says.
 """
 from __future__ import annotations
 

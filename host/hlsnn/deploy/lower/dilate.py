@@ -1,4 +1,4 @@
-"""Dilation in the network mode (issue 52): a convolution with dilations ``(dh, dw)`` and
+"""Dilation in the network mode: a convolution with dilations ``(dh, dw)`` and
 kernel ``(kh, kw)`` is the ordinary convolution with the kernel of extent ``(dh*(kh-1)+1,
 dw*(kw-1)+1)`` whose holes hold zero weights, with the same strides and padding. Its output
 is the dilated convolution's by definition (each output sums the same products, plus products

@@ -1,4 +1,4 @@
-"""The last check of a lowered network program before C (issue 47): :func:`check_ops`, the
+"""The last check of a lowered network program before C: :func:`check_ops`, the
 step :func:`hlsnn.deploy.lower.program.lower` ends with (importable from there as before), behind
 :mod:`hlsnn.network.schema`. Each op module of :mod:`hlsnn.engines.network` checks its own
 op kinds (their ``check_op``); this module checks the conv, pool and add fields every engine
@@ -12,11 +12,10 @@ from ...errors import InputError
 
 def check_ops(net):
     """``net`` if every op's fields are values the network kernels and the C helpers
-    (``native/netint.c``) handle, else :class:`InputError` naming the op (issue 47: the last
-    check before C, behind :mod:`hlsnn.network.schema`): positive sizes and kernels, strides
-    >= 1, pads >= 0, output maps as the fields' own arithmetic gives them, weight tables of
-    the shape the op indexes, and shifts C defines (operand shifts 0..31, output shifts within
-    +-62)."""
+    (``native/netint.c``) handle, else :class:`InputError` naming the op: positive sizes and
+    kernels, strides >= 1, pads >= 0, output maps as the fields' own arithmetic gives them, weight
+    tables of the shape the op indexes, and shifts C defines (operand shifts 0..31, output shifts
+    within +-62)."""
     def bad(op, what):
         return InputError(f"network program: op {op.name} ({op.kind}): {what}; the compiled model is damaged, "
                           f"compile it again")

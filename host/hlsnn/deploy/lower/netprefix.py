@@ -1,4 +1,4 @@
-"""Host ops on the float input before the network kernel starts (issue 52): a model whose first
+"""Host ops on the float input before the network kernel starts: a model whose first
 ops act on the float input before any engine layer reads it (an input ``BatchNormalization``
 or ``LayerNormalization``, a ``Transpose`` of an (N, T, F) input to channels) runs them on the
 host, in float64, with the code the layer path runs them with (:func:`hlsnn.deploy.run.hostops.run`
@@ -153,8 +153,7 @@ def bfp_patches(net, x):
     (``|m| < 2**53``, :func:`~hlsnn.engines.bfp_systolic.network.lower._round_patches`; tested
     against it): a nonzero value's leading one is at ``frexp``'s exponent less one, and ``v *
     2**-xe`` is the same dyadic value as ``m * 2**(e - xe)``, which ``ldexp`` gives exactly (or
-    rounds alike where it leaves float64's range). Fewer passes over the values: the host's
-    share of a start of h_jet_bnin bfp8 (30 values) 38 -> 25 us on this x86."""
+    rounds alike where it leaves float64's range)."""
     from ...engines.bfp_systolic.network.lower import NotExact, patch_exponent
     from ...engines.common import round_into
     how = net.input.get("patches")

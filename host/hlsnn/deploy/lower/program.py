@@ -75,30 +75,14 @@ Rule residual_add is today's host glue, which works in float64 (:mod:`hlsnn.depl
 as an integer rule. It gives the same bits because every float value there is exact: the sum
 of two 8-bit values at radixes a few bits apart, a mean over a power-of-two pixel count, and
 ``to_fixed`` first writes the value exactly at radix ``F_x + 24`` (:func:`lower` checks
-``Fm + p <= max(F_x + 24, 0)`` and refuses otherwise). Each rule by name, with its op, function, kernel loops
-and tests: :mod:`hlsnn.engines.network.rules` (``docs/network-rules.md``). Rules nearest_upsample, zero_stuff and channel_concat (data moves) are
-:mod:`hlsnn.engines.network.move`'s (step_pick, a pick of one step, :mod:`hlsnn.engines.network.tokens.pick`'s; add_upsample
-and add_resize_pairs, a move or resize of a pending Add, :mod:`hlsnn.engines.network.joins.addmove`'s; gate_concat, a gate's
-product read by a skip concat, :mod:`hlsnn.engines.network.joins.gatecat`'s; add_concat, an Add's, ``.addcat``'s;
-concat_chain, a concat of more than two parts as concats of two, :mod:`hlsnn.engines.network.joins.catsplit`'s; mixed_concat, a
-global pool or gate of a pending concat at two radix points, :mod:`hlsnn.engines.network.joins.catmix`'s),
-rules unary_table (a ``HardSwish``, ``HardSigmoid`` or ``Sigmoid`` of a fixed-point tensor as a table of
-its codes, which the layer path runs too) and channel_gate (a
-squeeze-excite block's channel gate, requantized as rule residual_add requantizes; gate_in/gate_in_sum, a gate's product
-as codes at a calibrated radix, :mod:`hlsnn.engines.network.gatein`; gate_pool, a max pool or move of a gate's product, :mod:`hlsnn.engines.network.pools.gatepool`) are
-:mod:`hlsnn.engines.network.gate`'s, rules avg_pool (an ``AveragePool`` of ``2**p`` taps: the
-window's exact sum, requantized as rule residual_add requantizes) and bilinear_x2 (a bilinear ``Resize`` by 2 with
-``half_pixel``: an edge upsample, then rule avg_pool with the weights ``[1, 2, 1] / 4`` per axis)
-:mod:`hlsnn.engines.network.pools.linpool`'s (bilinear_pow2: bilinear by 4 or 8, a nearest upsample, an edge pad and
-a ``[1, 2, ..., 2, 1] / 2f`` window). A mean over a pixel count that is not a
-power of two (say, a 7x7 global pool) has no exact float value, but the layer path rounds it
-as the exact quotient: on the integer engines it is rule mean_divide (:mod:`hlsnn.engines.network.pools.mean`:
-the exact sum divided by a constant reciprocal, then rule residual_add's requantization with ``K``
-fraction bits; :func:`lower` refuses a mean whose float path it cannot prove equal, and BFP
-pairs refuse it by name). :func:`lower` refuses any host op other than those above between engine
-layers, a format other than ``twohot``/``pot`` on ``shift_mac`` or ``fixed``/``sparse`` on
-``sparse_cluster``, dilated pools, unsigned activations, and a ``Clip`` that is not a conv's output clamp
-(above). Those networks run layer by layer as before.
+``Fm + p <= max(F_x + 24, 0)`` and refuses otherwise).
+
+The other rules (data moves, tables, gates, pools, means, joins, attention) are written in their
+modules of :mod:`hlsnn.engines.network`; each rule by name, with its op, function, kernel loops and
+tests: :mod:`hlsnn.engines.network.rules` (``docs/network-rules.md``). :func:`lower` refuses any
+host op without a rule between engine layers, a format other than ``twohot``/``pot`` on
+``shift_mac`` or ``fixed``/``sparse`` on ``sparse_cluster``, dilated pools, unsigned activations,
+and a ``Clip`` that is not a conv's output clamp (above). Those networks run layer by layer.
 """
 from __future__ import annotations
 

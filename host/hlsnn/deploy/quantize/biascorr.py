@@ -52,11 +52,8 @@ def policy(fmt_type, net):
     """What ``bias_correction: auto`` means for a format of type ``fmt_type`` in the imported
     network ``net``: ``empirical`` for ``bfp`` formats in a network with a grouped or depthwise
     convolution (an engine conv of ``group > 1``: few weights per output, whose BFP output
-    error has a mean the layers after it carry along), else ``none``. Measured in
-    ``docs/history/deploy-models.md`` (bias correction): on the depthwise networks every bfp8 figure is
-    the same or better with it (the variant family's dw_mult -1.4 -> 0.0 points against float),
-    on networks without one it costs the shipped ResNet-8 one test image in bfp8; two-hot and
-    fixed8 gain on some networks and lose on others (se_cnn two-hot -1.1 points).
+    error has a mean the layers after it carry along), else ``none`` (``docs/history/deploy-models.md``,
+    bias correction, has the figures).
     A model exported by :func:`hlsnn.train.export` (its ``<model>.hlsnn-train.json`` beside it)
     gets ``none``: its biases were trained with the engine's quantizer in the loop, and what
     was trained is what deploys."""

@@ -349,8 +349,7 @@ def _padded(shape, pads, dtype=np.int32):
     same shape, pads and dtype (only the interior is ever written, so the border stays zero; a
     pair conv's extra channel may hold another layer's values: its weights are zero; a fresh
     array's pages cost more than the convolution of a small layer). At most ``POOL_BYTES`` of
-    them are kept (calibrations of two batch sizes and both dtypes had outgrown a count of 16,
-    and every calibration made its buffers anew)."""
+    them are kept."""
     bufs = getattr(_pool, "bufs", None)
     if bufs is None:
         bufs = _pool.bufs = {}

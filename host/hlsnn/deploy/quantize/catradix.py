@@ -4,8 +4,7 @@
 one of the radix points its own least-squared-error rule weighs (DETERMINE's ``F`` of the concat
 to ``DEPTH`` bits finer), instead of its own choice. Rule input_concat of the network kernels
 (:mod:`hlsnn.engines.network.joins.catinput`) moves the input's integers ``to_fixed(x, F_in)`` into the
-concat, exact only when the reader converts at ``F_in``; each use choosing its own radix had put
-the two uses one bit apart and sent such nets layer by layer. Outside that window (the other
+concat, exact only when the reader converts at ``F_in``. Outside that window (the other
 parts reach far beyond the input's range: ``F_in`` would saturate them, or spend bits the
 values do not need) the reader keeps its own radix and the network mode refuses it by name.
 

@@ -1,9 +1,8 @@
 """Per-channel power-of-two cross-layer equalization of conv -> ReLU -> conv chains before a
-fixed-point calibration (a ``fixed`` / ``sparse`` format's ``equalize: channels``; issue 52).
+fixed-point calibration (a ``fixed`` / ``sparse`` format's ``equalize: channels``).
 
 After a ReLU, sparse_cluster keeps each map as int8 at one radix point per tensor; when the
-channels' ranges differ widely (g_unet_bn of ``tests/fixtures/torch_families/variant_fourth.py``: after dec1.0, each
-channel's largest value 1.6 to 21.6, its RMS 0.5 to 1.1), the radix that keeps the largest
+channels' ranges differ widely, the radix that keeps the largest
 channel gives the small ones few bits. :func:`apply` rewrites the network in float, exactly
 (ReLU commutes with a positive scale; a power of two is exact in float64), as data-free
 quantization's cross-layer equalization does (Nagel et al., ICCV 2019) with powers of two and
@@ -21,10 +20,6 @@ board agree bit for bit; the network mode lowers it unchanged). The producer's r
 by up to ``2**MAX_SHIFT``: it wants one weight scale per output channel (``weight_scale:
 channel``, or ``auto``'s rule), and the chain is best with ``radix: search``
 (:mod:`hlsnn.deploy.quantize.radix_search`) and ``bias_correction: empirical``.
-
-Measured (g_unet_bn_ts17, fixed8 relative error against the float model, digits test set):
-3.76 % with the defaults; ``weight_scale: channel, bias_correction: empirical, radix: search``
-3.18 %; with ``equalize: channels`` too, 2.79 % (both exports).
 """
 from __future__ import annotations
 

@@ -4,9 +4,8 @@ A U-Net's decoder conv reads ``Concat(skip, up)``: the encoder's skip (say at mo
 transposed convolution's output (say at most 24). In a fixed-point format the parts keep their
 producers' radix points, but the Concat has one format only when they agree
 (:func:`hlsnn.deploy.run.hostops.out_format`); otherwise the next conv requantizes the whole Concat at
-one radix point, the larger part's, and the smaller part loses bits (here three: unet_ct2 of
-``tests/fixtures/torch_families/variant_family.py`` at 4.19 % relative error in fixed8, 1.38 % in bfp8, whose block
-exponents keep it).
+one radix point, the larger part's, and the smaller part loses bits (BFP's block exponents keep
+them).
 
 :func:`balance` rewrites the network in float, exactly (ReLU commutes with a positive scale, and
 multiplying by a power of two is exact in float64): a part whose producer is an engine layer read
@@ -35,17 +34,8 @@ on every consumer, two rules widen (:func:`plan`'s ``wide``):
   smaller) is scaled up by at least one bit (:data:`MIN_SHIFT_WIDE`), however small the gap: its
   consumers' columns then shrink, so no weight column grows and the channel's other columns keep
   their weight scale (one weight scale per output channel, ``weight_scale: channel``). A one-bit
-  scale *down* (``k = -1``) grows columns; it lost on each model where it was tried (d_unet_repeat
-  0.94 -> 1.02 %, v_unet_ct3 1.66 -> 1.76 %, v_unet_mix 1.31 -> 1.38 %) and is not applied.
+  scale *down* (``k = -1``) grows columns and is not applied.
   The regression calibration's radix search and bias correction then adjust the rest.
-
-Measured (fixed8 relative error against the float model, regression defaults): the dense family of
-``tests/fixtures/torch_families/variant_dense.py``, both exports: d_seg_bilinear 3.07 -> 2.46 % (the encoder's skip, at
-most 1.8 beside the bilinear upsample's 4.2, scaled by 2 instead of requantized one bit coarser at
-the Concat's radix), d_unet_shuffle 1.57 -> 1.14 %, d_unet_classic 1.45 -> 1.46 %, the others
-unchanged; d_seg_bilinear retrained with seeds 1, 2, 3: 2.77 -> 2.21, 2.84 -> 2.18, 2.50 -> 2.22 %;
-g_unet_bn 2.79 -> 2.59 %; ``tests/data/torch/beyond``'s U-Nets within 0.05 point either way
-(v_unet_ct2 1.85 -> 1.77, unet_upsample 1.46 -> 1.43, v_f_unet_milesial 1.32 -> 1.36 %).
 """
 from __future__ import annotations
 
@@ -59,7 +49,7 @@ from ..run.hostops import float_tensors
 #: the formats whose activations are one radix point per tensor (sparse_cluster's)
 FIXED_TYPES = ("fixed", "sparse")
 #: the smallest scale applied, in bits: a part one bit apart would only trade an activation bit for a
-#: weight bit (measured: v_unet_mix 1.96 % -> 2.08 % at one bit, unchanged at two)
+#: weight bit
 MIN_SHIFT = 2
 
 

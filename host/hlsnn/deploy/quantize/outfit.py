@@ -1,10 +1,9 @@
 """The output layer refitted to the float network (a ``bfp`` / ``fixed`` / ``sparse`` format's
-``weight_fit: network``, a regression deployment's default; issue 52).
+``weight_fit: network``, a regression deployment's default).
 
-A regression network's last layer often sums many terms that cancel (k_ae_lin of
-``tests/fixtures/torch_families/variant_sixth.py``: a conv of 8 channels x 3 taps whose inputs have an RMS of about 2
-gives an output of RMS 0.5), so the error its quantized inputs carry is large against its
-output. The layer can take part of it back: after the calibration, its weights and bias are
+A regression network's last layer often sums many terms that cancel, so the error its
+quantized inputs carry is large against its output. The layer can take part of it back:
+after the calibration, its weights and bias are
 fitted, on the calibration images, to the float network's output, from the inputs the
 quantized network gives it, then quantized as the format quantizes any weights. For each engine
 layer whose output is the network's output (directly, or through host ``Reshape`` /
@@ -35,7 +34,7 @@ executors) compute the same bits for them as for any others.
 
 ``weight_fit: auto`` resolves to ``network`` for these formats in a regression deployment
 (:mod:`hlsnn.deploy.quantize.task_formats`), to ``output`` (the weights' nearest codes; nothing refitted)
-in a classifier. Measured in ``docs/deploy-beyond-cnn.md`` (dense outputs).
+in a classifier.
 """
 from __future__ import annotations
 

@@ -11,9 +11,8 @@ HEAD_OPS = ("Tanh", "Sigmoid")
 
 def output_layers(net):
     """The engine layers whose output is ``net``'s output, directly or through host layers of
-    :data:`SHAPE_OPS` and :data:`HEAD_OPS` that each read one tensor (a ``Tanh`` / ``Sigmoid``
-    head: tests/fixtures/torch_families/variant_seventh.py's pix2pix U-Net, fixed8 5.26 -> 2.59 % with its last
-    ``ConvTranspose`` refitted)."""
+    :data:`SHAPE_OPS` and :data:`HEAD_OPS` that each read one tensor (a pix2pix U-Net's ``Tanh``
+    head)."""
     by_out = {la.output: la for la in net.layers}
     out, seen = [], set()
     stack = [net.output]

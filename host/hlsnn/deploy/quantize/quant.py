@@ -63,11 +63,7 @@ def weight_fracs(w, per_channel, limit):
     :data:`CHANNEL_FRAC_LIMIT` above the tensor's; an all-zero channel takes the tensor's.
     ``per_channel="auto"``: the per-channel ones where some channel's is at least
     :data:`AUTO_CHANNEL_BITS` above the tensor's (a channel whose largest weight is 8 times
-    below the tensor's would keep at most 4 of int8's 7 magnitude bits), else the tensor's.
-    Measured (``tests/fixtures/torch_families/variant_family.py``'s unet_ct3, fixed8, relative error against float):
-    its last decoder conv has one output channel of weights 5-8 times the others', 3.79 % with
-    one scale, 2.23 % with this rule; the other U-Nets and the shipped models move by at most
-    one test image or 0.1 point."""
+    below the tensor's would keep at most 4 of int8's 7 magnitude bits), else the tensor's."""
     w = np.asarray(w, np.float64)
     whole = largest_frac(float(np.abs(w).max(initial=0.0)), limit)
     if not per_channel:

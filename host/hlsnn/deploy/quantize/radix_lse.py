@@ -14,9 +14,8 @@ over the calibration set's values (rounding as the deployment rounds, saturating
 ends); a tie keeps the coarser. The same rule chooses
 
 * a layer's output radix ``F_out`` from its wide results, but for the layer whose output is
-  the network's: a saturated output there is a clamped result the user reads (unet_ct2 of
-  ``tests/fixtures/torch_families/variant_family.py``: its last conv one bit finer saturated 634 outputs at 1.0, the
-  relative error 1.79 % -> 2.05 %), so it keeps DETERMINE's radix (the preceding operation's values:
+  the network's: a saturated output there is a clamped result the user reads, so it keeps
+  DETERMINE's radix (the preceding operation's values:
   the layer path's raw call, :meth:`hlsnn.deploy.run.executors._Exec.preceding`, and the fast
   calibration's ``v``, :mod:`hlsnn.deploy.quantize.calibrate`), one radix per tensor (a layer with
   per-channel weight scales keeps DETERMINE's rule), and
@@ -32,12 +31,6 @@ ends); a tie keeps the coarser. The same rule chooses
 Only calibration changes: the radix points are static numbers of the program, the kernels and
 the network mode run them as any other (their rules do not change), so emu, csim and the board
 still agree bit for bit.
-
-Measured (f_unet_bil of ``tests/fixtures/torch_families/variant_fresh.py``, milesial-style U-Net, bilinear
-``F.interpolate``, fixed8 relative error against the float model, both exports): 3.35 % with
-DETERMINE, 2.73 % with this rule on the outputs only, 2.32 % on outputs and inputs. The other
-U-Nets of the variant families move by -0.27 to +0.14 points, all under 3 % but unet_ct3 (4.02
--> 3.79 %, its per-tensor weight scale: docs/history/deploy.md).
 """
 from __future__ import annotations
 

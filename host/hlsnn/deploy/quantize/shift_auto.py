@@ -1,13 +1,10 @@
 """A shift format's ``radix: auto`` and ``weight_fit: auto`` (the config's defaults for ``twohot``
 and ``pot``): the activation radix rule (``lse`` or ``msb``) and the codes' fit (``network`` or
 ``output``) chosen per model by fidelity to the float model on the calibration images, and by
-their labels where they beat it significantly (issue 52).
+their labels where they beat it significantly.
 
-No one pair is best for every model. On the 360 test digits (emu, ``shift8_pynq-z2``, two-hot,
-points of float): ``msb``/``output`` (before 2026-11-26 the default) left dw_a at -2.50 and
-f_dw_cbam_sp at -1.11; ``lse`` fixes f_dw_cbam_sp (-0.83) but the tiny MobileNet-ReLU6 falls
-from -0.83 to -1.11; ``lse``/``network`` (:mod:`hlsnn.deploy.quantize.shift_netfit`) is nearest float on
-these but not on every model. So the deployment calibrates once with each pair of
+No one pair is best for every model: on the test digits each pair leaves some model further
+from float than another. So the deployment calibrates once with each pair of
 :data:`RADIX` x :data:`FIT` and keeps the one whose outputs on the calibration images are nearest the float
 model's (no labels):
 
@@ -22,16 +19,9 @@ model's (no labels):
    column) keeps instead a pair whose ``argmax y_q`` is ``argmax y_f`` on significantly more
    images (``b`` images where it agrees with float and the pair of least error does not, ``c``
    the other way, ``b - c > Z sqrt(b + c)``: McNemar's test as in step 4; of such pairs the most
-   agreeing, then the error). Until 2026-11-26 the count of agreeing images came first and the
-   error only broke its ties: one image of 128 then outweighed any error, and the pairs of
-   ``weight_fit: output``, fitted to the calibration images' own layer outputs, win that count
-   on the very images they were fitted to. k_conformer of ``tests/fixtures/torch_families/variant_sixth.py`` (two-hot,
-   five calibration sets of 128): ``msb``/``output`` chosen by 128 agreeing images against 127
-   at relative error 0.072 against 0.047, -4 test images against float; ``lse``/``output`` on
-   another set, -7; by the error ``lse``/``network`` on both, -2 and -1. Over 72 two-hot
-   classifiers x 5 calibration sets (``scripts/shift_pairs.py dump`` with ``OFF``, then
-   ``rules``): test images against float -162 -> -130, images of another class than float's
-   1,040 -> 1,003, deployments beyond one point 13 -> 9 (docs/deploy-beyond-cnn.md);
+   agreeing, then the error). The count of agreeing images does not come first: one image of
+   128 would outweigh any error, and the pairs of ``weight_fit: output``, fitted to the
+   calibration images' own layer outputs, win that count on the very images they were fitted to;
 4. a classifier whose calibration images have labels (:attr:`~hlsnn.deploy.run.runner.Deployment.cal_labels`:
    ``hlsnn deploy`` and ``hlsnn compile`` give the data set's ``y_train``) keeps step 3's pair
    unless another classifies significantly more of them as labelled: ``b`` images right where
@@ -39,10 +29,6 @@ model's (no labels):
    :data:`Z` = 2); of such pairs, the most images right, then the error. Fidelity first
    because a pair nearer the float model is the safer bet when accuracies are within noise;
    the labels only overrule it when the float model is itself beaten on its training images.
-   se_cnn (issue 52) is such a model: the most faithful pair (``msb``/``network``, 9 test images
-   of another class than float's) loses 4 of them (-1.11 points), while ``lse``/``output`` is 7
-   calibration images more accurate with none less (its test accuracy +0.83); over 50
-   classifiers the rule changes no other choice (docs/history/deploy-models.md).
 
 The deployment is then exactly the one the chosen pair set by hand gives: the pairs calibrate
 in the reverse order of :data:`RADIX` x :data:`FIT`, so the first pair (the likeliest choice)
@@ -73,7 +59,7 @@ RADIX = ("lse", "msb")
 FIT = ("network", "output")
 
 #: choose on the first half of the calibration images, score on the other half, then calibrate
-#: on all with the pair chosen (measured against False: docs/history/deploy-models.md)
+#: on all with the pair chosen
 HOLD_OUT = False
 
 #: the format types whose ``auto`` fields are chosen here (``fixed``'s radix is ``lse``, the config's)

@@ -5,8 +5,7 @@ nearest code of every weight, :mod:`hlsnn.formats.shift`).
 
 Why: two-hot codes have about three significant bits (between ``2**a`` and ``2**(a+1)`` the
 levels are ``2**a + 2**b`` and ``2**(a+1) - 2**b``), so nearest rounding leaves a relative
-weight error near 4% in every layer. On the tiny DS-CNN of issue 32 the errors of its eight
-layers add up to a logit error of 10.5% (relative RMS) and 4 points of accuracy. What the
+weight error near 4% in every layer, and the layers' errors add up along the network. What the
 network needs is not the nearest weight but the output nearest the float layer's, and both
 steps below act on that, without changing what the kernel computes: they only choose the
 codes (every one a code of the format, at the scale exponents nearest rounding picks) and
@@ -28,10 +27,6 @@ the float bias that is then rounded into accumulator units as before.
    Quantization Through Weight Equalization and Bias Correction", ICCV 2019, section 4.2, the
    empirical form): the mean output error on the calibration inputs, ``(W - Q) E[x]``, is
    added to the bias, so the quantized layer's outputs have the float layer's mean.
-
-Measured (``python scripts/tiny_accuracy.py``, all 360 test images, 64 calibration images;
-see ``docs/history/deploy-models.md``): two-hot on the tiny DS-CNN goes from 88.6% to 91.9%
-(float 92.8%), and every tiny model's logit error shrinks.
 """
 from __future__ import annotations
 
@@ -51,9 +46,6 @@ DAMP = 0.01
 #: Reductions longer than this get nearest codes (and the bias correction) instead of the error
 #: feedback, whose cost grows as ``N * K**2``.
 MAX_FEEDBACK_K = 4096
-
-#: The choices of a shift format's ``weight_fit``.
-FITS = ("output", "network", "nearest")
 
 
 def nearest_values(a, tab):
@@ -143,14 +135,11 @@ _blas_lock = threading.RLock()
 def _one_blas_thread():
     """A context in which the BLAS libraries run on one thread (threadpoolctl, which comes with
     scikit-learn; without it, as they are). The factorizations here are small, and a threaded
-    OpenBLAS leaves its workers spinning for a while after each call, which took a core from
-    the calibration's own threads: ResNet-8's two-hot calibration went from 110 to 84 ms. On a
-    machine other processes keep busy, numpy's batched inverse of a depthwise layer's 9 x 9
-    matrices took 60 ms a call on two threads (each matrix a wait for the other thread). One
-    thread also makes the factor's rounding independent of the machine's core count (OpenBLAS
-    splits its work by the threads, and its sums round differently). The limit is process-wide,
-    so one thread at a time holds it (a lock), and calibrations in threads set and restore it
-    in turn."""
+    OpenBLAS leaves its workers spinning after each call, taking a core from the calibration's own
+    threads. One thread also makes the factor's rounding independent of the machine's core count
+    (OpenBLAS splits its work by the threads, and its sums round differently). The limit is
+    process-wide, so one thread at a time holds it (a lock), and calibrations in threads set and
+    restore it in turn."""
     with _blas_lock:
         if not _blas:
             try:
@@ -423,8 +412,8 @@ def _grams_dw(layer, x):
     return [(full[j], mean[j]) for j in range(c)]
 
 
-#: The most bytes of Gram matrices one layer's fit builds (issue 47: a dense layer of
-#: K = 40,960 inputs would need a 12.5 GiB K x K Gram; beyond :data:`MAX_FEEDBACK_K` none is built).
+#: The most bytes of Gram matrices one layer's fit builds (a dense layer of K = 40,960 inputs
+#: would need a 12.5 GiB K x K Gram; beyond :data:`MAX_FEEDBACK_K` none is built).
 MAX_GRAM_BYTES = 2 << 30
 
 
@@ -456,7 +445,7 @@ def fit_layer(layer, x, fx, f, tab):
     g = layer.group if layer.kind == "conv" else 1
     kg, zg = w.shape[1], w.shape[0] // g
     wg, fg = w.reshape(g, zg, kg), np.reshape(f, (g, zg, 1))
-    if kg > MAX_FEEDBACK_K:                  # nearest codes: no Gram, only the inputs' means (issue 47)
+    if kg > MAX_FEEDBACK_K:                  # nearest codes: no Gram, only the inputs' means
         means = _means(layer, x, g)
         values = nearest_values(np.ldexp(wg, fg), tab)
         bias = np.array(layer.b, np.float64)

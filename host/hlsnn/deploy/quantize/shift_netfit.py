@@ -1,4 +1,4 @@
-"""Shift codes fitted to the float network (a shift format's ``weight_fit: network``, issue 52).
+"""Shift codes fitted to the float network (a shift format's ``weight_fit: network``).
 
 :mod:`hlsnn.deploy.quantize.shift_fit` (``weight_fit: output``) chooses a layer's codes so that its
 output on its own quantized inputs ``X_q`` is near ``W X_q``: the error the layers before it
@@ -33,9 +33,6 @@ The float inputs come from one float64 pass over the calibration images per cali
 (:func:`prepare`, kept on the deployment only for the layers that use them). A layer whose
 float input is not there (a calibrating pass on other images than :func:`prepare` saw), or whose
 ``K`` of one group exceeds :data:`hlsnn.deploy.quantize.shift_fit.MAX_FEEDBACK_K`, gets ``output``'s fit.
-
-Measured (emu, the 360 test digits, ``shift8_pynq-z2``, ``radix: lse``): logit error against
-float dw_a 9.1 % -> 7.2 %, f_dw_cbam_sp 15.7 % -> 12.9 % (docs/deploy-beyond-cnn.md).
 """
 from __future__ import annotations
 
@@ -46,8 +43,7 @@ import numpy as np
 
 from ...engines import convgeom as conv
 
-#: ``lambda / mean(diag H)`` of step 1 (measured on dw_a and f_dw_cbam_sp, logit error against
-#: float at 0.01 / 0.1 / 1: 7.7 / 7.2 / 7.5 % and 13.5 / 12.9 / 13.3 %)
+#: ``lambda / mean(diag H)`` of step 1
 RIDGE = 0.1
 
 #: im2col rows per block of the sums (float64 rows of both inputs stay below ~64 MB each)

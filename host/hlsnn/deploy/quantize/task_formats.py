@@ -1,4 +1,4 @@
-"""What a fixed-point format's ``auto`` fields mean in a regression deployment (issue 52).
+"""What a fixed-point format's ``auto`` fields mean in a regression deployment.
 
 A deployment whose task is regression (``task: regression``, or ``task: auto`` with data that
 have no integer labels: :func:`infer_task`) scores its outputs by their
@@ -12,18 +12,14 @@ resolve each field the config left ``auto`` to the calibration that minimises th
   ``equalize: channels`` (:mod:`hlsnn.deploy.quantize.chain_equalize`; it also widens the skip Concats'
   balance, :mod:`hlsnn.deploy.quantize.equalize`);
 * ``weight_fit: network``, for ``bfp`` formats too: the layers giving the network's output
-  refitted to the float network's output on the calibration images (:mod:`hlsnn.deploy.quantize.outfit`;
-  k_ae_lin of ``tests/fixtures/torch_families/variant_sixth.py``: see ``docs/deploy-beyond-cnn.md``);
+  refitted to the float network's output on the calibration images (:mod:`hlsnn.deploy.quantize.outfit`);
 * ``input_terms: 2`` (fixed, sparse): a conv giving the network's output takes an input the host
   quantizes in two int8 terms (:mod:`hlsnn.deploy.quantize.twoin`).
 
-Measured in ``docs/history/deploy.md`` (fixed8 on the dense models): g_unet_bn 3.76 -> 2.59 %, and every
-dense model measured is better than with the classification defaults (``tests/fixtures/torch_families/variant_dense.py``'s
-twelve all under 3 %). A classifier keeps those
-(``radix: lse``, ``weight_scale: auto``, ``bias_correction: none``, ``equalize: none``): the
-four together cost the digits MLP one test image. The price is calibration time: 4-19 s on 128
-images instead of 0.1-0.3 s. A model :func:`hlsnn.train.export` wrote keeps the classification
-defaults too: it was trained with those quantizers in the loop. An explicit setting always wins.
+A classifier keeps the classification defaults (``radix: lse``, ``weight_scale: auto``,
+``bias_correction: none``, ``equalize: none``), whose calibration takes a fraction of the time. A
+model :func:`hlsnn.train.export` wrote keeps them too: it was trained with those quantizers in
+the loop. An explicit setting always wins.
 
 ``hlsnn deploy`` and ``hlsnn compile`` resolve alike (:func:`resolve` on the task of
 :func:`task_of`), so a compiled model carries the radix points the deploy measured."""

@@ -1,10 +1,8 @@
 """An output layer's host-quantized input in two int8 terms (a ``fixed`` / ``sparse`` format's
-``input_terms: 2``, a regression deployment's default; issue 52).
+``input_terms: 2``, a regression deployment's default).
 
 A regression network's last convolution often sums terms that cancel, so the rounding of its
-int8 input weighs heavily on its output (k_ae_lin of ``tests/fixtures/torch_families/variant_sixth.py``: the linear
-``Resize`` before its last conv is computed on the host in float, and its requantization to int8
-at radix 4 alone costs 3.4 % of the output). Where such a layer's input is quantized on the
+int8 input weighs heavily on its output. Where such a layer's input is quantized on the
 host (a host op's float output, not int8 codes from an engine layer), ``sparse_cluster`` can
 take it in two terms, with no change to the kernel:
 

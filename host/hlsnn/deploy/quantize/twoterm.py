@@ -1,5 +1,4 @@
-"""Two shift codes per weight summed in one accumulator: a shift format's
-``weight_terms: 2`` (issue 52).
+"""Two shift codes per weight summed in one accumulator: a shift format's ``weight_terms: 2``.
 
 Why: two-hot codes carry about three significant bits (:mod:`hlsnn.deploy.quantize.shift_fit`), and
 layers with few weights per output (a depthwise 3x3, a first conv of one input channel: nine)

@@ -245,7 +245,7 @@ def _targets(data, y_test, y_ref):
     sample, or None (then the float model's outputs are the reference)."""
     if y_test is None:
         return None
-    if y_test.dtype.kind in "iub":       # integer targets are targets too (issue 47: they were dropped)
+    if y_test.dtype.kind in "iub":       # integer targets are targets too
         y_test = y_test.astype(np.float64)
     if y_test.dtype.kind != "f":
         raise InputError(f"{data}: y_test of dtype {y_test.dtype}: regression targets are numbers")
@@ -274,7 +274,7 @@ def _regression_scorer(targets, y_ref):
 
 
 #: An assignment with power-of-two layers gets :func:`pot_note` when it loses more than this many
-#: accuracy points against float (issue 32's bar), or (regression) raises the MSE by more than
+#: accuracy points against float, or (regression) raises the MSE by more than
 #: this fraction of the float model's.
 POT_NOTE_POINTS = 1.0
 POT_NOTE_MSE = 0.10

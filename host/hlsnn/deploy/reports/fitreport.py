@@ -1,4 +1,4 @@
-"""What the output-layer rules of a regression deployment did, for ``hlsnn deploy`` (issue 52).
+"""What the output-layer rules of a regression deployment did, for ``hlsnn deploy``.
 
 Two rules act on the layers giving the network's output (:mod:`hlsnn.deploy.quantize.outputs`), each
 deciding per layer on the calibration images; :func:`entry` reports the decision and its

@@ -1,4 +1,4 @@
-"""An elementwise activation after a nearest upsample, moved before it (issue 52: ``act(up(conv(x)))``).
+"""An elementwise activation after a nearest upsample, moved before it (``act(up(conv(x)))``).
 
 A decoder written as ``nn.Upsample(scale_factor=2)`` then ``nn.ReLU6()`` / ``nn.Hardtanh()`` / ``nn.ELU()``
 / ``nn.SiLU()`` ... (the activation after the upsample rather than after the conv) ran layer by layer on

@@ -88,15 +88,11 @@ def rewrite(model):
         bname, cname = fresh(f"{gm.input[1]}__bn_folded"), fresh(f"{gm.output[0]}__bn_bias")
         g.initializer.extend([numpy_helper.from_array((w_new.T if trans_b else w_new).astype(dt), bname),
                               numpy_helper.from_array(c_new.astype(dt), cname)])
-        del gm.input[:]
-        gm.input.extend([bn.input[0], bname, cname])
+        graphindex.replace(gm.input, [bn.input[0], bname, cname])
         kept = [a for a in gm.attribute if a.name not in ("beta",)]
-        del gm.attribute[:]
-        gm.attribute.extend(kept + [helper.make_attribute("beta", 1.0)])
+        graphindex.replace(gm.attribute, kept + [helper.make_attribute("beta", 1.0)])
         drop.add(id(bn))
     if not drop:
         return model
-    nodes = [x for x in g.node if id(x) not in drop]
-    del g.node[:]
-    g.node.extend(nodes)
+    graphindex.replace(g.node, [x for x in g.node if id(x) not in drop])
     return m

@@ -1,5 +1,5 @@
 """A ``BatchNormalization`` (and a ``Relu``) after a channel ``Concat`` of engine layers, folded
-into those layers (issue 52's sixth family: InceptionTime's ``relu(bn(cat([conv3(b), conv5(b),
+into those layers (InceptionTime's ``relu(bn(cat([conv3(b), conv5(b),
 conv7(b), conv1(maxpool(x))])))``, every branch a conv without bias).
 
 The importer folds a ``BatchNormalization`` into the dense or conv layer that makes its input

@@ -68,9 +68,7 @@ def rewrite(model):
             plans[id(conv)] = (pads, n)
     if not plans:
         return model
-    import onnx
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
+    m = graphindex.copied(model)
     drop = {id(sl) for _, sl in plans.values()}
     new = []
     for n, orig in zip(m.graph.node, g.node):
@@ -80,13 +78,11 @@ def rewrite(model):
             pads, sl = plans[id(orig)]
             for x in n.attribute:
                 if x.name == "pads":
-                    del x.ints[:]
-                    x.ints.extend(pads)
+                    graphindex.replace(x.ints, pads)
                     break
             else:
                 n.attribute.append(helper.make_attribute("pads", pads))
             n.output[0] = sl.output[0]
         new.append(n)
-    del m.graph.node[:]
-    m.graph.node.extend(new)
+    graphindex.replace(m.graph.node, new)
     return m

@@ -248,11 +248,9 @@ def rewrite(model, *, trained=False):
         m.graph.initializer.extend([numpy_helper.from_array(w.astype(dt), wname),
                                     numpy_helper.from_array(b.astype(dt), bname)])
         x = n.input[0]
-        del n.input[:]
-        n.input.extend([x, wname, bname])
+        graphindex.replace(n.input, [x, wname, bname])
         if n.op_type == "Gemm":
             kept = [a for a in n.attribute if a.name != "beta"]
-            del n.attribute[:]
-            n.attribute.extend(kept + [helper.make_attribute("beta", 1.0)])
+            graphindex.replace(n.attribute, kept + [helper.make_attribute("beta", 1.0)])
     return m
 

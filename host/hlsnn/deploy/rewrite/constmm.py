@@ -13,9 +13,8 @@ rule takes a ``MatMul`` by a constant *second* operand (the weight); this pre-pa
   that broadcast to ``X``'s, B of them in all: ``X`` as (B, K, T), and one such GEMM per head
   (``Gather`` of the head, ``Transpose``, the ``MatMul`` by ``C[b]^T``), the heads' products joined
   by ``Concat`` and reshaped to ``Y``'s shape. One GEMM per head, not one block-diagonal GEMM over
-  all heads: bfp8 shares a block exponent along a row, and a row of every head's keys let one
-  head's large values coarsen another's (``k_query_pool`` of ``tests/fixtures/torch_families/variant_sixth.py``: bfp8
-  -1.4 points from float with the block-diagonal GEMM, -0.6 with one per head).
+  all heads: bfp8 shares a block exponent along a row, and a row of every head's keys would let
+  one head's large values coarsen another's.
 
 The moves are per-sample ``SwMove`` layers and the ``MatMul`` an engine layer like any other.
 The new tensors are named ``{node}/constmm_{what}``, with ``_`` appended where the file already
@@ -96,8 +95,7 @@ def rewrite(model, fs, fold):
         new.extend(nodes)
         m.graph.initializer.extend(inits)
         fs.update(shapes)
-    del m.graph.node[:]
-    m.graph.node.extend(new)
+    graphindex.replace(m.graph.node, new)
     return m
 
 

@@ -107,6 +107,5 @@ def rewrite(model, fs):
                 fs[ins[2]] = bias.shape
             n = helper.make_node("Conv", ins, [dst], name=base, kernel_shape=[1, 1])
         kept.append(n)
-    del m.graph.node[:]
-    m.graph.node.extend(kept)
+    graphindex.replace(m.graph.node, kept)
     return m

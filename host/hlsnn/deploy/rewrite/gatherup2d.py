@@ -24,16 +24,6 @@ from ..importer import graphindex
 PERM = [2, 3, 0, 1]
 
 
-def _perm(node):
-    from onnx import helper
-    return next((list(helper.get_attribute_value(a)) for a in node.attribute if a.name == "perm"), None)
-
-
-def _batch_dims(node):
-    from onnx import helper
-    return next((int(helper.get_attribute_value(a)) for a in node.attribute if a.name == "batch_dims"), 0)
-
-
 def factors(idx, hw):
     """``(fh, fw)`` when the (Ho, Wo, 2) ``idx`` reads pixel ``(i // fh, j // fw)`` of an (H, W) map
     ``hw`` with integer factors, else None."""
@@ -58,18 +48,18 @@ def rewrite(model):
     g = model.graph
     if not any(n.op_type == "GatherND" for n in g.node):
         return model
-    from onnx import helper, numpy_helper
     consts, producer, readers, outputs = graphindex.index(g)
     shapes = None
     plan = {}                           # index of the closing Transpose -> (x, fh, fw, [first two nodes])
     for k, n in enumerate(g.node):
-        if n.op_type != "Transpose" or _perm(n) != PERM:
+        if n.op_type != "Transpose" or graphindex.attr(n, "perm") != PERM:
             continue
         gnd = producer.get(n.input[0])
-        if gnd is None or gnd.op_type != "GatherND" or _batch_dims(gnd) != 0 or gnd.input[1] not in consts:
+        if gnd is None or gnd.op_type != "GatherND" or graphindex.attr(gnd, "batch_dims", 0) != 0 \
+                or gnd.input[1] not in consts:
             continue
         t = producer.get(gnd.input[0])
-        if t is None or t.op_type != "Transpose" or _perm(t) != PERM:
+        if t is None or t.op_type != "Transpose" or graphindex.attr(t, "perm") != PERM:
             continue
         if any(o in outputs or len(readers.get(o, ())) != 1 for o in (t.output[0], gnd.output[0])):
             continue
@@ -88,20 +78,9 @@ def rewrite(model):
         t = next(n for n in g.node if gnd.input[0] in n.output)
         drop_out.update([gnd.output[0], t.output[0]])
         idx_names.add(gnd.input[1])
-        new = fresh(f"{node.output[0]}__nearest_scales")
-        g.initializer.append(numpy_helper.from_array(np.asarray([1, 1, fh, fw], np.float32), new))
-        del node.input[:]
-        node.input.extend([x, "", new])
-        del node.attribute[:]
-        node.attribute.extend([helper.make_attribute("mode", "nearest"),
-                               helper.make_attribute("coordinate_transformation_mode", "asymmetric"),
-                               helper.make_attribute("nearest_mode", "floor")])
-        node.op_type = "Resize"
-    kept = [n for n in g.node if not (set(n.output) & drop_out)]
-    del g.node[:]
-    g.node.extend(kept)
+        graphindex.to_nearest_resize(g, node, x, [1, 1, fh, fw], fresh(f"{node.output[0]}__nearest_scales"))
+    graphindex.replace(g.node, [n for n in g.node if not (set(n.output) & drop_out)])
     read = {i for n in g.node for i in n.input}
     inits = [t for t in g.initializer if t.name in read or t.name not in idx_names]   # the gathers' indices go
-    del g.initializer[:]
-    g.initializer.extend(inits)
+    graphindex.replace(g.initializer, inits)
     return m

@@ -1,4 +1,4 @@
-"""``torch.maximum(x, c * x)`` as ``LeakyRelu(alpha=c)``, at import (issue 52).
+"""``torch.maximum(x, c * x)`` as ``LeakyRelu(alpha=c)``, at import.
 
 A leaky ReLU written by hand, ``torch.maximum(x, 0.2 * x)`` (also ``torch.max(x, x * 0.2)``),
 is exported by both of torch's exporters as ``Max(x, Mul(x, c))`` with ``c`` one constant number
@@ -76,7 +76,6 @@ def rewrite(model):
             hits[n.output[0]] = hit
     if not hits:
         return model
-    import onnx
     from onnx import helper
     drop = {m.output[0] for _, m, _ in hits.values()
             if m.output[0] not in outputs and all(r.output[0] in hits for r in readers.get(m.output[0], []))}
@@ -89,8 +88,6 @@ def rewrite(model):
             n = helper.make_node("LeakyRelu", [x], [n.output[0]], name=n.name or n.output[0],
                                  alpha=float(np.float32(_scalar(c))))
         nodes.append(n)
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    del m.graph.node[:]
-    m.graph.node.extend(nodes)
+    m = graphindex.copied(model)
+    graphindex.replace(m.graph.node, nodes)
     return m

@@ -1,4 +1,4 @@
-"""Two means over the two spatial axes, one after the other, as one mean (issue 52's fifth family).
+"""Two means over the two spatial axes, one after the other, as one mean.
 
 A squeeze-excite block written ``x.mean(-1).mean(-1)`` (or ``x.mean(3).mean(2)``, or with
 ``keepdim=True`` twice) on an (N, C, H, W) map exports as two ``ReduceMean`` nodes: W first, then
@@ -25,10 +25,6 @@ def _axes(node, consts):
     return None
 
 
-def _keepdims(node):
-    return next((int(a.i) for a in node.attribute if a.name == "keepdims"), 1)
-
-
 def rewrite(model):
     """``model`` with each spatial ``ReduceMean`` pair as one mean over axes (2, 3) (module
     docstring), a copy (``model`` itself is not changed); the same model when it has none. From
@@ -46,10 +42,10 @@ def rewrite(model):
         users = readers.get(first.output[0], [])
         if len(users) != 1 or first.output[0] in outputs or users[0].op_type != "ReduceMean":
             continue
-        second, k = users[0], _keepdims(first)
+        second, k = users[0], graphindex.attr(first, "keepdims", 1)
         a1, a2 = _axes(first, consts), _axes(second, consts)
-        if ranks.get(first.input[0]) != 4 or _keepdims(second) != k or a1 is None or a2 is None \
-                or len(a1) != 1 or len(a2) != 1:
+        if ranks.get(first.input[0]) != 4 or graphindex.attr(second, "keepdims", 1) != k or a1 is None \
+                or a2 is None or len(a1) != 1 or len(a2) != 1:
             continue
         ax1 = a1[0] % 4
         ax2 = a2[0] % (4 if k else 3)
@@ -70,7 +66,7 @@ def rewrite(model):
         if id(orig) in pairs:
             first = pairs[id(orig)]
             n = helper.make_node("ReduceMean", [first.input[0]], list(n.output), name=n.name or first.name,
-                                 axes=[2, 3], keepdims=_keepdims(n))
+                                 axes=[2, 3], keepdims=graphindex.attr(n, "keepdims", 1))
         nodes.append(n)
     opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=13)
     if opset >= 18:                     # axes are an input from opset 18 on
@@ -80,10 +76,8 @@ def rewrite(model):
                 name = fresh(f"{n.output[0]}__meanfold_axes")
                 extra.append(numpy_helper.from_array(np.array([2, 3], np.int64), name))
                 keep = [a for a in n.attribute if a.name != "axes"]
-                del n.attribute[:]
-                n.attribute.extend(keep)
+                graphindex.replace(n.attribute, keep)
                 n.input.append(name)
         m.graph.initializer.extend(extra)
-    del m.graph.node[:]
-    m.graph.node.extend(nodes)
+    graphindex.replace(m.graph.node, nodes)
     return m

@@ -36,15 +36,12 @@ def rewrite(model, file_shapes=None):
             if n.op_type == "Slice" and n.output[0] not in outputs and _identity(n, consts, shapes)}
     if not drop:
         return model
-    import onnx
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
+    m = graphindex.copied(model)
     kept = [n for n in m.graph.node if not (n.op_type == "Slice" and n.output[0] in drop)]
     for n in kept:
         for k, i in enumerate(n.input):
             while i in drop:
                 i = drop[i]
             n.input[k] = i
-    del m.graph.node[:]
-    m.graph.node.extend(kept)
+    graphindex.replace(m.graph.node, kept)
     return m

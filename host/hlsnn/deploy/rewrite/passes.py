@@ -1,4 +1,4 @@
-"""The import's rewrites, one ordered list (issue 80): :data:`GRAPH_PASSES` run on the ONNX model
+"""The import's rewrites, one ordered list: :data:`GRAPH_PASSES` run on the ONNX model
 before its nodes are read, :data:`LAYER_PASSES` on the imported layers after.
 
 Every pass is one module of this room with its contract in the module docstring: the pattern it

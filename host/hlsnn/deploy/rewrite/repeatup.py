@@ -62,7 +62,6 @@ def rewrite(model, file_shapes=None):
     ops = {n.op_type for n in g.node}
     if "Unsqueeze" not in ops or not ops & {"Tile", "Expand"}:
         return model
-    from onnx import helper, numpy_helper
     consts, producer, readers, _ = graphindex.index(g)
     shapes = None
     plan = {}
@@ -79,13 +78,5 @@ def rewrite(model, file_shapes=None):
     g = m.graph
     for k, (x, factors) in plan.items():
         node = g.node[k]
-        new = fresh(f"{node.output[0]}__repeat_scales")
-        g.initializer.append(numpy_helper.from_array(np.asarray(factors, np.float32), new))
-        del node.input[:]
-        node.input.extend([x, "", new])
-        del node.attribute[:]
-        node.attribute.extend([helper.make_attribute("mode", "nearest"),
-                               helper.make_attribute("coordinate_transformation_mode", "asymmetric"),
-                               helper.make_attribute("nearest_mode", "floor")])
-        node.op_type = "Resize"
+        graphindex.to_nearest_resize(g, node, x, factors, fresh(f"{node.output[0]}__repeat_scales"))
     return m

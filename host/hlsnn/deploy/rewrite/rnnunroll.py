@@ -1,4 +1,4 @@
-"""Recurrent cells (ONNX ``GRU``, ``LSTM``, ``RNN``) unrolled into ops the engines run (issue 79).
+"""Recurrent cells (ONNX ``GRU``, ``LSTM``, ``RNN``) unrolled into ops the engines run.
 
 A pre-pass of the importer (:func:`rewrite`, called by :func:`hlsnn.deploy.importer.onnx_import.load_onnx`
 before the shape rewrites; a model without a recurrent node passes unchanged). A node with a
@@ -348,8 +348,7 @@ def _unroll(m, node, p, e, flats):
              _tensor(e, cs[last], "c_last") if op == "LSTM" else None, last, flats)
     at = list(g.node).index(node)
     kept = list(g.node[:at]) + e.nodes + list(g.node[at + 1:])
-    del g.node[:]
-    g.node.extend(kept)
+    graphindex.replace(g.node, kept)
     g.initializer.extend(e.inits)
 
 
@@ -502,9 +501,7 @@ def _drop_dead(g):
         kept = [n for n in g.node if any(o in read for o in n.output if o)]
         if len(kept) == len(g.node):
             break
-        del g.node[:]
-        g.node.extend(kept)
+        graphindex.replace(g.node, kept)
     used = {i for n in g.node for i in n.input} | {i.name for i in g.input}
     kept_init = [t for t in g.initializer if t.name in used or t.name in outputs]
-    del g.initializer[:]
-    g.initializer.extend(kept_init)
+    graphindex.replace(g.initializer, kept_init)

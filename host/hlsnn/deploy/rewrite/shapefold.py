@@ -1,4 +1,4 @@
-"""Static shapes for the shape arithmetic of attention exports (issue 52).
+"""Static shapes for the shape arithmetic of attention exports.
 
 PyTorch's TorchScript exporter at opset 17 writes ``nn.MultiheadAttention``'s head split as
 ``Shape`` -> ``Slice``/``Gather`` -> ``Concat`` -> ``Reshape`` (the target computed from the

@@ -50,7 +50,7 @@ def rewrite(model, fs):
     g = model.graph
     if fs is None or not any(n.op_type == "Transpose" for n in g.node):
         return model
-    from onnx import helper, numpy_helper
+    from onnx import numpy_helper
     from .splitconv import _ungroup
     consts, producer, readers, outputs = graphindex.index(g)
     plans, drop = {}, set()
@@ -74,7 +74,7 @@ def rewrite(model, fs):
             continue
         for c in convs:
             w = np.asarray(consts[c.input[1]])
-            group = next((int(helper.get_attribute_value(a)) for a in c.attribute if a.name == "group"), 1)
+            group = int(graphindex.attr(c, "group", 1))
             full = _ungroup(w, group)
             if full.shape[1] != len(perm):
                 break
@@ -99,10 +99,8 @@ def rewrite(model, fs):
             m.graph.initializer.append(numpy_helper.from_array(w.astype(np.float32), name))
             n.input[0], n.input[1] = x, name
             attrs = [a for a in n.attribute if a.name != "group"]
-            del n.attribute[:]
-            n.attribute.extend(attrs)
+            graphindex.replace(n.attribute, attrs)
             fs[name] = tuple(w.shape)
         kept.append(n)
-    del m.graph.node[:]
-    m.graph.node.extend(kept)
+    graphindex.replace(m.graph.node, kept)
     return m

@@ -1,4 +1,4 @@
-"""What scikit-learn pipelines write through skl2onnx, in standard ops, at import (session 32).
+"""What scikit-learn pipelines write through skl2onnx, in standard ops, at import.
 
 * ``Scaler`` (domain ``ai.onnx.ml``; skl2onnx's ``StandardScaler``, ``MinMaxScaler``,
   ``MaxAbsScaler``, ``RobustScaler``): ``Y = (X - offset) * scale``, ``offset`` and ``scale``
@@ -7,8 +7,7 @@
   ``AddConst`` and ``import_rules``' ``Scale``) whose output the first engine layer quantizes,
   so the layer sees the standardized features, as in scikit-learn (folding the scaler into the
   first layer's weights would be exact in reals but would quantize the raw features, whose ranges
-  differ by 10^4 in the breast-cancer data, at one radix point). Before, ``Scaler`` had no rule,
-  and as a domain op it also left the next ``MatMul``'s input rank unknown to shape inference.
+  differ by 10^4 in the breast-cancer data, at one radix point).
 * ``Sub(c, x)`` with ``c`` a constant (``c - x``; skl2onnx's binary ``MLPClassifier`` writes
   ``1 - p`` for the negative class, PyTorch's ``1 - torch.sigmoid(g)`` of a gate): it becomes
   ``Add(Mul(x, -1), c)``, exact in float (a sign flip, then the same float addition), which the
@@ -33,7 +32,7 @@ def rewrite(model):
                 and n.input[0] in consts and n.input[1] not in consts)]
     if not todo:
         return model
-    from ..importer.graphindex import tensor_names, namer
+    from ..importer.graphindex import copied, namer, replace, tensor_names
     fresh = namer(tensor_names(g) | {n.name for n in g.node if n.name})
     nodes, inits = [], []
     for n in g.node:
@@ -54,11 +53,8 @@ def rewrite(model):
             inits.append(numpy_helper.from_array(np.asarray(-1.0, np.float32), m1))
             nodes += [helper.make_node("Mul", [n.input[1], m1], [neg], name=fresh(f"{base}/negate")),
                       helper.make_node("Add", [neg, n.input[0]], [n.output[0]], name=base)]
-    import onnx
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    del out.graph.node[:]
-    out.graph.node.extend(nodes)
+    out = copied(model)
+    replace(out.graph.node, nodes)
     out.graph.initializer.extend(inits)
     if not any(n.domain == ML_DOMAIN for n in nodes):
         keep = [o for o in out.opset_import if o.domain != ML_DOMAIN]

@@ -1,5 +1,5 @@
-"""A convolution whose channels are split, rewritten as one convolution per part (issue 52's hidden
-family: ``F.glu(conv(x), dim=1)``, ``nn.GLU(dim=1)``, ``conv(x).chunk(2, dim=1)``); a ``Gemm``'s
+"""A convolution whose channels are split, rewritten as one convolution per part
+(``F.glu(conv(x), dim=1)``, ``nn.GLU(dim=1)``, ``conv(x).chunk(2, dim=1)``); a ``Gemm``'s
 features split alike (``linear(x).chunk(2, dim=-1)``, a gated head), one ``Gemm`` per part.
 
 A pre-pass of the importer (:func:`rewrite`, called by :func:`hlsnn.deploy.importer.onnx_import.load_onnx`
@@ -173,8 +173,7 @@ def rewrite(model):
         if id(n) in drop:
             continue
         nodes.extend(replace.get(id(n), [n]))
-    del g.node[:]
-    g.node.extend(nodes)
+    graphindex.replace(g.node, nodes)
     return m
 
 

@@ -66,7 +66,7 @@ def _softplus_thresholds(g):
     below float32's half unit in the last place of ``x``."""
     if not any(n.op_type == "Where" for n in g.node):
         return
-    consts, producer, users, outputs = _index(g)
+    consts, producer, users, outputs = graphindex.index(g)
     drop = set()
     for n in g.node:
         if n.op_type != "Where" or len(n.input) != 3:
@@ -82,9 +82,7 @@ def _softplus_thresholds(g):
         sp.output[0] = n.output[0]              # the Softplus computes the Where's output
         drop.update((id(n), id(cond)))
     if drop:
-        kept = [k for k in g.node if id(k) not in drop]
-        del g.node[:]
-        g.node.extend(kept)
+        graphindex.replace(g.node, [k for k in g.node if id(k) not in drop])
 
 
 # --- relu6(x + 3) / 6 and x * relu6(x + 3) / 6 written by hand ----------------------------------
@@ -101,7 +99,7 @@ def _hard_sigmoids(g):
     from onnx import helper
     if not any(n.op_type == "Clip" for n in g.node):
         return
-    consts, producer, users, outputs = _index(g)
+    consts, producer, users, outputs = graphindex.index(g)
 
     def other(node, name):
         return node.input[1] if node.input[0] == name else node.input[0]
@@ -166,9 +164,7 @@ def _hard_sigmoids(g):
                         break
                 break
     if replace:
-        new = [replace.get(id(n), n) for n in g.node if id(n) not in drop]
-        del g.node[:]
-        g.node.extend(new)
+        graphindex.replace(g.node, [replace.get(id(n), n) for n in g.node if id(n) not in drop])
 
 
 # --- x * y.expand_as(x): the Expand is the Mul's own broadcasting --------------------------------
@@ -180,7 +176,7 @@ def _expands(model):
     g = model.graph
     if not any(n.op_type == "Expand" for n in g.node):
         return
-    consts, producer, users, outputs = _index(g)
+    consts, producer, users, outputs = graphindex.index(g)
     shapes = None
     drop = set()
     for n in g.node:
@@ -210,18 +206,7 @@ def _expands(model):
                 and sh.output[0] not in outputs:
             drop.add(id(sh))
     if drop:
-        kept = [n for n in g.node if id(n) not in drop]
-        del g.node[:]
-        g.node.extend(kept)
-
-
-def _index(g):
-    """:func:`hlsnn.deploy.importer.graphindex.index`: what every rewrite here looks up."""
-    return graphindex.index(g)
-
-
-def _consts(g):
-    return graphindex.constants(g)
+        graphindex.replace(g.node, [n for n in g.node if id(n) not in drop])
 
 
 # --- Einsum as MatMul ------------------------------------------------------------------------------
@@ -267,7 +252,7 @@ def _einsums(g, names):
     the node computing the output keeps the ``Einsum``'s name)."""
     from onnx import helper
     fresh, fresh_node = names
-    consts = _consts(g)
+    consts = graphindex.constants(g)
     new, changed = [], False
     for n in g.node:
         if n.op_type != "Einsum" or len(n.input) != 2:
@@ -295,8 +280,7 @@ def _einsums(g, names):
         if po is not None:
             new.append(helper.make_node("Transpose", [mm], [n.output[0]], name=base, perm=po))
     if changed:
-        del g.node[:]
-        g.node.extend(new)
+        graphindex.replace(g.node, new)
 
 
 # --- the dynamo exporter's 1-D upsampling as Resize -------------------------------------------------
@@ -394,7 +378,7 @@ def _gather_resizes(model, names):
     g = model.graph
     if not any(n.op_type == "GatherND" for n in g.node):
         return
-    consts, producer, users, outputs = _index(g)
+    consts, producer, users, outputs = graphindex.index(g)
     gathers = _gathers(g, consts, producer)
     if not gathers:
         return
@@ -454,7 +438,7 @@ def _gather_resizes(model, names):
                 continue
             np.add.at(mat, (np.arange(len(i0)), i0), 1 - w)
             np.add.at(mat, (np.arange(len(i0)), i1), w)
-            nodes = _unique(n0 + n1 + [sub, mul, n])
+            nodes = list({id(k): k for k in n0 + n1 + [sub, mul, n]}.values())     # each node once
             emit(n, x0, mat, n.output[0], nodes)
             done.update(id(k) for k in nodes)
             break
@@ -477,18 +461,7 @@ def _gather_resizes(model, names):
             gone.update(n.input)
         else:
             new.append(n)
-    del g.node[:]
-    g.node.extend(new)
+    graphindex.replace(g.node, new)
     read = {i for n in g.node for i in n.input} | outputs
     kept = [t for t in g.initializer if t.name in read or t.name not in gone]   # the gathers' indices, weights
-    del g.initializer[:]
-    g.initializer.extend(kept)
-
-
-def _unique(nodes):
-    seen, out = set(), []
-    for n in nodes:
-        if id(n) not in seen:
-            seen.add(id(n))
-            out.append(n)
-    return out
+    graphindex.replace(g.initializer, kept)

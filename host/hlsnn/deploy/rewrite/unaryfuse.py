@@ -1,4 +1,4 @@
-"""One unary function from elementwise ops that all start from one tensor (issue 52): ``x *
+"""One unary function from elementwise ops that all start from one tensor: ``x *
 g(x)`` and the like, as ``torch.onnx``'s opset-17 GELU writes it (``Div`` by sqrt 2, ``Erf``,
 ``Add`` 1, ``Mul`` by ``x``, ``Mul`` by 1/2), its tanh GELU (``x * x * x``, ``Add`` of ``x``,
 ``Tanh``, ...) or a decomposed Mish (``x * tanh(softplus(x))``), becomes ONE host layer

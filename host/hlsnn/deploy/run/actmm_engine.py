@@ -1,4 +1,4 @@
-"""Attention's ``MatMul`` of two activations on the ``bfp_systolic`` engine (issue 52).
+"""Attention's ``MatMul`` of two activations on the ``bfp_systolic`` engine.
 
 A ``MatMulAct`` layer (:mod:`hlsnn.deploy.run.samplewise`) in a ``bfp`` deployment multiplies its
 operands on the accelerator of the nearest engine layer, through the executor path of the
@@ -23,9 +23,8 @@ the engine, no bias, no ReLU):
    ``S`` beyond ``max_n`` runs in chunks of ``max_n`` columns, each with its own output
    exponent per row (as the float :meth:`Kernel.gemm` tiles N).
 
-Rules 1-2 are the host rule this replaced (one exponent per row of ``A`` and per column of
-``B``, blocks along K); rule 3, the output's rounding to the engine's BFP, is new: the engine
-has no mode that streams its wide accumulators.
+Rule 3 rounds the output to the engine's BFP: the engine has no mode that streams its wide
+accumulators.
 
 **Calls.** The weights stream with each call (a run-time operand is never resident, so the
 call does not set the keep flag; a layer's resident weights are streamed again by its next

@@ -1,4 +1,4 @@
-"""Attention's ``MatMul`` of two activations on the ``sparse_cluster`` engine (issue 52): fixed8.
+"""Attention's ``MatMul`` of two activations on the ``sparse_cluster`` engine: fixed8.
 
 The rule is the host's (:class:`hlsnn.deploy.run.samplewise.ActMatMul`): each sample's operands
 are 8-bit signed integers at the radix point its values need (``host_radix``, the deployment's

@@ -1,4 +1,4 @@
-"""Attention's integer rules in the layer path (issue 79): where :func:`applies`, the host ops of
+"""Attention's integer rules in the layer path: where :func:`applies`, the host ops of
 a fixed8 attention network run :mod:`hlsnn.engines.network.tokens.attention`'s rules class_token, add_const, act_matmul, int_softmax and layer_norm_codes
 (a class token's concat, a position embedding, a ``MatMul`` of two activations, a ``Softmax`` over the keys, a
 ``LayerNormalization`` ending in codes) on fixed-point codes, each output codes at its calibrated

@@ -1,4 +1,4 @@
-"""Kernels beyond an engine's ``max_ksize`` (issue 32): blocks of taps whose raw partial sums
+"""Kernels beyond an engine's ``max_ksize``: blocks of taps whose raw partial sums
 add exactly on the host, so that no shipped config refuses a layer for its kernel size."""
 from __future__ import annotations
 

@@ -15,8 +15,7 @@ on int32 maps in NHWC order, bit for bit.
   a product requantized by :func:`~hlsnn.primitives.shift_round_sat`).
 * **Data moves and average pools** (:data:`~hlsnn.deploy.lower.program.MOVE_KINDS`: upsample,
   zerostuff, pad, concat, avgpool; rules nearest_upsample, zero_stuff, channel_concat, avg_pool, bilinear_x2, mean_divide and edge_pad) between the compiled convs, so a U-Net runs
-  here (before, such a program ran in numpy whole, and a U-Net's fixed8 ``radix: search`` with
-  it: docs/history/deploy.md): their rules written on the NHWC maps (:meth:`FastNet._move`: index
+  here: their rules written on the NHWC maps (:meth:`FastNet._move`: index
   arithmetic on H and W, a concat along C, a window's exact sum as rows of column sums, the
   requantizations by ``hlsnn_net_add`` of one operand). A **transpose**, a move whose input is
   a view of another shape (a dense output read as a map) and an **add that divides** (rule mean_divide, a
@@ -27,16 +26,14 @@ on int32 maps in NHWC order, bit for bit.
   at random radix points, give ``run_ints``' integers.
 * Where the inputs fit int16 and the weights too (:class:`_Conv`), a conv multiplies two
   input channels per instruction (``hlsnn_net_conv16``: AVX-512 VNNI ``vpdpwssd``, else
-  ``vpmaddwd``): 1.6-1.9x the int32 loop's speed on a ResNet-8 layer (two-hot and PoT weights
-  need 16-17 bits and keep the int32 loop).
+  ``vpmaddwd``; two-hot and PoT weights need 16-17 bits and keep the int32 loop).
 * The convolutions use AVX-512 (with VNNI) where the CPU has it, else AVX2, else portable loops
   (chosen at run time; integer sums, so the bits do not depend on it).
 * The batch runs in slices of :attr:`FastNet.chunk` images, the slices split between
   threads (:mod:`hlsnn.native.parallel`; ctypes releases the GIL during a call). Given the
   float images (``floats=True``), each slice's thread also quantizes its images (rule input_quantize,
   :func:`quantize_nhwc`: ``hlsnn_net_quantize``, the numpy fast path's float64 operations, into
-  the NHWC map), which numpy did for the whole batch on one thread before (1.16-1.23x faster
-  MobileNet runs).
+  the NHWC map).
 
 Besides the output integers, a run counts each conv's saturated outputs and each conv
 input's non-zero values per pixel (summed over images and channels): what the layer path

@@ -1,4 +1,4 @@
-"""Rule gate_in of :mod:`hlsnn.engines.network.gatein` in the layer path (issue 52): a gate ``Mul``
+"""Rule gate_in of :mod:`hlsnn.engines.network.gatein` in the layer path: a gate ``Mul``
 with an engine layer after it, one of whose operands is the float output of another gate ``Mul``
 (through moves), takes that operand as ``b``-bit codes at a calibrated radix ``F_g`` before
 multiplying, so that the network modes (which materialize the inner gate at ``F_g``) give the

@@ -1,4 +1,4 @@
-"""Grouped and depthwise convolutions on the GEMM engines (issue 32): one GEMM per pack of
+"""Grouped and depthwise convolutions on the GEMM engines: one GEMM per pack of
 groups, the pack size the cycle model finds fastest (:func:`hlsnn.measure.layers.group_pack`)."""
 from __future__ import annotations
 

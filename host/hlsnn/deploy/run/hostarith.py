@@ -1,4 +1,4 @@
-"""``Sub``, ``Max`` and ``Min`` as PyTorch writes them in classifiers (issue 52's fifth family).
+"""``Sub``, ``Max`` and ``Min`` as PyTorch writes them in classifiers.
 
 * ``torch.clamp(x, min=0)`` / ``x.clamp(max=6)``: the dynamo exporter writes ``Max(x, 0)`` /
   ``Min(x, 6)`` (TorchScript a ``Clip``): with one constant number, the host ``Clip`` of that

@@ -1,6 +1,6 @@
-"""Host ops beyond :mod:`hlsnn.deploy.run.hostops`'s core: what PyTorch models of issue 52's kinds
-also write, each computed on the host in float64 as ONNX defines it (the next engine layer
-requantizes the result, as after a ``Sigmoid``):
+"""Host ops beyond :mod:`hlsnn.deploy.run.hostops`'s core: what PyTorch models also write, each
+computed on the host in float64 as ONNX defines it (the next engine layer requantizes the result,
+as after a ``Sigmoid``):
 
 * ``ResizeLinear``: ``Resize`` with ``mode`` linear (``nn.Upsample(mode='bilinear')``,
   ``F.interpolate(..., mode='bilinear' or 'linear')``) on the spatial axes, by constant scales or

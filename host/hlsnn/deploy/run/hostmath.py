@@ -1,6 +1,6 @@
-"""Elementwise arithmetic on the host that hand-written normalizations export to (issue 52's hidden
-family: LLaMA's RMSNorm ``x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w``, an L2
-normalization ``x / x.norm(dim=-1, keepdim=True)``), each as ONNX defines it, on the host in float64
+"""Elementwise arithmetic on the host that hand-written normalizations export to (LLaMA's
+RMSNorm ``x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w``, an L2 normalization
+``x / x.norm(dim=-1, keepdim=True)``), each as ONNX defines it, on the host in float64
 like the other computing host ops (the next engine layer requantizes the result):
 
 * ``Pow`` by a constant exponent (one number): ``x ** e``; a computed exponent is refused by name;

@@ -1,8 +1,8 @@
 """Unary elementwise activations beyond :mod:`hlsnn.deploy.run.hostops` and
-:mod:`hlsnn.deploy.run.hostextra` (issue 52's hidden family: what ``nn.Softplus``, ``nn.SELU``,
-``nn.CELU``, ``nn.Softsign``, ``nn.Mish`` and ``nn.Threshold``-like modules export to), each as
-ONNX defines it, on the host in float64; where the input is a fixed-point tensor (or a BFP
-layer's output) and an engine layer follows, a table of its codes instead
+:mod:`hlsnn.deploy.run.hostextra` (what ``nn.Softplus``, ``nn.SELU``, ``nn.CELU``, ``nn.Softsign``,
+``nn.Mish`` and ``nn.Threshold``-like modules export to), each as ONNX defines it, on the host
+in float64; where the input is a fixed-point tensor (or a BFP layer's output) and an engine
+layer follows, a table of its codes instead
 (:mod:`hlsnn.engines.network.tables`, rule unary_table):
 
 * ``Softplus``: ``ln(1 + e^x)``;
@@ -13,7 +13,7 @@ layer's output) and an engine layer follows, a table of its codes instead
 * ``ThresholdedRelu`` (``alpha``): ``x`` for ``x > alpha``, else 0;
 * ``Abs``: ``|x|`` (torch's ``F.softsign`` exports ``x / (1 + |x|)`` as ``Abs``, ``Add``, ``Div``);
 * ``Bipolar`` (``scale``): ``scale`` for ``x >= 0``, else ``-scale``: a QONNX ``BipolarQuant`` of an
-  activation (:func:`hlsnn.deploy.importer.qimport.strip` writes it; issue 82).
+  activation (:func:`hlsnn.deploy.importer.qimport.strip` writes it).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``Where``: a masked fill, such as a causal attention mask, or a selection (issue 52).
+"""``Where``: a masked fill, such as a causal attention mask, or a selection.
 
 nanoGPT's attention writes ``att.masked_fill(self.bias[:, :, :T, :T] == 0, float('-inf'))``
 before the softmax: both of torch's exporters turn it into ``Where(mask, -inf, scores)`` with

@@ -221,17 +221,17 @@ class Deployment:
             self._fastnet = fn if fn is not None else False
         return self._fastnet or None
 
-    def _lowered(self):
+    def _lowered(self, any_target=False):
         """The deployment as a network-mode program (:func:`hlsnn.deploy.lower.program.lower` of
-        its compiled layer program), None where it has not one accelerator of an engine
-        :mod:`hlsnn.deploy.run.fast` runs, or :class:`InputError` where netmode refuses it.
-        Reads the layers' radix points as they are."""
+        its compiled layer program), None where it has not one accelerator (on ``emu``, unless
+        ``any_target``) of an engine :mod:`hlsnn.deploy.run.fast` runs, or :class:`InputError`
+        where netmode refuses it. Reads the layers' radix points as they are."""
         from types import SimpleNamespace
         from . import fast as netfast
         from ..lower import program as netmode
         from ..lower.layers import program_of
         if self.dynamic or self.host or getattr(self, "actmm", None) \
-                or any(ex.acc.target.name != "emu" for ex in self.execs.values()) \
+                or (not any_target and any(ex.acc.target.name != "emu" for ex in self.execs.values())) \
                 or not all(isinstance(d, int) for d in self.net.input_shape[1:]):
             return None
         accs = {fmt.accel: self.execs[la.name].acc for la in self.net.engine_layers()
@@ -347,12 +347,8 @@ class Deployment:
         ``radix: lse`` (:mod:`hlsnn.deploy.quantize.radix_lse`): its output radix is chosen by least
         squared error, not kept where every entry fits. HardSwish is unbounded above and near
         zero below, so the radix where every entry of the input's range fits spends its codes on
-        values the calibration rarely reaches (f_dw_cbam of ``tests/fixtures/torch_families/variant_fresh.py``,
-        two-hot ``lse``/``network``: 12 -> 7 test images of another class than float's; the 14
-        HardSwish classifiers of the families over five calibration sets: deployments beyond
-        one point 8 -> 4). Sigmoid and HardSigmoid, bounded gates, keep it; so does a ``pot``
-        layer's HardSwish (the same rule cost pot 50 images over those 70 deployments) and a
-        ``fixed`` one's (a calibrated HardSwish radix cost dw_a fixed8 0.8 points)."""
+        values the calibration rarely reaches. Sigmoid and HardSigmoid, bounded gates, keep it; so
+        does a ``pot`` or ``fixed`` layer's HardSwish (a calibrated radix lost accuracy there)."""
         if layer.op != "HardSwish":
             return False
         src = next((la for la in self.net.layers if la.output == layer.inputs[0]), None)

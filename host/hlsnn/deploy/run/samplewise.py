@@ -1,4 +1,4 @@
-"""Ops whose tensors mix the batch with other axes: attention as PyTorch exports it (issue 52).
+"""Ops whose tensors mix the batch with other axes: attention as PyTorch exports it.
 
 A fixed-batch-1 export of ``nn.MultiheadAttention`` transposes (N, T, E) to (T, N, E), reshapes
 it to (T, N*H, d) and multiplies (N*H, T, d) by (N*H, d, T): constant shapes in which the

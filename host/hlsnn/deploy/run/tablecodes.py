@@ -1,4 +1,4 @@
-"""Rule table_in of :mod:`hlsnn.engines.network.tablein` in the layer path (issue 52): a table
+"""Rule table_in of :mod:`hlsnn.engines.network.tablein` in the layer path: a table
 activation of the float output of an ``Add``, a gate ``Mul`` or an ``AveragePool`` (through a
 ``Relu``, a global pool, a max pool or an alias) of ``b``-bit codes converts that output to
 ``b``-bit codes at a calibrated radix, then runs rule unary_table's table, so that the integer network
