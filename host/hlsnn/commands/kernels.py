@@ -236,7 +236,7 @@ def cmd_run(args):
 
     def load(path, what):
         src = Path(path)
-        if not src.is_file():                 # a FIFO or a device would block or never end (issue 47)
+        if not src.is_file():                 # a FIFO or a device would block or never end
             kind = "a folder" if src.is_dir() else "not a regular file (a FIFO, device or socket)" if src.exists() \
                 else "no such file"
             raise InputError(f"--{what} {printable(path)}: {kind}; give a .npy file (numpy.save)")

@@ -93,7 +93,7 @@ def run_compiled(args):
         from ..paths import out_parent
         out_parent(args.output)
     src = Path(args.input)
-    if not src.is_file():                     # a FIFO or a device would block or never end (issue 47)
+    if not src.is_file():                     # a FIFO or a device would block or never end
         what = "a folder" if src.is_dir() else "not a regular file (a FIFO, device or socket)" if src.exists() \
             else "no such file"
         raise InputError(f"--input {args.input}: {what}; give a .npy file (numpy.save)")

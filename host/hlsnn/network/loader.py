@@ -238,7 +238,7 @@ class CompiledNet:
             dep.origin = {"revision": programrev.of(prog), "hlsnn": prog.get("hlsnn"), "model": prog["model"],
                           "assignment": prog["assignment"]}           # an older writer's missing fields, by name
             fmt_of = {j["name"]: j["format"] for j in prog["layers"] if j["kind"] != "host"}
-            dep.actmm = samplewise.quantizers_of(layers, execs, fmt_of.get)     # attention's MatMuls (issue 52)
+            dep.actmm = samplewise.quantizers_of(layers, execs, fmt_of.get)     # attention's MatMuls
             dep.fast = False                     # network=False: layer by layer, as asked
             self._dep = dep
             if self.network is not None and self.target != "emu":

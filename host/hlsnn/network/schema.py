@@ -1,4 +1,4 @@
-"""The compiled model's layer program checked as untrusted input (issue 47), before anything
+"""The compiled model's layer program checked as untrusted input, before anything
 runs: :func:`validate` is called by :func:`hlsnn.network.artifact.read`, so the loader, the
 network mode's C helpers (``native/netint.c``), the network kernels' C-simulation and
 ``hlsnn build`` only ever see a program whose
