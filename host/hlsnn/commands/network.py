@@ -87,24 +87,10 @@ def run_compiled(args):
     """``hlsnn run NAME.hlsnn --input x.npy --target T``: the network on T and on the emulator,
     compared bit for bit (exit 1 on a mismatch)."""
     from ..network.loader import load
+    from .kernels import check_npy_out, read_npy, save_npy
     if args.output:                          # before anything runs
-        if not str(args.output).endswith(".npy"):
-            raise InputError(f"--output {args.output}: must end in .npy (numpy.save adds it otherwise)")
-        from ..paths import out_parent
-        out_parent(args.output)
-    src = Path(args.input)
-    if not src.is_file():                     # a FIFO or a device would block or never end
-        what = "a folder" if src.is_dir() else "not a regular file (a FIFO, device or socket)" if src.exists() \
-            else "no such file"
-        raise InputError(f"--input {args.input}: {what}; give a .npy file (numpy.save)")
-    try:
-        x = np.load(args.input, allow_pickle=False)
-    except Exception as exc:                  # OSError, ValueError, EOFError, BadZipFile, MemoryError ...
-        raise InputError(f"--input {args.input}: cannot be read as a .npy array ({type(exc).__name__}: "
-                         f"{(str(exc).splitlines() or [''])[0][:160]})") from None
-    if not isinstance(x, np.ndarray):
-        x.close()
-        raise InputError(f"--input {args.input}: is an .npz archive; save one array with numpy.save (.npy)")
+        check_npy_out(args.output)
+    x = read_npy(args.input, "input", checked=False)
     network = False if getattr(args, "layer_by_layer", False) else None
     overlays = overlay_options(getattr(args, "overlay", None))
     with load(args.target_path, args.target, self_check=not args.no_self_check, network=network,
@@ -131,11 +117,8 @@ def run_compiled(args):
            "path": path_kind, "mismatches": bad, "output_mismatches": bad_y,
            "kernel_starts_per_image": calls / len(x),
            "seconds_per_batch": float(np.median(times)), "host_s_per_image": float(np.median(host)) / len(x)}
-    if args.output:                          # atomically: a full disk or a kill leaves no half file
-        from ..files import atomic_path
-        with atomic_path(args.output) as tmp:
-            with open(tmp, "wb") as fh:
-                np.save(fh, y)
+    if args.output:
+        save_npy(args.output, y)
     if args.json:
         print(json.dumps(res))
     else:
