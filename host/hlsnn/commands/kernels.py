@@ -13,57 +13,6 @@ def _load(path):
     return load_config(path)
 
 
-def read_npy(path, what, *, checked=True):
-    """The array of the ``.npy`` file given as ``--<what>``; an :class:`InputError` for anything
-    else (a folder, FIFO or device, an unreadable file, an ``.npz`` archive) and, when ``checked``,
-    for an array without elements or of other than real numbers."""
-    import numpy as np
-    from pathlib import Path
-    from ..errors import InputError
-    src = Path(path)
-    if not src.is_file():                     # a FIFO or a device would block or never end
-        kind = "a folder" if src.is_dir() else "not a regular file (a FIFO, device or socket)" if src.exists() \
-            else "no such file"
-        raise InputError(f"--{what} {printable(path)}: {kind}; give a .npy file (numpy.save)")
-    try:
-        a = np.load(path, allow_pickle=False)
-    except Exception as exc:                  # OSError, ValueError, EOFError, BadZipFile, MemoryError ...
-        raise InputError(f"--{what} {printable(path)}: cannot be read as a .npy array ({type(exc).__name__}: "
-                         f"{(str(exc).splitlines() or [''])[0][:160]})") from None
-    if not isinstance(a, np.ndarray):         # an .npz archive
-        a.close()
-        raise InputError(f"--{what} {printable(path)}: is an .npz archive; save one array with numpy.save (.npy)")
-    if checked and (a.ndim == 0 or a.size == 0):
-        raise InputError(f"--{what} {printable(path)}: holds an array of shape {a.shape}: must have at least one "
-                         f"dimension and one element")
-    if checked and a.dtype.kind not in "biuf":
-        raise InputError(f"--{what} {printable(path)}: has dtype {a.dtype}: must be real numbers (int or float); "
-                         f"complex, string and object arrays are refused")
-    return a
-
-
-def check_npy_out(path):
-    """``--output``: a ``.npy`` path whose folder may be written (before anything runs)."""
-    from ..errors import InputError
-    from ..paths import out_parent
-    if not str(path).endswith(".npy"):
-        raise InputError(f"--output {path}: must end in .npy (numpy.save adds it otherwise)")
-    out_parent(path)
-
-
-def save_npy(path, y):
-    """``y`` into ``path`` atomically (a full disk or a kill leaves no half file)."""
-    import numpy as np
-    from ..errors import InputError
-    from ..files import atomic_path
-    try:
-        with atomic_path(path) as tmp:
-            with open(tmp, "wb") as fh:
-                np.save(fh, y)
-    except OSError as exc:
-        raise InputError(f"--output {path}: cannot write ({exc.strerror or exc})") from None
-
-
 def cmd_render(args):
     from .. import codegen
     from ..network.fit import check_config
@@ -284,6 +233,7 @@ def cmd_run(args):
     from pathlib import Path
     if not Path(args.target_path).exists() and ("/" in str(args.target_path) or Path(args.target_path).suffix):
         raise InputError(f"{printable(args.target_path)}: no such overlay folder or config file")
+    from .network import check_npy_out, read_npy, save_npy
     x = read_npy(args.input, "input")
     # the input is checked against the engine before the target is made (a csim target compiles)
     from ..engines import ENGINES

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, printable
 
 
 def cmd_compile(args):
@@ -83,11 +83,55 @@ def overlay_options(items) -> dict:
     return out
 
 
+def read_npy(path, what, *, checked=True):
+    """The array of the ``.npy`` file given as ``--<what>``; an :class:`InputError` for anything
+    else (a folder, FIFO or device, an unreadable file, an ``.npz`` archive) and, when ``checked``,
+    for an array without elements or of other than real numbers."""
+    src = Path(path)
+    if not src.is_file():                     # a FIFO or a device would block or never end
+        kind = "a folder" if src.is_dir() else "not a regular file (a FIFO, device or socket)" if src.exists() \
+            else "no such file"
+        raise InputError(f"--{what} {printable(path)}: {kind}; give a .npy file (numpy.save)")
+    try:
+        a = np.load(path, allow_pickle=False)
+    except Exception as exc:                  # OSError, ValueError, EOFError, BadZipFile, MemoryError ...
+        raise InputError(f"--{what} {printable(path)}: cannot be read as a .npy array ({type(exc).__name__}: "
+                         f"{(str(exc).splitlines() or [''])[0][:160]})") from None
+    if not isinstance(a, np.ndarray):         # an .npz archive
+        a.close()
+        raise InputError(f"--{what} {printable(path)}: is an .npz archive; save one array with numpy.save (.npy)")
+    if checked and (a.ndim == 0 or a.size == 0):
+        raise InputError(f"--{what} {printable(path)}: holds an array of shape {a.shape}: must have at least one "
+                         f"dimension and one element")
+    if checked and a.dtype.kind not in "biuf":
+        raise InputError(f"--{what} {printable(path)}: has dtype {a.dtype}: must be real numbers (int or float); "
+                         f"complex, string and object arrays are refused")
+    return a
+
+
+def check_npy_out(path):
+    """``--output``: a ``.npy`` path whose folder may be written (before anything runs)."""
+    from ..paths import out_parent
+    if not str(path).endswith(".npy"):
+        raise InputError(f"--output {path}: must end in .npy (numpy.save adds it otherwise)")
+    out_parent(path)
+
+
+def save_npy(path, y):
+    """``y`` into ``path`` atomically (a full disk or a kill leaves no half file)."""
+    from ..files import atomic_path
+    try:
+        with atomic_path(path) as tmp:
+            with open(tmp, "wb") as fh:
+                np.save(fh, y)
+    except OSError as exc:
+        raise InputError(f"--output {path}: cannot write ({exc.strerror or exc})") from None
+
+
 def run_compiled(args):
     """``hlsnn run NAME.hlsnn --input x.npy --target T``: the network on T and on the emulator,
     compared bit for bit (exit 1 on a mismatch)."""
     from ..network.loader import load
-    from .kernels import check_npy_out, read_npy, save_npy
     if args.output:                          # before anything runs
         check_npy_out(args.output)
     x = read_npy(args.input, "input", checked=False)

@@ -78,7 +78,7 @@ from .cparse import (_MEMO, _Consts, _Loop, _children, _id, _instantiation_file,
                      _strip, _text, _tokens, _trip, affine_index, cindex, declared_dims, names_read, parse_args,
                      plain_data, reached, template_args)
 from .hlsrules import block_bank, port_ii, raw_pragma
-from .schedule_rows import format_table, ii_of, layer_depths, lookup  # noqa: F401  (the module's API)
+from .schedule_rows import format_table, ii_of, layer_depths  # noqa: F401  (the module's API)
 
 #: the recurrence of a carried memory dependence where no depth constant names the loop: a BRAM read (one
 #: cycle of latency) and the store of the value computed from it in the next cycle (store 1 - load 0 + 1)
