@@ -39,7 +39,7 @@ NONNEG, POSITIVE = _int_at_least(0), _int_at_least(1)
 
 class _Parser(argparse.ArgumentParser):
     """argparse with hlsnn's one error line: ``hlsnn: error: <command>: <what>`` and exit 2, and
-    no abbreviated options (``run --out`` silently meant ``--output``)."""
+    no abbreviated options."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("allow_abbrev", False)

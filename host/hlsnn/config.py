@@ -35,8 +35,7 @@ _PS_KEY = re.compile(r"^(PCW|PSU)_[A-Za-z0-9_]+$")           # processing-system
 _PS_VALUE = re.compile(r"^[A-Za-z0-9_.:-]+( [A-Za-z0-9_.:-]+)*$")  # braced in TCL: no $ [ ] { } " \
 #: Accelerator names that cannot be the kernel's IP name: the block design's other cells
 #: (hls/tcl/bd.tcl.j2) and the attributes of pynq 4.0's Overlay (and Bitstream), which
-#: ``getattr(overlay, name)`` returns instead of the IP's driver (a config named ``reset`` drove
-#: Overlay.reset as its kernel)
+#: ``getattr(overlay, name)`` returns instead of the IP's driver
 RESERVED_NAMES = frozenset(
     "ps dma binfile_name bit_data bitfile_name clock_dict device download dtbo firmware_path free gen_cache "
     "gpio_dict hierarchy_dict ignore_version insert_dtbo interrupt_controllers interrupt_pins ip_dict is_loaded "
