@@ -163,12 +163,6 @@ def loops(p):
     return load_loops(p) + compute_loops(p) + drain_loops(p)
 
 
-def _step_beats(p):
-    """Beats per weight step: ``rows`` 16-bit register lanes, padded to whole beats (as the template)."""
-    from ..engines.shift_mac.spec import step_beats
-    return step_beats(p)
-
-
 def process_cycles(p, counts):
     """``{process: cycles}`` of one call: ``Load``, ``Compute``, ``Drain``."""
     return {"Load": sum(loop_costs(load_loops(p), counts).values()),
@@ -187,9 +181,10 @@ def _en(counts, name):
 def call_cycles(p, counts):
     """Modelled cycles of one call: the longest of the three paths (page docstring) plus
     ``CALL_CYCLES``; ``phases`` break that path down, ``processes`` are the busy cycles."""
+    from ..engines.shift_mac.spec import step_beats
     costs = loop_costs(loops(p), counts)
     procs = process_cycles(p, counts)
-    sb = _step_beats(p)
+    sb = step_beats(p)                  # beats per weight step
     conv = _it(counts, "ReadRows") > 0 or _it(counts, "Chunks") > 1 or _it(counts, "WidthWords") > 0
     k_pass = _it(counts, "Steps") / _en(counts, "Steps")            # K: steps per pass
     passes = _it(counts, "Groups")
