@@ -39,7 +39,7 @@ NONNEG, POSITIVE = _int_at_least(0), _int_at_least(1)
 
 class _Parser(argparse.ArgumentParser):
     """argparse with hlsnn's one error line: ``hlsnn: error: <command>: <what>`` and exit 2, and
-    no abbreviated options (``run --out`` silently meant ``--output``)."""
+    no abbreviated options."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("allow_abbrev", False)
@@ -50,6 +50,10 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"hlsnn: error: {command + ': ' if command else ''}{message} (see {self.prog} --help)\n")
 
 
+def _allow_overfit(p, kernel="a kernel", tail="which is refused otherwise"):
+    p.add_argument("--allow-overfit", action="store_true",
+                   help=f"go on with {kernel} above 90%% of a board resource (LUT, FF, DSP, BRAM, URAM; "
+                        f"hlsnn.resources.FIT_SHARE), {tail}")
 
 
 def build_parser():
@@ -60,9 +64,7 @@ def build_parser():
     p = sub.add_parser("render", help="render a config into a Vitis HLS project (build/<config>/hls/)")
     p.add_argument("config")
     p.add_argument("--out", help="output folder (default build/<config name>/hls)")
-    p.add_argument("--allow-overfit", action="store_true",
-                   help="go on with a kernel above 90%% of a board resource (LUT, FF, DSP, BRAM, URAM; "
-                        "hlsnn.resources.FIT_SHARE), which is refused otherwise")
+    _allow_overfit(p)
     p.set_defaults(func=cmd_render)
 
     def compare_opts(p):
@@ -109,9 +111,7 @@ def build_parser():
                    help="only Vitis HLS csim_design + csynth_design (no export, no Vivado); print each loop's II and "
                         "latency and the resources against the estimate (exit 3 without Vitis HLS)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar (it is off anyway when stderr is not a terminal)")
-    p.add_argument("--allow-overfit", action="store_true",
-                   help="go on with a kernel (a config's, or a compiled model's network kernel) above 90%% of a board resource (LUT, FF, DSP, BRAM, URAM; "
-                        "hlsnn.resources.FIT_SHARE), which is refused otherwise")
+    _allow_overfit(p, "a kernel (a config's, or a compiled model's network kernel)")
     p.set_defaults(func=cmd_build)
 
     p = sub.add_parser("compile", help="calibrate one assignment of a deployment config and write everything an "
@@ -128,9 +128,7 @@ def build_parser():
                    help="a model quantized elsewhere (QDQ, QONNX): calibrate every radix point instead of keeping "
                         "the file's, as `hlsnn deploy --recalibrate` does")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--allow-overfit", action="store_true",
-                   help="go on with a network kernel above 90%% of a board resource (LUT, FF, DSP, BRAM, URAM; "
-                        "hlsnn.resources.FIT_SHARE), which is refused otherwise")
+    _allow_overfit(p, "a network kernel")
     p.set_defaults(func=cmd_compile)
 
     p = sub.add_parser("run", help="run one layer (or a compiled NAME.hlsnn network) on a target and check it bit "
@@ -238,9 +236,7 @@ def build_parser():
     p = sub.add_parser("info", help="validate a config and print it with resource estimates")
     p.add_argument("config")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--allow-overfit", action="store_true",
-                   help="go on with a kernel above 90%% of a board resource (LUT, FF, DSP, BRAM, URAM; "
-                        "hlsnn.resources.FIT_SHARE), refused otherwise; the estimate still says it is over")
+    _allow_overfit(p, tail="refused otherwise; the estimate still says it is over")
     p.set_defaults(func=cmd_info)
 
     p = sub.add_parser("plot-quant",

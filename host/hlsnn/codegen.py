@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import json
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,8 +60,7 @@ def _environment(engine_name: str) -> jinja2.Environment:
 
 @functools.lru_cache(maxsize=None)
 def _cached_environment(engine_name: str) -> jinja2.Environment:
-    """One Environment per engine and process: Jinja2 compiles each template once and keeps it
-    (a new Environment per render compiled every template again, most of a render's time);
+    """One Environment per engine and process: Jinja2 compiles each template once and keeps it;
     ``auto_reload`` (the default) still recompiles a template whose file changed."""
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader([str(HLS_DIR / "engines" / engine_name), str(HLS_DIR / "tcl"),
@@ -131,9 +129,8 @@ def render(cfg: Config, out_dir=None, *, testbench=True) -> RenderedKernel:
         "regs_in": list(eng.protocol.REGS_IN),
         "regs_out": list(eng.protocol.REGS_OUT),
     }
-    texts = {}
-    for template, target in names.items():
-        texts[target] = env.get_template(template).render(**base, banner=_banner(cfg, template))
+    texts = {target: env.get_template(template).render(**base, banner=_banner(cfg, template))
+             for template, target in names.items()}
     for header in sorted((HLS_INCLUDE / "hlsnn").glob("*.h")):
         texts[f"include/hlsnn/{header.name}"] = header.read_text()
     for header in sorted(HARNESS_DIR.glob("*.h")):
@@ -182,8 +179,3 @@ def write_testbench_data(cfg: Config, out: Path, seed: int = 0):
     _write_if_changed(d / "in.hex", _hex_lines(beats_in))
     _write_if_changed(d / "expected.hex", _hex_lines(beats_out))
     _write_if_changed(d / "regs.txt", " ".join(str(int(v)) for v in list(regs_in) + list(regs_out)) + "\n")
-
-
-def clean(cfg: Config):
-    """Remove a config's build folder."""
-    shutil.rmtree(build_dir(cfg), ignore_errors=True)

@@ -1,5 +1,4 @@
-"""Running a compiler with a time bound and a word while it works (issue 33: a ``CC`` that never
-returned was waited on for 300 s without a word).
+"""Running a compiler with a time bound and a word while it works.
 
 :func:`run` runs ``argv`` like ``subprocess.run(capture_output=True, text=True)``; after
 :data:`WORD_AFTER` seconds it prints one line on stderr saying what is being compiled and for

@@ -35,8 +35,7 @@ _PS_KEY = re.compile(r"^(PCW|PSU)_[A-Za-z0-9_]+$")           # processing-system
 _PS_VALUE = re.compile(r"^[A-Za-z0-9_.:-]+( [A-Za-z0-9_.:-]+)*$")  # braced in TCL: no $ [ ] { } " \
 #: Accelerator names that cannot be the kernel's IP name: the block design's other cells
 #: (hls/tcl/bd.tcl.j2) and the attributes of pynq 4.0's Overlay (and Bitstream), which
-#: ``getattr(overlay, name)`` returns instead of the IP's driver (a config named ``reset`` drove
-#: Overlay.reset as its kernel)
+#: ``getattr(overlay, name)`` returns instead of the IP's driver
 RESERVED_NAMES = frozenset(
     "ps dma binfile_name bit_data bitfile_name clock_dict device download dtbo firmware_path free gen_cache "
     "gpio_dict hierarchy_dict ignore_version insert_dtbo interrupt_controllers interrupt_pins ip_dict is_loaded "
@@ -507,15 +506,21 @@ def config_from_data(config: Mapping, board: Mapping, *, source: str) -> "Config
     return _config_from_raw(raw, source, None, False, board=Board(path="", **bdata))
 
 
-def _config_from_raw(raw, source, path, check_fit, board=None) -> "Config":
-    ENGINES = registered_engines()          # filled by the engine packages (hlsnn.engine_registry)
+def engine_of(raw, source):
+    """``(name, registered engine)`` of the config ``raw``; :class:`ConfigError` unless it is a
+    mapping whose ``engine`` is one of the engines the engine packages registered."""
+    engines = registered_engines()          # filled by the engine packages (hlsnn.engine_registry)
     if not isinstance(raw, Mapping):
         raise ConfigError(source, None, None, "must be a YAML mapping with keys name, board, engine, ...")
     engine = raw.get("engine")
-    if not isinstance(engine, str) or engine not in ENGINES:
+    if not isinstance(engine, str) or engine not in engines:
         raise ConfigError(source, "engine", engine if "engine" in raw else "<missing>",
-                          "must be one of " + ", ".join(repr(e) for e in ENGINES))
-    eng = ENGINES[engine]
+                          "must be one of " + ", ".join(repr(e) for e in engines))
+    return engine, engines[engine]
+
+
+def _config_from_raw(raw, source, path, check_fit, board=None) -> "Config":
+    engine, eng = engine_of(raw, source)
     fields = dict(TOP_FIELDS_BASE)
     fields[engine] = Field("section", f"{engine} parameters", fields=eng.schema)
     data = check_section(source, "", raw, fields)

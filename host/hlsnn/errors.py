@@ -75,7 +75,7 @@ class CsimError(HlsnnError, RuntimeError):
 
 
 class StrictCsimError(CsimError):
-    """The strict C-simulation (issue 30) stopped on a hardware rule: a FIFO deadlock, an empty
+    """The strict C-simulation stopped on a hardware rule: a FIFO deadlock, an empty
     read or leftover beats, a read-after-write closer than the pipeline allows, a bank with more
     accesses than ports. The message names the FIFO, array or loop."""
 

@@ -118,7 +118,8 @@ _TMP = re.compile(r"^\..*\.tmp-(\d+)-[^/]*$")
 _OLD_TMP = re.compile(r"^\.tmp-[A-Za-z0-9_]{8}\.so$")
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (this process included)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -148,7 +149,7 @@ def remove_stale(folder, *, max_age_s=24 * 3600.0) -> list:
         except OSError:
             continue
         if m:
-            stale = int(m.group(1)) != os.getpid() and (age > max_age_s or not _alive(int(m.group(1))))
+            stale = int(m.group(1)) != os.getpid() and (age > max_age_s or not pid_alive(int(m.group(1))))
         else:
             stale = age > 3600.0
         if stale:

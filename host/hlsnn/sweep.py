@@ -42,7 +42,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import yaml
 
-from .config import find_config, load_board, read_yaml, safe_yaml
+from .config import engine_of, find_config, load_board, read_yaml, safe_yaml
 from .errors import ConfigError, InputError, MissingDependency, excerpt
 from .plots import check_out, save_figure
 from .variant import RESOURCES, _check_csim_tools, _csim_ok, _csim_one, _row
@@ -64,17 +64,12 @@ _FLOAT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+$")   # 1e3: a string i
 # --------------------------------------------------------------------------- variants
 
 def _engine_of(raw, source):
-    from .engines import ENGINES
-    if not isinstance(raw, Mapping):
-        raise ConfigError(source, None, None, "must be a YAML mapping with keys name, board, engine, ...")
-    engine = raw.get("engine")
-    if not isinstance(engine, str) or engine not in ENGINES:
-        raise ConfigError(source, "engine", engine if "engine" in raw else "<missing>",
-                          "must be one of " + ", ".join(repr(e) for e in ENGINES))
+    from . import engines  # noqa: F401  (registers the engines)
+    engine, _ = engine_of(raw, source)
     section = raw.get(engine)
     if section is not None and not isinstance(section, Mapping):
         raise ConfigError(source, engine, section, "must be a mapping of keys to values")
-    return engine, ENGINES[engine]
+    return engine
 
 
 def allowed_keys(engine: str) -> list:
@@ -190,7 +185,7 @@ def variants(config, vary, *, source: Optional[str] = None) -> list:
         path = find_config(config)          # a path, or the name of a user or shipped config
         source = source or str(path)
         raw = read_yaml(path)
-    engine, _ = _engine_of(raw, source)
+    engine = _engine_of(raw, source)
     if isinstance(vary, str) or (isinstance(vary, Sequence) and all(isinstance(s, str) for s in vary)):
         vary = parse_vary(vary)
     if not vary:

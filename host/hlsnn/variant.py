@@ -59,7 +59,7 @@ def _row(v, csim: bool):
     r.update(valid=True, resources=res, utilization={k: est["utilization"][k] for k in res},
              throughput=dict(est["throughput"]) if "throughput" in est else None, fits=not over,
              over_budget=over, clock_mhz=cfg.clock_mhz)
-    from .perf.closed_form import reference_gemm    # the cycle model of hlsnn perf (issue 13)
+    from .perf.closed_form import reference_gemm    # the cycle model of hlsnn perf
     r["model"] = reference_gemm(cfg)
     if over:
         r["csim_skipped"] = "over budget"

@@ -123,19 +123,21 @@ M, S = True, False      # signal driven by the master (True) or by the slave (Fa
 def _axi(addr, data, *, full=True, read=True, write=True, id_w=0, user_w=0, axi3=False, strb=True, prot=True,
          qos=True, lock=True):
     """Logical AXI signals ``[(LOGICAL, driven_by_master, width)]``."""
+    def address(c):                 # the write (AW) or read (AR) address channel
+        ch = [(f"{c}ID", M, id_w)] if full and id_w else []
+        ch.append((f"{c}ADDR", M, addr))
+        if full:
+            ch += [(f"{c}LEN", M, 4 if axi3 else 8), (f"{c}SIZE", M, 3), (f"{c}BURST", M, 2)]
+            ch += [(f"{c}LOCK", M, 2 if axi3 else 1)] if lock else []
+            ch.append((f"{c}CACHE", M, 4))
+        ch += [(f"{c}PROT", M, 3)] if prot else []
+        ch += [(f"{c}QOS", M, 4)] if full and qos else []
+        ch += [(f"{c}USER", M, user_w)] if full and user_w else []
+        return ch + [(f"{c}VALID", M, 1), (f"{c}READY", S, 1)]
+
     sig = []
     if write:
-        if full and id_w:
-            sig.append(("AWID", M, id_w))
-        sig.append(("AWADDR", M, addr))
-        if full:
-            sig += [("AWLEN", M, 4 if axi3 else 8), ("AWSIZE", M, 3), ("AWBURST", M, 2)]
-            sig += [("AWLOCK", M, 2 if axi3 else 1)] if lock else []
-            sig.append(("AWCACHE", M, 4))
-        sig += [("AWPROT", M, 3)] if prot else []
-        sig += [("AWQOS", M, 4)] if full and qos else []
-        sig += [("AWUSER", M, user_w)] if full and user_w else []
-        sig += [("AWVALID", M, 1), ("AWREADY", S, 1)]
+        sig += address("AW")
         sig += [("WID", M, id_w)] if full and axi3 and id_w else []
         sig.append(("WDATA", M, data))
         sig += [("WSTRB", M, data // 8)] if strb else []
@@ -144,17 +146,7 @@ def _axi(addr, data, *, full=True, read=True, write=True, id_w=0, user_w=0, axi3
         sig += [("BID", S, id_w)] if full and id_w else []
         sig += [("BRESP", S, 2), ("BVALID", S, 1), ("BREADY", M, 1)]
     if read:
-        if full and id_w:
-            sig.append(("ARID", M, id_w))
-        sig.append(("ARADDR", M, addr))
-        if full:
-            sig += [("ARLEN", M, 4 if axi3 else 8), ("ARSIZE", M, 3), ("ARBURST", M, 2)]
-            sig += [("ARLOCK", M, 2 if axi3 else 1)] if lock else []
-            sig.append(("ARCACHE", M, 4))
-        sig += [("ARPROT", M, 3)] if prot else []
-        sig += [("ARQOS", M, 4)] if full and qos else []
-        sig += [("ARUSER", M, user_w)] if full and user_w else []
-        sig += [("ARVALID", M, 1), ("ARREADY", S, 1)]
+        sig += address("AR")
         sig += [("RID", S, id_w)] if full and id_w else []
         sig += [("RDATA", S, data), ("RRESP", S, 2)]
         sig += [("RLAST", S, 1)] if full else []

@@ -28,6 +28,7 @@ from .. import codegen, regmap
 from ..compare import compare, format_report
 from ..engines import ENGINES
 from ..errors import HlsnnError, printable
+from ..files import pid_alive
 from ..paths import build_dir
 from ..blockdesign import boardfiles
 from ..blockdesign.instances import instances_context, overlay_name
@@ -69,24 +70,12 @@ def remove_stale_temporaries(out: Path, name: str) -> list:
     removed = []
     for p in list(out.glob(f".{name}.tmp-*")) + list(out.glob(f".{name}.old-*")):
         pid = p.name.split("-")[1] if p.name.count("-") >= 1 else ""
-        if pid.isdigit() and _alive(int(pid)):
+        if pid.isdigit() and pid_alive(int(pid)):
             continue                                  # another build of this overlay is running
         shutil.rmtree(p, ignore_errors=True)
         removed.append(p)
         _say(f"  [collect] removed {p.name}, left by an interrupted build")
     return removed
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def shell_line(cwd, argv) -> str:
@@ -320,23 +309,19 @@ class Build:
                                                           "resources": rows}, indent=1, default=str) + "\n")
         return EXIT["ok"]
 
-    def read_hls_report(self):
-        sol = self.hls_dir / f"{self.cfg.name}_prj" / "solution1"
+    def _csynth_report(self, sol, top):
+        """The synthesis report of the top function ``top`` in the solution folder ``sol`` into the
+        manifest; returns the register headers Vitis HLS generated for it."""
         xmls = sorted((sol / "syn" / "report").glob("*csynth.xml"))
         if not xmls:
             raise BuildFailed(f"Vitis HLS wrote no synthesis report under {sol / 'syn' / 'report'}; log: "
                               f"{printable(self.logs / 'hls.log')}")
-        top = ENGINES[self.cfg.engine].TOP
         pick = [x for x in xmls if x.name == "csynth.xml"] or [x for x in xmls if top in x.name] or xmls
         self.manifest["hls_report"] = reports.parse_csynth(pick[0])
-        hdr = sorted((sol / "impl").glob(f"**/x{top}_hw.h"))
-        eng = ENGINES[self.cfg.engine]
-        if hdr:
-            self.manifest["register_map"], self.manifest["register_names"] = _protocol_register_map(
-                self.cfg, reports.parse_register_header(hdr[0]), hdr[0])
-        else:
-            self.manifest["register_map"] = regmap.predicted_register_map(eng.protocol.REGS_IN, eng.protocol.REGS_OUT)
-            self.manifest["register_names"] = {n: n for n in self.manifest["register_map"] if n != "ap_ctrl"}
+        return sorted((sol / "impl").glob(f"**/x{top}_hw.h"))
+
+    def _exported(self, sol, hdr):
+        """The IP catalog is there; the register map's source and the synthesis estimate, said."""
         self.manifest["register_map_source"] = str(hdr[0]) if hdr else "predicted (no generated header found)"
         if not (sol / "impl" / "ip").is_dir():
             raise BuildFailed(f"Vitis HLS exported no IP catalog under {sol / 'impl' / 'ip'}; log: "
@@ -344,6 +329,18 @@ class Build:
         est = self.manifest["hls_report"]
         _say(f"  latency {est['latency_cycles']}, II {est['interval']}, est. clock {est['estimated_clock_ns']} ns, "
              f"resources {est['resources']}")
+
+    def read_hls_report(self):
+        sol = self.hls_dir / f"{self.cfg.name}_prj" / "solution1"
+        eng = ENGINES[self.cfg.engine]
+        hdr = self._csynth_report(sol, eng.TOP)
+        if hdr:
+            self.manifest["register_map"], self.manifest["register_names"] = _protocol_register_map(
+                self.cfg, reports.parse_register_header(hdr[0]), hdr[0])
+        else:
+            self.manifest["register_map"] = regmap.predicted_register_map(eng.protocol.REGS_IN, eng.protocol.REGS_OUT)
+            self.manifest["register_names"] = {n: n for n in self.manifest["register_map"] if n != "ap_ctrl"}
+        self._exported(sol, hdr)
 
     def assemble(self):
         name = self.overlay_name

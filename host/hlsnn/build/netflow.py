@@ -126,13 +126,7 @@ class NetBuild(Build):
         from .. import regmap
         from ..engines.network.kernel import TOP, layout
         sol = self.hls_dir / f"{self.overlay_name}_prj" / "solution1"
-        xmls = sorted((sol / "syn" / "report").glob("*csynth.xml"))
-        if not xmls:
-            raise BuildFailed(f"Vitis HLS wrote no synthesis report under {sol / 'syn' / 'report'}; "
-                              f"log: {printable(self.logs / 'hls.log')}")
-        pick = [x for x in xmls if x.name == "csynth.xml"] or [x for x in xmls if TOP in x.name] or xmls
-        self.manifest["hls_report"] = reports.parse_csynth(pick[0])
-        hdr = sorted((sol / "impl").glob(f"**/x{TOP}_hw.h"))
+        hdr = self._csynth_report(sol, TOP)
         want = {regmap.rtl_name(arg): offs[0] for arg, offs in layout(self.net.engine)[1].items()}
         if hdr:
             got = reports.parse_register_header(hdr[0])
@@ -143,13 +137,7 @@ class NetBuild(Build):
                                   f"network kernel's map (hlsnn.regmap) has "
                                   f"{', '.join(f'{n} at {want[n]:#x}' for n in bad)}: the exported IP does not match "
                                   f"the kernel template")
-        self.manifest["register_map_source"] = str(hdr[0]) if hdr else "predicted (no generated header found)"
-        if not (sol / "impl" / "ip").is_dir():
-            raise BuildFailed(f"Vitis HLS exported no IP catalog under {sol / 'impl' / 'ip'}; "
-                              f"log: {printable(self.logs / 'hls.log')}")
-        est = self.manifest["hls_report"]
-        _say(f"  latency {est['latency_cycles']}, II {est['interval']}, est. clock {est['estimated_clock_ns']} ns, "
-             f"resources {est['resources']}")
+        self._exported(sol, hdr)
 
     def assemble(self):
         from ..network.board import M_AXI_PORTS, net_masters

@@ -37,16 +37,10 @@ def parse_csynth(path) -> dict:
     res, avail = {}, {}
     for key, names in {"dsp": ("DSP", "DSP48E"), "bram_18k": ("BRAM_18K",), "uram": ("URAM",),
                        "lut": ("LUT",), "ff": ("FF",)}.items():
-        for n in names:
-            el = root.find(f".//AreaEstimates/Resources/{n}")
+        for tag, out in (("Resources", res), ("AvailableResources", avail)):
+            el = next((e for e in (root.find(f".//AreaEstimates/{tag}/{n}") for n in names) if e is not None), None)
             if el is not None:
-                res[key] = _num(el.text)
-                break
-        for n in names:
-            el = root.find(f".//AreaEstimates/AvailableResources/{n}")
-            if el is not None:
-                avail[key] = _num(el.text)
-                break
+                out[key] = _num(el.text)
     return {
         "top": find("TopModelName"),
         "target_clock_ns": find("TargetClockPeriod"),

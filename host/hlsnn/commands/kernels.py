@@ -230,33 +230,11 @@ def cmd_run(args):
     if getattr(args, "overlay", None):
         raise InputError(f"--overlay: only for a compiled model (NAME.hlsnn); for one layer give the overlay folder "
                          f"itself: hlsnn run overlays/<name> --target pynq (not {printable(args.target_path)})")
-
-    import zipfile
     from pathlib import Path
-
-    def load(path, what):
-        src = Path(path)
-        if not src.is_file():                 # a FIFO or a device would block or never end (issue 47)
-            kind = "a folder" if src.is_dir() else "not a regular file (a FIFO, device or socket)" if src.exists() \
-                else "no such file"
-            raise InputError(f"--{what} {printable(path)}: {kind}; give a .npy file (numpy.save)")
-        try:
-            a = np.load(path, allow_pickle=False)
-        except (OSError, ValueError, EOFError, MemoryError, zipfile.BadZipFile) as exc:
-            raise InputError(f"--{what} {printable(path)}: cannot be read as a .npy array ({exc})") from None
-        if not isinstance(a, np.ndarray):                  # an .npz archive
-            a.close()
-            raise InputError(f"--{what} {printable(path)}: is an .npz archive; save one array with numpy.save (.npy)")
-        if a.ndim == 0 or a.size == 0:
-            raise InputError(f"--{what} {printable(path)}: holds an array of shape {a.shape}: must have at least one "
-                             f"dimension and one element")
-        if a.dtype.kind not in "biuf":
-            raise InputError(f"--{what} {printable(path)}: has dtype {a.dtype}: must be real numbers (int or float); "
-                             f"complex, string and object arrays are refused")
-        return a
     if not Path(args.target_path).exists() and ("/" in str(args.target_path) or Path(args.target_path).suffix):
         raise InputError(f"{printable(args.target_path)}: no such overlay folder or config file")
-    x = load(args.input, "input")
+    from .network import check_npy_out, read_npy, save_npy
+    x = read_npy(args.input, "input")
     # the input is checked against the engine before the target is made (a csim target compiles)
     from ..engines import ENGINES
     engine = _config_of(args.target_path).engine
@@ -272,9 +250,8 @@ def cmd_run(args):
     ref = acc.emulator()
     try:
         rng = np.random.default_rng(args.seed)
-        conv = engine == "sparse_cluster" or x.ndim == 3
         if args.weights:
-            w = load(args.weights, "weights")
+            w = read_npy(args.weights, "weights")
         elif conv:
             w = (rng.integers(-128, 128, (args.n, x.shape[0], 3, 3)) * (rng.random((args.n, x.shape[0], 3, 3)) < 0.5)
                  ).astype(x.dtype if x.dtype.kind in "iu" else np.float64)
@@ -310,16 +287,8 @@ def cmd_run(args):
             res["kernel_bound"] = kc.bound
         res["elements_per_s"] = float(np.size(y)) / res["seconds_per_call"]
         if args.output:
-            from ..paths import out_parent
-            if not str(args.output).endswith(".npy"):
-                raise InputError(f"--output {args.output}: must end in .npy (numpy.save adds it otherwise)")
-            out_parent(args.output)
-            from ..files import atomic_path
-            try:
-                with atomic_path(Path(args.output)) as tmp:
-                    np.save(tmp, y)
-            except OSError as exc:
-                raise InputError(f"--output {args.output}: cannot write ({exc.strerror or exc})") from None
+            check_npy_out(args.output)
+            save_npy(args.output, y)
         if args.json:
             print(json.dumps(res))
         else:

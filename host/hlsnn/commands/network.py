@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, printable
 
 
 def cmd_compile(args):
@@ -83,28 +83,58 @@ def overlay_options(items) -> dict:
     return out
 
 
+def read_npy(path, what, *, checked=True):
+    """The array of the ``.npy`` file given as ``--<what>``; an :class:`InputError` for anything
+    else (a folder, FIFO or device, an unreadable file, an ``.npz`` archive) and, when ``checked``,
+    for an array without elements or of other than real numbers."""
+    src = Path(path)
+    if not src.is_file():                     # a FIFO or a device would block or never end
+        kind = "a folder" if src.is_dir() else "not a regular file (a FIFO, device or socket)" if src.exists() \
+            else "no such file"
+        raise InputError(f"--{what} {printable(path)}: {kind}; give a .npy file (numpy.save)")
+    try:
+        a = np.load(path, allow_pickle=False)
+    except Exception as exc:                  # OSError, ValueError, EOFError, BadZipFile, MemoryError ...
+        raise InputError(f"--{what} {printable(path)}: cannot be read as a .npy array ({type(exc).__name__}: "
+                         f"{(str(exc).splitlines() or [''])[0][:160]})") from None
+    if not isinstance(a, np.ndarray):         # an .npz archive
+        a.close()
+        raise InputError(f"--{what} {printable(path)}: is an .npz archive; save one array with numpy.save (.npy)")
+    if checked and (a.ndim == 0 or a.size == 0):
+        raise InputError(f"--{what} {printable(path)}: holds an array of shape {a.shape}: must have at least one "
+                         f"dimension and one element")
+    if checked and a.dtype.kind not in "biuf":
+        raise InputError(f"--{what} {printable(path)}: has dtype {a.dtype}: must be real numbers (int or float); "
+                         f"complex, string and object arrays are refused")
+    return a
+
+
+def check_npy_out(path):
+    """``--output``: a ``.npy`` path whose folder may be written (before anything runs)."""
+    from ..paths import out_parent
+    if not str(path).endswith(".npy"):
+        raise InputError(f"--output {path}: must end in .npy (numpy.save adds it otherwise)")
+    out_parent(path)
+
+
+def save_npy(path, y):
+    """``y`` into ``path`` atomically (a full disk or a kill leaves no half file)."""
+    from ..files import atomic_path
+    try:
+        with atomic_path(path) as tmp:
+            with open(tmp, "wb") as fh:
+                np.save(fh, y)
+    except OSError as exc:
+        raise InputError(f"--output {path}: cannot write ({exc.strerror or exc})") from None
+
+
 def run_compiled(args):
     """``hlsnn run NAME.hlsnn --input x.npy --target T``: the network on T and on the emulator,
     compared bit for bit (exit 1 on a mismatch)."""
     from ..network.loader import load
     if args.output:                          # before anything runs
-        if not str(args.output).endswith(".npy"):
-            raise InputError(f"--output {args.output}: must end in .npy (numpy.save adds it otherwise)")
-        from ..paths import out_parent
-        out_parent(args.output)
-    src = Path(args.input)
-    if not src.is_file():                     # a FIFO or a device would block or never end (issue 47)
-        what = "a folder" if src.is_dir() else "not a regular file (a FIFO, device or socket)" if src.exists() \
-            else "no such file"
-        raise InputError(f"--input {args.input}: {what}; give a .npy file (numpy.save)")
-    try:
-        x = np.load(args.input, allow_pickle=False)
-    except Exception as exc:                  # OSError, ValueError, EOFError, BadZipFile, MemoryError ...
-        raise InputError(f"--input {args.input}: cannot be read as a .npy array ({type(exc).__name__}: "
-                         f"{(str(exc).splitlines() or [''])[0][:160]})") from None
-    if not isinstance(x, np.ndarray):
-        x.close()
-        raise InputError(f"--input {args.input}: is an .npz archive; save one array with numpy.save (.npy)")
+        check_npy_out(args.output)
+    x = read_npy(args.input, "input", checked=False)
     network = False if getattr(args, "layer_by_layer", False) else None
     overlays = overlay_options(getattr(args, "overlay", None))
     with load(args.target_path, args.target, self_check=not args.no_self_check, network=network,
@@ -131,11 +161,8 @@ def run_compiled(args):
            "path": path_kind, "mismatches": bad, "output_mismatches": bad_y,
            "kernel_starts_per_image": calls / len(x),
            "seconds_per_batch": float(np.median(times)), "host_s_per_image": float(np.median(host)) / len(x)}
-    if args.output:                          # atomically: a full disk or a kill leaves no half file
-        from ..files import atomic_path
-        with atomic_path(args.output) as tmp:
-            with open(tmp, "wb") as fh:
-                np.save(fh, y)
+    if args.output:
+        save_npy(args.output, y)
     if args.json:
         print(json.dumps(res))
     else:

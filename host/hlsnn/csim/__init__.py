@@ -11,18 +11,14 @@ call its real top function from Python through the C ABI bridge (ctypes).
   command and the header folder, under ``build/<name>/csim/``; a rebuild happens only when
   one of them changes. The compile reads a private snapshot of the sources the key hashes
   (never the shared project folder, which another config of the same name may be rewriting),
-  writes a temporary name and renames it into place, so an interrupted compile never leaves a
-  corrupt entry and two processes never see each other's half-written file; a lock beside the
-  entry (:func:`hlsnn.cachefile.build_lock`) makes the second one wait for the first one's
-  library instead of compiling it again. Each library has
-  a manifest beside it (:mod:`hlsnn.cachefile`: what it was built from, its checksum); a
-  cached library whose manifest is missing, names other sources or does not match the file
-  (truncated, zeroed, replaced) is never loaded, which could crash the process with SIGBUS or
-  SIGSEGV: it is rebuilt, with a one-line notice.
+  writes a temporary name and renames it into place; a lock beside the entry
+  (:func:`hlsnn.cachefile.build_lock`) makes a second process wait for the first one's
+  library. A cached library whose manifest (:mod:`hlsnn.cachefile`) is missing, names other
+  sources or does not match the file is never loaded: it is rebuilt, with a one-line notice.
 * Instances: each :class:`CsimLibrary` loads its own copy of the library, so the kernel's
   static state (weight store, counters) belongs to one instance, i.e. one Accelerator; calls
   on one instance are serialized by its lock (``docs/threads-and-safety.md``).
-* Strict mode (issue 30, ``hlsnn/strict.h``): the default library is compiled with
+* Strict mode (``hlsnn/strict.h``): the default library is compiled with
   ``-DHLSNN_STRICT_CSIM -pthread`` (its own cache entry): internal FIFOs bounded at their
   STREAM depth, DATAFLOW processes as threads with deadlock detection, read-after-write
   distances and bank ports checked. A violation raises :class:`StrictCsimError` naming the FIFO,
@@ -278,8 +274,7 @@ _SHARED_LOCK = threading.Lock()
 
 def require_symbols(lib, path, names):
     """:class:`CsimError` naming the compiler unless the loaded library ``lib`` (from ``path``)
-    exports every function in ``names`` (issue 47: a compiler that writes an empty or foreign
-    library had ended in a ctypes ``AttributeError``)."""
+    exports every function in ``names`` (a compiler may write an empty or foreign library)."""
     missing = [n for n in names if not hasattr(lib, n)]
     if missing:
         raise CsimError(f"C-simulation library {printable(path)} lacks {', '.join(missing)}: the C++ compiler "

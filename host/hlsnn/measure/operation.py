@@ -90,16 +90,11 @@ def measure(config, *, gemm=None, conv=None, mode=None, resident=False, density=
         if gemm is not None:
             b, k, n = gemm
             x, w = _acts(p, rng.normal(size=(b, k))), rng.normal(size=(n, k))
-            if engine == "shift_mac":
-                if resident:        # the weights go on chip with a first call; the second is measured
-                    acc.kernel.load_weights(w, mode=mode)
-                    acc.kernel.gemm(x, w, mode=mode)
-                acc.kernel.gemm(x, w, mode=mode)
-            else:
-                if resident:        # the weights go on chip with a first call; the second is measured
-                    acc.kernel.load_weights(w)
-                    acc.kernel.gemm(x, w)
-                acc.kernel.gemm(x, w)
+            kw = {"mode": mode} if engine == "shift_mac" else {}
+            if resident:            # the weights go on chip with a first call; the second is measured
+                acc.kernel.load_weights(w, **kw)
+                acc.kernel.gemm(x, w, **kw)
+            acc.kernel.gemm(x, w, **kw)
             macs = dense = b * k * n
             shape = {"op": "gemm", "B": b, "K": k, "N": n}
         else:

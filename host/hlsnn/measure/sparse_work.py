@@ -214,6 +214,11 @@ def parse_densities(text):
     return vals
 
 
+def _pairs(equal, rebalanced, *keys):
+    """``{<key>_equal, <key>_rebalanced}`` of each key, from the two work models."""
+    return {f"{k}_{n}": m[k] for k in keys for n, m in (("equal", equal), ("rebalanced", rebalanced))}
+
+
 def density_sweep(cfg, *, channels=64, size=56, ksize=3, densities=(1.0, 0.5, 0.2, 0.1, 0.05),
                   kinds=KINDS, seed=0, threshold=0.03) -> dict:
     """:func:`work_model` of a seeded synthetic layer (``channels -> channels``, ``size x
@@ -236,14 +241,8 @@ def density_sweep(cfg, *, channels=64, size=56, ksize=3, densities=(1.0, 0.5, 0.
             rows.append({
                 "kind": kind, "density": float(d), "density_x": r["density_x"], "density_w": r["density_w"],
                 "multiplies": r["total_multiplies"], "steps": r["total_steps"],
-                "makespan_equal": e["makespan"], "makespan_rebalanced": r["makespan"],
-                "imbalance_equal": e["imbalance"], "imbalance_rebalanced": r["imbalance"],
-                "speedup_equal": e["speedup"], "speedup_rebalanced": r["speedup"],
-                "rounds_equal": e["rounds"], "rounds_rebalanced": r["rounds"],
-                "status": r["status"], "spread_equal": e["spread"], "spread_rebalanced": r["spread"],
-                "dispatch_cycles_equal": e["dispatch_cycles"], "dispatch_cycles_rebalanced": r["dispatch_cycles"],
-                "collect_cycles_equal": e["collect_cycles"], "collect_cycles_rebalanced": r["collect_cycles"],
-                "cycles_equal": e["cycles"], "cycles_rebalanced": r["cycles"],
+                **_pairs(e, r, "makespan", "imbalance", "speedup", "rounds"), "status": r["status"],
+                **_pairs(e, r, "spread", "dispatch_cycles", "collect_cycles", "cycles"),
                 "rects_rebalanced": r["rects"],
                 "kernel_cycles": r["kernel_cycles"],
             })

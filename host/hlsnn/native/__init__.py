@@ -42,9 +42,8 @@ SOURCE_DIR = Path(__file__).resolve().parent
 
 #: C flags of every helper: no -march=native, so that a cache shared between machines of one
 #: architecture stays valid (the machine type is part of the cache key). ``-fno-fast-math``
-#: comes after ``CC``'s own flags: a ``CC`` carrying ``-ffast-math`` or ``-Ofast`` made rule input_quantize
-#: give other bits than the emulator and the C host path's count of non-finite values 0 (its
-#: ``v - v == 0`` folded to true), so NaN and inf images ran (issue 84).
+#: comes after ``CC``'s own flags, so ``-ffast-math`` or ``-Ofast`` in ``CC`` cannot change the
+#: bits of rule input_quantize or fold the non-finite test ``v - v == 0`` to true.
 C_FLAGS = ("-std=c99", "-O3", "-fno-fast-math", "-fPIC", "-shared", "-Wall", "-Wextra")
 
 #: Added by ``HLSNN_NATIVE_SANITIZE=1`` (CI's sanitizer run, ``.ci/sanitize``): AddressSanitizer

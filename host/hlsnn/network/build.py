@@ -59,7 +59,7 @@ def compile_model(config_path, assignment, output, *, check_samples=4, calibrati
     asg = cfg.assignments[assignment]
     accs = open_accelerators(cfg, "emu", [assignment])
     try:
-        from ..deploy.importer import qimport                    # issue 50: a file's own radix points where they map exactly
+        from ..deploy.importer import qimport                    # a file's own radix points where they map exactly
         dep = Deployment(net, asg, cfg.formats, accs, **deployment_kwargs(cfg),   # static: mode checked above
                          qmap=qimport.layer_mapping(net, cfg.model), recalibrate=recalibrate)
         dep.task = _task(cfg, ds)                       # how shift_auto scores a candidate, as hlsnn deploy does

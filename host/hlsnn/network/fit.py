@@ -1,4 +1,4 @@
-"""Nothing that does not fit (issue 83): the refusal of a kernel above its board's fit budget.
+"""Nothing that does not fit: the refusal of a kernel above its board's fit budget.
 
 A kernel may take at most :data:`hlsnn.resources.FIT_SHARE` (90%) of each of its board's LUTs,
 FFs, DSPs, BRAM36 and URAM, by :mod:`hlsnn.resources`' model (not a synthesis result). Above it:

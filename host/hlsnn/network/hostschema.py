@@ -1,4 +1,4 @@
-"""The host layers of a compiled model checked by one table (issue 47): :data:`HOST_OPS` names
+"""The host layers of a compiled model checked by one table: :data:`HOST_OPS` names
 every host op this hlsnn runs and, per op, each attribute the loader, the host ops
 (:mod:`hlsnn.deploy.run.hostops` and the modules it calls), the network mode's rules and the
 latency model read: its JSON type, its range or choices, and whether ``hlsnn compile`` always

@@ -105,7 +105,7 @@ def build_net_design(cfg, engine=None, *, network=""):
                                 "HIGHNAME": "C_HIGHADDR", "HIGHVALUE": _hex(hi), "INSTANCE": "ps",
                                 "IS_DATA": "TRUE", "IS_INSTRUCTION": "TRUE", "MASTERBUSINTERFACE": itf,
                                 "MEMTYPE": memtype, "SLAVEBUSINTERFACE": d.hp_port})
-    if network:                              # an XML comment: the reduced name, no "--" (issue 47)
+    if network:                              # an XML comment: the reduced name, no "--"
         from ..names import comment
         network = comment(network).replace("-", "_")
     what = "the network overlay's block design (hlsnn.network.hwh)" + (f" for the compiled model {network}"

@@ -39,10 +39,8 @@ TARGETS = ("emu", "csim", "sim", "pynq")
 NETWORK_TARGETS = ("emu", "csim", "sim", "pynq")
 #: The most input values one ``run`` takes (a batch of B images of n values: B * n), on every
 #: target: 128 Mi, what the PYNQ-Z2's contiguous memory (its CMA pool, 128 MiB) holds at one
-#: byte per value, the least a kernel's input buffer takes for a value. A larger batch cannot
-#: be one kernel start there, and its copies on the host (float64: 8 bytes a value) would take
-#: gigabytes: it is refused before anything is allocated (a batch broadcast to 50 million
-#: images ended in numpy's ArrayMemoryError); split it into runs of at most this many values.
+#: byte per value, the least a kernel's input buffer takes for a value. A larger batch is
+#: refused before anything is allocated; split it into runs of at most this many values.
 MAX_RUN_VALUES = 128 << 20
 
 
@@ -238,7 +236,7 @@ class CompiledNet:
             dep.origin = {"revision": programrev.of(prog), "hlsnn": prog.get("hlsnn"), "model": prog["model"],
                           "assignment": prog["assignment"]}           # an older writer's missing fields, by name
             fmt_of = {j["name"]: j["format"] for j in prog["layers"] if j["kind"] != "host"}
-            dep.actmm = samplewise.quantizers_of(layers, execs, fmt_of.get)     # attention's MatMuls (issue 52)
+            dep.actmm = samplewise.quantizers_of(layers, execs, fmt_of.get)     # attention's MatMuls
             dep.fast = False                     # network=False: layer by layer, as asked
             self._dep = dep
             if self.network is not None and self.target != "emu":

@@ -1,4 +1,4 @@
-"""The compiled model's layer program checked as untrusted input (issue 47), before anything
+"""The compiled model's layer program checked as untrusted input, before anything
 runs: :func:`validate` is called by :func:`hlsnn.network.artifact.read`, so the loader, the
 network mode's C helpers (``native/netint.c``), the network kernels' C-simulation and
 ``hlsnn build`` only ever see a program whose
@@ -76,9 +76,9 @@ def _str(where, v, choices=None):
     return v
 
 
-def _label(where, v):
+def _label(where, v, check=check_label):
     try:
-        return check_label(where, v)
+        return check(where, v)
     except InputError as e:
         raise _Bad(str(e)) from None
 
@@ -98,10 +98,7 @@ def _radix(where, v, n=None):
 
 
 def _size(shape):
-    n = 1
-    for d in shape:
-        n *= d
-    return n
+    return math.prod(shape)
 
 
 def validate(program, arrays, source="compiled model"):
@@ -141,10 +138,7 @@ def _validate(p, arrays):
     """The checks of :func:`validate` (:class:`Bad` on the first fault); the shapes it works out."""
     _dict("the program", p)
     _walk(p)
-    try:
-        check_slug("name", _key(p, "name", "the program"))
-    except InputError as e:
-        raise _Bad(str(e)) from None
+    _label("name", _key(p, "name", "the program"), check_slug)
     for k in ("model", "assignment"):
         _label(k, _key(p, k, "the program"))
     _str("rounding", _key(p, "rounding", "the program"), ROUNDINGS)
@@ -162,10 +156,7 @@ def _validate(p, arrays):
         _fail("accels", f"{len(accels)} accelerators (1..16)")
     for name, a in accels.items():
         w = f"accels[{name!r}]"
-        try:
-            check_slug("accelerator key", name)
-        except InputError as e:
-            raise _Bad(str(e)) from None
+        _label("accelerator key", name, check_slug)
         _dict(w, a)
         cfg = _dict(f"{w}.config", _key(a, "config", w))
         _dict(f"{w}.config.board", _key(cfg, "board", f"{w}.config"))
@@ -176,10 +167,7 @@ def _validate(p, arrays):
         if cfg.get("engine") != eng or not isinstance(cfg.get(eng), dict):
             _fail(f"{w}.config", f"not a {eng} config")
         if a.get("stem") is not None:
-            try:
-                check_slug(f"{w}.stem", a["stem"])
-            except InputError as e:
-                raise _Bad(str(e)) from None
+            _label(f"{w}.stem", a["stem"], check_slug)
     for k, v in arrays.items():
         _label("array", k)
         if v.dtype.kind not in "biuf":
@@ -196,9 +184,8 @@ def _validate(p, arrays):
     if "quantized_by" in inp:
         _label("input.quantized_by", inp["quantized_by"])
     q = _dict("input.quantization", _key(inp, "quantization", "input"))
-    for k in ("frac_bits",):
-        if k in q:
-            _int(f"input.quantization.{k}", q[k], -MAX_RADIX, MAX_RADIX)
+    if "frac_bits" in q:
+        _int("input.quantization.frac_bits", q["frac_bits"], -MAX_RADIX, MAX_RADIX)
     if "bits" in q:
         _int("input.quantization.bits", q["bits"], 2, 32)
     out = _dict("output", _key(p, "output", "the program"))
@@ -257,9 +244,8 @@ def _validate(p, arrays):
     for n in host_after:
         if n not in seen:
             _fail("output.host_after", f"{excerpt(n, 60)} is no layer")
-    for k in ("check/x",):
-        if k in arrays and tuple(arrays[k].shape[1:]) != tuple(shape):
-            _fail(f"array {k}", f"shape {arrays[k].shape} is not a batch of the input shape {tuple(shape)}")
+    if "check/x" in arrays and tuple(arrays["check/x"].shape[1:]) != tuple(shape):
+        _fail("array check/x", f"shape {arrays['check/x'].shape} is not a batch of the input shape {tuple(shape)}")
     return {k: v for k, v in shapes.items() if v is not None}
 
 
@@ -297,35 +283,35 @@ def _window(w, a, shape):
     return (c, oh, ow)
 
 
+def _sub_radix(w, j, key, field):
+    """``j[key][field]``: a radix point within +-:data:`MAX_RADIX`."""
+    sub = _dict(f"{w}: {key}", j[key])
+    return _int(f"{w}: {key}.{field}", _key(sub, field, f"{w}: {key}"), -MAX_RADIX, MAX_RADIX)
+
+
 def _host(w, j, in_shapes, arrays):
     op = _label(f"{w}: op", _key(j, "op", w))
     a = _dict(f"{w}: attrs", _key(j, "attrs", w))
     if "bfp_table" in j:                # rule bfp_table's code radix (hlsnn.engines.bfp_systolic.network.gate)
-        _int(f"{w}: bfp_table.f_in", _key(_dict(f"{w}: bfp_table", j["bfp_table"]), "f_in", f"{w}: bfp_table"),
-             -MAX_RADIX, MAX_RADIX)
+        _sub_radix(w, j, "bfp_table", "f_in")
         if "bits" in j["bfp_table"]:    # its code width (rule bfp_wide_codes): the table's 2**bits entries
             _int(f"{w}: bfp_table.bits", j["bfp_table"]["bits"], 2, 12)
     if "table" in j:                    # rule unary_table's calibrated output radix (hlsnn.engines.network.gate)
-        _int(f"{w}: table.f_out", _key(_dict(f"{w}: table", j["table"]), "f_out", f"{w}: table"),
-             -MAX_RADIX, MAX_RADIX)
+        _sub_radix(w, j, "table", "f_out")
     if "table_in" in j:                 # rule table_in's code radix (hlsnn.engines.network.tablein)
-        _int(f"{w}: table_in.f_in", _key(_dict(f"{w}: table_in", j["table_in"]), "f_in", f"{w}: table_in"),
-             -MAX_RADIX, MAX_RADIX)
+        _sub_radix(w, j, "table_in", "f_in")
     if "codes" in j:                    # attention's calibrated output radix (hlsnn.engines.network.tokens.attention)
         if op not in ("AddConst", "MatMulAct", "LayerNormalization", "Add"):
             _fail(w, f"codes on a {op} layer: an AddConst's, a MatMulAct's, a LayerNormalization's or an Add's "
                      f"output radix (hlsnn.engines.network.tokens.attention rules add_const, act_matmul, layer_norm_codes, residual_codes)")
-        _int(f"{w}: codes.f_out", _key(_dict(f"{w}: codes", j["codes"]), "f_out", f"{w}: codes"),
-             -MAX_RADIX, MAX_RADIX)
+        _sub_radix(w, j, "codes", "f_out")
     if "pair_in" in j:                  # BFP pairs as codes (hlsnn.engines.bfp_systolic.network.attnpairs rule bfp_pair_codes)
         if op not in ("AddConst", "SwCompute", "LayerNormalization"):
             _fail(w, f"pair_in on a {op} layer: an AddConst's, a Softmax's or a LayerNormalization's input radix "
                      f"(hlsnn.engines.bfp_systolic.network.attnpairs rules bfp_add_const, bfp_softmax, bfp_layer_norm)")
-        _int(f"{w}: pair_in.f_in", _key(_dict(f"{w}: pair_in", j["pair_in"]), "f_in", f"{w}: pair_in"),
-             -MAX_RADIX, MAX_RADIX)
+        _sub_radix(w, j, "pair_in", "f_in")
     if "lnorm_in" in j:                 # rule layer_norm_sum's code radix (hlsnn.engines.network.tokens.layernorm)
-        _int(f"{w}: lnorm_in.f_in", _key(_dict(f"{w}: lnorm_in", j["lnorm_in"]), "f_in", f"{w}: lnorm_in"),
-             -MAX_RADIX, MAX_RADIX)
+        _sub_radix(w, j, "lnorm_in", "f_in")
     if "gate_in" in j:                  # rule gate_in's code radix per operand (hlsnn.engines.network.gatein)
         fs = _key(_dict(f"{w}: gate_in", j["gate_in"]), "f_in", f"{w}: gate_in")
         pools = ("ReduceAxes", "GlobalAveragePool", "AveragePool")
@@ -488,19 +474,14 @@ def _engine(w, j, shape, accels, arrays):
         v = arrays.get(f"{j['name']}/wq")
         if v is None or v.dtype != np.int8 or v.ndim != 4 or v.shape[0] != n:
             _fail(w, f"its weights {j['name']}/wq are missing or not int8 of shape ({n}, C, kh, kw)")
-        for k in ("w_taps",):
-            t = arrays.get(f"{j['name']}/{k}")
-            if t is not None and (t.ndim != 4 or list(t.shape) != (ws + [1, 1] if kind == "dense" else ws)):
-                _fail(w, f"its taps {j['name']}/{k} have shape {t.shape}; the weight {ws} has "
-                         f"{tuple(ws + [1, 1] if kind == 'dense' else ws)}")
-        if j.get("in_terms") is not None:            # input_terms: 2 (hlsnn.deploy.quantize.twoin)
-            t = arrays.get(f"{j['name']}/w_taps")
-            if j["in_terms"] != 1 and (t is None or t.dtype.kind not in "iu"):
-                _fail(w, f"its taps {j['name']}/w_taps are missing")
-        if j.get("blocks") is not None:
-            t = arrays.get(f"{j['name']}/w_taps")
-            if t is None or t.dtype.kind not in "iu":
-                _fail(w, f"its taps {j['name']}/w_taps are missing")
+        t = arrays.get(f"{j['name']}/w_taps")
+        if t is not None and (t.ndim != 4 or list(t.shape) != (ws + [1, 1] if kind == "dense" else ws)):
+            _fail(w, f"its taps {j['name']}/w_taps have shape {t.shape}; the weight {ws} has "
+                     f"{tuple(ws + [1, 1] if kind == 'dense' else ws)}")
+        # input_terms: 2 (hlsnn.deploy.quantize.twoin) and kernel blocks need the taps
+        if (j.get("in_terms") not in (None, 1) or j.get("blocks") is not None) and \
+                (t is None or t.dtype.kind not in "iu"):
+            _fail(w, f"its taps {j['name']}/w_taps are missing")
     else:
         chunks = j["chunks"]
         top = 0

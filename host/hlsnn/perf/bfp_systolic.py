@@ -192,10 +192,8 @@ def loopbacks(p) -> dict:
     increments themselves are computed beside the compare): the issue, the loader's progress of
     ``W_GAP`` iterations ago against the compute's step in load order (``gidx_bits``); the
     load, the loader's tile against the ring's free limit (``tile_bits``); the output beat,
-    the 32-bit sample counter against the batch and the complete groups. (Before issue 30 the
-    issue rule, the compute's counters, the oldest tile still needed, its sum with the slots
-    and the loader's compare were in series: five carry chains of 32 bits, about 11 ns on the
-    Z-7020 against 7.3.) ``GemvSteps``: the first tile's sample wait, ``(gj + 1) * gc - 1``,
+    the 32-bit sample counter against the batch and the complete groups. ``GemvSteps``: the
+    first tile's sample wait, ``(gj + 1) * gc - 1``,
     its minimum with ``kp - 1`` and the compare with the words read (as of ``X_GAP`` iterations
     ago, a register), then the counters. The other loops: a 32-bit exit compare and a counter
     update."""

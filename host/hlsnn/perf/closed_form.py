@@ -219,7 +219,7 @@ def gemm_cycles(cfg, batch, k, n, *, mode=None) -> KernelCycles:
     return kc
 
 
-#: the GEMM ``hlsnn sweep`` models for every variant (issue 13's reference shape)
+#: the GEMM ``hlsnn sweep`` models for every variant (the reference shape)
 REFERENCE_GEMM = (64, 512, 512)
 
 

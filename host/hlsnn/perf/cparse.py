@@ -335,14 +335,7 @@ class _Loop:
 
     @property
     def pipeline(self):
-        for p in self.pragmas:
-            if p.name == "PIPELINE" and "off" not in p.flags:
-                return p
-        return None
-
-    @property
-    def unrolled(self):
-        return any(p.name == "UNROLL" for p in self.pragmas)
+        return next((p for p in self.pragmas if p.name == "PIPELINE" and "off" not in p.flags), None)
 
 
 def _trip(loop, consts):

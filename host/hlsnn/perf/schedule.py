@@ -37,17 +37,9 @@ it; ``notes`` says why):
     or an element of such an array that is registers: ``ARRAY_PARTITION ... complete``) whose value
     the iteration computes from its own previous value, through any temporaries of the iteration
     (``a0 = first ? 0 : acc[l]; a0 += p; acc[l] = a0``): the chain from its register back to it,
-    operator by operator along the AST, every unrolled copy of an inner loop in turn (adders,
-    subtractors and magnitude compares as carry chains of the operand's width, a select, a logic
-    operator or an equality test as a LUT level, a variable shift as ``log4`` LUT levels, a
-    multiplication by a run-time value as an array multiplier, a division by a run-time value as an
-    array divider, a floating-point operator as a float add's path (both lower bounds, the note says
-    so), ap_int's overloaded operators as the built-in ones, a read of a memory at an address
-    computed from the register as a cycle; an assignment under a condition adds the select). Sums
-    are timed as written: the model does not assume that Vitis reassociates them, so a register
-    added last (``acc = acc + (p0 + p1)``) carries one adder and one added first (``s = acc; s +=
-    p0; s += p1``) two. Timed with :mod:`~hlsnn.perf.timing`'s operator delays against the clock's
-    budget: II = the memory reads on it + ceil(delay / budget) (:mod:`hlsnn.perf.recurrence`).
+    operator by operator along the AST, every unrolled copy of an inner loop in turn, costed and
+    timed by the rules of :mod:`hlsnn.perf.recurrence` (sums as written; a divider's and a float
+    operator's II a lower bound): II = the memory reads on it + ceil(delay / budget).
 ``m_axi``
     an access to an ``m_axi`` port under a condition or at an index that is not affine in the
     loop's counter cannot be inferred as a burst: each is a single transaction, and with
@@ -78,7 +70,7 @@ from .cparse import (_MEMO, _Consts, _Loop, _children, _id, _instantiation_file,
                      _strip, _text, _tokens, _trip, affine_index, cindex, declared_dims, names_read, parse_args,
                      plain_data, reached, template_args)
 from .hlsrules import block_bank, port_ii, raw_pragma
-from .schedule_rows import format_table, ii_of, layer_depths, lookup  # noqa: F401  (the module's API)
+from .schedule_rows import format_table, ii_of, layer_depths  # noqa: F401  (the module's API)
 
 #: the recurrence of a carried memory dependence where no depth constant names the loop: a BRAM read (one
 #: cycle of latency) and the store of the value computed from it in the next cycle (store 1 - load 0 + 1)

@@ -24,11 +24,6 @@ def ii_of(rows) -> dict:
     return out
 
 
-def lookup(iis, label):
-    """The II of counter ``label`` (``Loop`` or ``Loop.idx`` of ``HLSNN_ITER_AT``); 1 if none."""
-    return iis.get(label, iis.get(label.split(".")[0], 1))
-
-
 def format_table(rows, all_loops=False) -> str:
     rows = [r for r in rows if all_loops or r["ii"] > 1]
     if not rows:

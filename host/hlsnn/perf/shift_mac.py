@@ -95,92 +95,72 @@ cycle), and ``2 * rows * cols`` in dual PoT (two weights per unit per cycle).
 """
 from __future__ import annotations
 
-import functools
-
 from .model import CALL_CYCLES, CallCycles, Loop, bound_of, loop_costs
 
 NAME = "shift_mac"
 
-#: Read-after-write distances (in iterations of one loop run) the depth table implies for the two
 STREAM = "stream"
 RAM = "ram_1p"
 RAM_S2P = "ram_s2p"
 
 ACTS, WEIGHTS, PARAMS = "input stream: activations", "input stream: weights", "input stream: parameters"
 
+_LOAD_LOOPS = (
+    Loop("ReadParams", 1, 2, PARAMS, {"in": (STREAM, 1), "pq": (STREAM, 1)}),
+    Loop("ReadTiles", None, 1, WEIGHTS),
+    Loop("ReadSteps", 1, 2, WEIGHTS, {"in": (STREAM, 1), "wq": (STREAM, 1)}),
+    Loop("ReadSamples", None, 1, ACTS),
+    Loop("ReadSampleBeats", 1, 2, ACTS, {"in": (STREAM, 1), "xq": (STREAM, 1)}),
+    Loop("RowBeatsSum", None, 1, ACTS),
+    Loop("ReadRows", None, 1, ACTS),
+    Loop("ReadRowBeats", 1, 2, ACTS, {"in": (STREAM, 1), "xq": (STREAM, 1)}),
+)
+_COMPUTE_LOOPS = (
+    Loop("WidthWords", None, 1, "compute"),
+    Loop("SlotWords", None, 1, "compute"),
+    Loop("SlotSpan", None, 1, "compute"),
+    Loop("PadShift", None, 1, "compute"),
+    Loop("LoadSamples", None, 1, ACTS),
+    Loop("LoadSampleBeats", 1, 3, ACTS, {"xq": (STREAM, 1), "xbuf[c]": (RAM, 1)}),
+    Loop("LoadTiles", None, 1, WEIGHTS),
+    Loop("LoadSteps", 1, 3, WEIGHTS, {"wq": (STREAM, 1), "wstore": (RAM_S2P, 1)}),
+    Loop("LinePrologue", None, 1, ACTS),
+    Loop("PrologueBeats", 1, 3, ACTS, {"xq": (STREAM, 1), "lbuf[b]": (RAM_S2P, 1)}),
+    Loop("Chunks", None, 2, "compute"),
+    Loop("Tiles", None, 1, "compute"),
+    Loop("Groups", None, 2, "compute"),
+    Loop("Steps", 1, 6, "compute", {"wq": (STREAM, 1), "wstore": (RAM_S2P, 2), "xbuf[c]": (RAM, 1),
+                                    "lbuf[b]": (RAM_S2P, 2), "xq": (STREAM, 1), "accq[c]": (STREAM, 1)}),
+    Loop("PushTail", 1, 2, "compute", {"accq[c]": (STREAM, 1)}),
+    Loop("LineTail", 1, 3, ACTS, {"xq": (STREAM, 1), "lbuf[b]": (RAM_S2P, 1)}),
+)
+_OUT = "output stream"
+_DRAIN_LOOPS = (
+    Loop("DrainParams", 1, 2, _OUT, {"pq": (STREAM, 1), "params[q]": (RAM, 1)}),
+    Loop("DrainChunks", None, 1, _OUT),
+    Loop("DrainTiles", None, 1, _OUT),
+    Loop("DrainGroups", None, 2, _OUT),
+    Loop("DrainRows", 1, 8, _OUT, {"accq[c]": (STREAM, 1), "params[q]": (RAM, 1), "out": (STREAM, 1)}),
+    Loop("StatsBins", None, 1, _OUT),
+    Loop("StatsLanes", 1, 2, _OUT, {"out": (STREAM, 1)}),
+)
+
 
 def load_loops(p):
-    return _load_loops()
-
-
-@functools.lru_cache(maxsize=None)
-def _load_loops():
-    return (
-        Loop("ReadParams", 1, 2, PARAMS, {"in": (STREAM, 1), "pq": (STREAM, 1)}),
-        Loop("ReadTiles", None, 1, WEIGHTS),
-        Loop("ReadSteps", 1, 2, WEIGHTS, {"in": (STREAM, 1), "wq": (STREAM, 1)}),
-        Loop("ReadSamples", None, 1, ACTS),
-        Loop("ReadSampleBeats", 1, 2, ACTS, {"in": (STREAM, 1), "xq": (STREAM, 1)}),
-        Loop("RowBeatsSum", None, 1, ACTS),
-        Loop("ReadRows", None, 1, ACTS),
-        Loop("ReadRowBeats", 1, 2, ACTS, {"in": (STREAM, 1), "xq": (STREAM, 1)}),
-    )
+    return _LOAD_LOOPS
 
 
 def compute_loops(p):
-    return _compute_loops()
-
-
-@functools.lru_cache(maxsize=None)
-def _compute_loops():
-    return (
-        Loop("WidthWords", None, 1, "compute"),
-        Loop("SlotWords", None, 1, "compute"),
-        Loop("SlotSpan", None, 1, "compute"),
-        Loop("PadShift", None, 1, "compute"),
-        Loop("LoadSamples", None, 1, ACTS),
-        Loop("LoadSampleBeats", 1, 3, ACTS, {"xq": (STREAM, 1), "xbuf[c]": (RAM, 1)}),
-        Loop("LoadTiles", None, 1, WEIGHTS),
-        Loop("LoadSteps", 1, 3, WEIGHTS, {"wq": (STREAM, 1), "wstore": (RAM_S2P, 1)}),
-        Loop("LinePrologue", None, 1, ACTS),
-        Loop("PrologueBeats", 1, 3, ACTS, {"xq": (STREAM, 1), "lbuf[b]": (RAM_S2P, 1)}),
-        Loop("Chunks", None, 2, "compute"),
-        Loop("Tiles", None, 1, "compute"),
-        Loop("Groups", None, 2, "compute"),
-        Loop("Steps", 1, 6, "compute", {"wq": (STREAM, 1), "wstore": (RAM_S2P, 2), "xbuf[c]": (RAM, 1),
-                                        "lbuf[b]": (RAM_S2P, 2), "xq": (STREAM, 1), "accq[c]": (STREAM, 1)}),
-        Loop("PushTail", 1, 2, "compute", {"accq[c]": (STREAM, 1)}),
-        Loop("LineTail", 1, 3, ACTS, {"xq": (STREAM, 1), "lbuf[b]": (RAM_S2P, 1)}),
-    )
+    return _COMPUTE_LOOPS
 
 
 def drain_loops(p):
-    return _drain_loops()
-
-
-@functools.lru_cache(maxsize=None)
-def _drain_loops():
-    out = "output stream"
-    return (
-        Loop("DrainParams", 1, 2, out, {"pq": (STREAM, 1), "params[q]": (RAM, 1)}),
-        Loop("DrainChunks", None, 1, out),
-        Loop("DrainTiles", None, 1, out),
-        Loop("DrainGroups", None, 2, out),
-        Loop("DrainRows", 1, 8, out, {"accq[c]": (STREAM, 1), "params[q]": (RAM, 1), "out": (STREAM, 1)}),
-        Loop("StatsBins", None, 1, out),
-        Loop("StatsLanes", 1, 2, out, {"out": (STREAM, 1)}),
-    )
+    return _DRAIN_LOOPS
 
 
 def loops(p):
     """Every loop row (Load's, Compute's, Drain's)."""
     return load_loops(p) + compute_loops(p) + drain_loops(p)
-
-
-def _step_beats(p):
-    """Beats per weight step: ``rows`` 16-bit register lanes, padded to whole beats (as the template)."""
-    from ..engines.shift_mac.spec import step_beats
-    return step_beats(p)
 
 
 def process_cycles(p, counts):
@@ -201,9 +181,10 @@ def _en(counts, name):
 def call_cycles(p, counts):
     """Modelled cycles of one call: the longest of the three paths (page docstring) plus
     ``CALL_CYCLES``; ``phases`` break that path down, ``processes`` are the busy cycles."""
+    from ..engines.shift_mac.spec import step_beats
     costs = loop_costs(loops(p), counts)
     procs = process_cycles(p, counts)
-    sb = _step_beats(p)
+    sb = step_beats(p)                  # beats per weight step
     conv = _it(counts, "ReadRows") > 0 or _it(counts, "Chunks") > 1 or _it(counts, "WidthWords") > 0
     k_pass = _it(counts, "Steps") / _en(counts, "Steps")            # K: steps per pass
     passes = _it(counts, "Groups")

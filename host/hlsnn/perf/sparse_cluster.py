@@ -105,7 +105,7 @@ from .model import CallCycles, Loop, loop_costs
 
 NAME = "sparse_cluster"
 
-STREAM, RAM, RAM2, S2P = "stream", "ram_1p", "ram_t2p", "ram_s2p"
+STREAM, S2P = "stream", "ram_s2p"
 
 
 def dispatch_loops(p):
@@ -123,24 +123,22 @@ def _dispatch_loops(units):
     return tuple(rows)
 
 
+_UNIT_LOOPS = (
+    Loop("UnitGroups", None, 1, "compute"), Loop("UnitRounds", None, 3, "compute"),
+    Loop("ReadParams", 3, 4, "compute", {"job_q": (STREAM, 3)}),
+    Loop("LoadFirst", 1, 3, "compute", {"data_q": (STREAM, 1), "ebuf[l]": (S2P, 1)}),
+    Loop("InputChannels", None, 3, "compute"),
+    Loop("CountWindows", 1, 3, "compute"),
+    Loop("MacLoop", 1, 7, "compute", {"acc[l]": (S2P, 2), "ebuf[l]": (S2P, 2), "coef_q": (STREAM, 1),
+                                      "data_q": (STREAM, 1)}),
+    Loop("OutPixels", 1, 6, "compute", {"acc[l]": (S2P, 2), "res_q": (STREAM, 1)}),
+    Loop("PoolPixels", 1, 8, "compute", {"acc[l]": (S2P, 2), "res_q": (STREAM, 1)}),
+    Loop("SendStats", 1, 2, "compute", {"stats_q": (STREAM, 1)}),
+)
+
+
 def unit_loops(p):
-    return _unit_loops(p["units"])
-
-
-@functools.lru_cache(maxsize=None)
-def _unit_loops(units):
-    return (
-        Loop("UnitGroups", None, 1, "compute"), Loop("UnitRounds", None, 3, "compute"),
-        Loop("ReadParams", 3, 4, "compute", {"job_q": (STREAM, 3)}),
-        Loop("LoadFirst", 1, 3, "compute", {"data_q": (STREAM, 1), "ebuf[l]": (S2P, 1)}),
-        Loop("InputChannels", None, 3, "compute"),
-        Loop("CountWindows", 1, 3, "compute"),
-        Loop("MacLoop", 1, 7, "compute", {"acc[l]": (S2P, 2), "ebuf[l]": (S2P, 2), "coef_q": (STREAM, 1),
-                                          "data_q": (STREAM, 1)}),
-        Loop("OutPixels", 1, 6, "compute", {"acc[l]": (S2P, 2), "res_q": (STREAM, 1)}),
-        Loop("PoolPixels", 1, 8, "compute", {"acc[l]": (S2P, 2), "res_q": (STREAM, 1)}),
-        Loop("SendStats", 1, 2, "compute", {"stats_q": (STREAM, 1)}),
-    )
+    return _UNIT_LOOPS
 
 
 def collect_loops(p):

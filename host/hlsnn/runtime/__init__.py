@@ -75,7 +75,6 @@ class Accelerator:
         from pathlib import Path
         import os
         from collections.abc import Mapping
-        overlay = None
         if not isinstance(config, (Config, Mapping, str, os.PathLike)):
             from ..errors import InputError, excerpt
             raise InputError(f"config = {excerpt(config, 60)}: must be a config name, a YAML path, an overlay "

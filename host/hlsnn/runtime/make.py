@@ -27,6 +27,5 @@ TARGETS = {"emu": EmuTarget, "csim": CsimTarget, "sim": _sim_target, "pynq": _py
 def make_target(name, cfg, engine, **kw):
     from ..errors import InputError
     if name not in TARGETS:
-        hint = ""
-        raise InputError(f"target = {name!r}: must be one of {', '.join(TARGETS)}{hint}")
+        raise InputError(f"target = {name!r}: must be one of {', '.join(TARGETS)}")
     return TARGETS[name](cfg, engine, **kw)

@@ -193,11 +193,8 @@ def from_parameters(params, family):
                 plls[pll] = (round(_float(params, "PCW_IO_IO_PLL_FREQMHZ", [], 0) / ref), False)  # only the rate
             else:
                 plls[pll] = (_int(params, name, assumed, fbdiv), False)
-        pl = tuple(PlClock(_source(params, f"PCW_FCLK{i}_PERIPHERAL_CLKSRC", assumed, d["pl"][0], _ZYNQ_FCLK_SRC),
-                           _int(params, f"PCW_FCLK{i}_PERIPHERAL_DIVISOR0", assumed, d["pl"][1]),
-                           _int(params, f"PCW_FCLK{i}_PERIPHERAL_DIVISOR1", assumed, d["pl"][2]),
-                           _int(params, f"PCW_FPGA_FCLK{i}_ENABLE", assumed, int(i == 0)) == 1)
-                   for i in range(4))
+        pl = _pl_clocks(params, assumed, d, "PCW_FCLK{}_PERIPHERAL_CLKSRC", "PCW_FCLK{}_PERIPHERAL_DIVISOR{}",
+                        "PCW_FPGA_FCLK{}_ENABLE", _ZYNQ_FCLK_SRC)
         cpu = (_source(params, "PCW_CPU_PERIPHERAL_CLKSRC", assumed, d["cpu"][0], _ZYNQ_CPU_SRC),
                _int(params, "PCW_CPU_PERIPHERAL_DIVISOR0", assumed, d["cpu"][1]))
     else:
@@ -207,11 +204,8 @@ def from_parameters(params, family):
             block = "CRL_APB" if pll in CRL_PLL else "CRF_APB"
             plls[pll] = (_int(params, f"PSU__{block}__{pll}_CTRL__FBDIV", assumed, fbdiv),
                          _int(params, f"PSU__{block}__{pll}_CTRL__DIV2", assumed, int(div2)) == 1)
-        pl = tuple(PlClock(_source(params, f"PSU__CRL_APB__PL{i}_REF_CTRL__SRCSEL", assumed, d["pl"][0], _ZU_PL_SRC),
-                           _int(params, f"PSU__CRL_APB__PL{i}_REF_CTRL__DIVISOR0", assumed, d["pl"][1]),
-                           _int(params, f"PSU__CRL_APB__PL{i}_REF_CTRL__DIVISOR1", assumed, d["pl"][2]),
-                           _int(params, f"PSU__FPGA_PL{i}_ENABLE", assumed, int(i == 0)) == 1)
-                   for i in range(4))
+        pl = _pl_clocks(params, assumed, d, "PSU__CRL_APB__PL{}_REF_CTRL__SRCSEL",
+                        "PSU__CRL_APB__PL{}_REF_CTRL__DIVISOR{}", "PSU__FPGA_PL{}_ENABLE", _ZU_PL_SRC)
         cpu = (_source(params, "PSU__CRF_APB__ACPU_CTRL__SRCSEL", assumed, d["cpu"][0], _ZU_CPU_SRC),
                _int(params, "PSU__CRF_APB__ACPU_CTRL__DIVISOR0", assumed, d["cpu"][1]))
     for clk in pl:
@@ -219,6 +213,16 @@ def from_parameters(params, family):
             if not 1 <= div <= 63:
                 raise ValueError(f"PL clock divisor {div} is outside the 6-bit range 1..63")
     return PsClocks(family, ref, plls, pl, cpu, tuple(assumed))
+
+
+def _pl_clocks(params, assumed, d, src, div, enable, sources):
+    """The four PL clocks from the parameter names ``src``, ``div`` and ``enable`` (formats of the
+    clock's index, and of the divisor's), with the defaults ``d``; FCLK0 / PL0 enabled by default."""
+    return tuple(PlClock(_source(params, src.format(i), assumed, d["pl"][0], sources),
+                         _int(params, div.format(i, 0), assumed, d["pl"][1]),
+                         _int(params, div.format(i, 1), assumed, d["pl"][2]),
+                         _int(params, enable.format(i), assumed, int(i == 0)) == 1)
+                 for i in range(4))
 
 
 def default_clocks(family):

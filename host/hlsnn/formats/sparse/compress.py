@@ -48,6 +48,35 @@ def _check_sorted(key: np.ndarray, what: str):
                          f"{int(bad[0])}: must be strictly increasing in {what}")
 
 
+def _set_entries(obj, vname, zeros, indices, order, what, **extra):
+    """Check and store (read-only) the entry arrays of ``obj``: its non-zero values
+    ``vname`` (``zeros``: the message for a zero) and, per ``(name, hi)`` of ``indices``, an
+    index array in ``[0, hi)`` of the same length; the entries strictly increasing in the
+    indices ``order``, most significant first (``what`` in the message). ``extra`` fields are
+    set as given."""
+    values = _as_int_array(vname, getattr(obj, vname), *_INT64, np.int64)
+    if values.ndim != 1:
+        raise InputError(f"{vname}: has shape {values.shape}: must be 1-D")
+    if np.any(values == 0):
+        raise InputError(f"{vname}: has {int(np.count_nonzero(values == 0))} zero(s): "
+                         f"{zeros}")
+    fields = {vname: values}
+    for name, hi in indices:
+        arr = _index_array(name, getattr(obj, name), hi)
+        if arr.shape != values.shape:
+            raise InputError(f"{name}: has length {arr.size}: must be {values.size}, the "
+                             f"length of {vname}")
+        fields[name] = arr
+    key = np.zeros_like(values)
+    for name in order:
+        key = key * dict(indices)[name] + fields[name]
+    _check_sorted(key, what)
+    for value in fields.values():
+        value.setflags(write=False)
+    for name, value in {**fields, **extra}.items():
+        object.__setattr__(obj, name, value)
+
+
 # --------------------------------------------------------------------------- kernels
 
 @dataclass(frozen=True, eq=False)
@@ -83,26 +112,9 @@ class SparseKernel:
             raise InputError(f"shape = {shape!r}: must be 4 ints >= 1, (Z, C, KH, KW)")
         shape = tuple(int(s) for s in shape)
         Z, C, KH, KW = shape
-        coef = _as_int_array("coef", self.coef, *_INT64, np.int64)
-        if coef.ndim != 1:
-            raise InputError(f"coef: has shape {coef.shape}: must be 1-D")
-        if np.any(coef == 0):
-            raise InputError(f"coef: has {int(np.count_nonzero(coef == 0))} zero(s): a "
-                             f"compressed kernel has no entries for zero coefficients")
-        fields = {"coef": coef}
-        for name, hi in (("z", Z), ("kz", C), ("ky", KH), ("kx", KW)):
-            arr = _index_array(name, getattr(self, name), hi)
-            if arr.shape != coef.shape:
-                raise InputError(f"{name}: has length {arr.size}: must be {coef.size}, the "
-                                 f"length of coef")
-            fields[name] = arr
-        key = ((fields["kz"] * Z + fields["z"]) * KH + fields["ky"]) * KW + fields["kx"]
-        _check_sorted(key, "(kz, z, ky, kx)")
-        for value in fields.values():
-            value.setflags(write=False)
-        fields["shape"] = shape
-        for name, value in fields.items():
-            object.__setattr__(self, name, value)
+        _set_entries(self, "coef", "a compressed kernel has no entries for zero coefficients",
+                     (("z", Z), ("kz", C), ("ky", KH), ("kx", KW)), ("kz", "z", "ky", "kx"),
+                     "(kz, z, ky, kx)", shape=shape)
 
     @property
     def nnz(self) -> int:
@@ -262,26 +274,9 @@ class SparseMap:
         shape = tuple(int(s) for s in shape)
         C, H, W = (1,) + shape if len(shape) == 2 else shape
         origin = _check_pair("origin", self.origin, 0)
-        values = _as_int_array("values", self.values, *_INT64, np.int64)
-        if values.ndim != 1:
-            raise InputError(f"values: has shape {values.shape}: must be 1-D")
-        if np.any(values == 0):
-            raise InputError(f"values: has {int(np.count_nonzero(values == 0))} zero(s): a "
-                             f"compressed map has no entries for zero values")
-        fields = {"values": values}
-        for name, hi in (("rows", H), ("cols", W), ("chan", C)):
-            arr = _index_array(name, getattr(self, name), hi)
-            if arr.shape != values.shape:
-                raise InputError(f"{name}: has length {arr.size}: must be {values.size}, "
-                                 f"the length of values")
-            fields[name] = arr
-        _check_sorted((fields["chan"] * H + fields["rows"]) * W + fields["cols"],
-                      "(chan, row, col)")
-        for value in fields.values():
-            value.setflags(write=False)
-        fields.update(shape=shape, origin=origin)
-        for name, value in fields.items():
-            object.__setattr__(self, name, value)
+        _set_entries(self, "values", "a compressed map has no entries for zero values",
+                     (("rows", H), ("cols", W), ("chan", C)), ("chan", "rows", "cols"),
+                     "(chan, row, col)", shape=shape, origin=origin)
 
     @property
     def nnz(self) -> int:
