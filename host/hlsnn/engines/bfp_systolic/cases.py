@@ -37,10 +37,8 @@ class Case:
         return self.xm.shape[0], self.wm.shape[0], self.xm.shape[1]
 
     def regs(self):
-        flags = ((protocol.FLAG_RELU if self.relu else 0) | (protocol.FLAG_BIAS if self.bm is not None else 0)
-                 | (protocol.FLAG_STATS if self.method == "stats" else 0)
-                 | (protocol.FLAG_ROLLING | protocol.FLAG_ROLL_CLEAR if self.method == "rolling" else 0)
-                 | (protocol.FLAG_STATS_OUT if self.stats_out else 0))
+        flags = protocol.flags(self.relu, self.bm is not None, self.method, self.stats_out) \
+            | (protocol.FLAG_ROLL_CLEAR if self.method == "rolling" else 0)
         b, n, k = self.shape
         return [b, n, k, flags, self.stats_k]
 

@@ -19,12 +19,6 @@ from .emulator import (RollingState, _to_float_checked, emulate, emulate_floats,
 from .spec import MAGIC, k_limit, lane_bits
 
 
-def _flags(relu, has_bias, method, stats_out=False):
-    return ((protocol.FLAG_RELU if relu else 0) | (protocol.FLAG_BIAS if has_bias else 0)
-            | (protocol.FLAG_STATS if method == "stats" else 0) | (protocol.FLAG_ROLLING if method == "rolling" else 0)
-            | (protocol.FLAG_STATS_OUT if stats_out else 0))
-
-
 @instrument
 class Kernel:
     """GEMM ``y = relu(x @ w.T + bias)`` on a ``bfp_systolic`` accelerator.
@@ -45,10 +39,8 @@ class Kernel:
     modelled cycles of its kernel calls (:class:`hlsnn.perf.model.KernelCycles`; None elsewhere).
 
     **Calls.** One kernel call holds at most ``protocol.samples_per_call(p, K, N)`` samples
-    (the activation and result stores); a larger batch is split into calls. When the weights
-    fit the weight store side by side (``protocol.streams_weights_once``), the first call
-    streams them with the *keep* flag and the others stream none (*resident*); otherwise each
-    call streams them once.
+    (the activation and result stores); a larger batch is split into calls, which stream the
+    weights once where they fit the store (*keep*, then *resident*: below), else once each.
 
     **The rolling method** (``method="rolling"``, emulator rule 5) predicts each sample's
     exponent from the samples before it. Every operation (one :meth:`gemm` or :meth:`gemm_bfp`)
@@ -63,9 +55,8 @@ class Kernel:
 
     **Resident weights** (:meth:`load_weights`). Weights whose tiles fit the weight store side
     by side (``ceil(N / rows) * ceil(K / 2) <= w_depth``) can stay on chip: after
-    ``load_weights(w)`` the first call with these weights streams them once with the *keep*
-    flag, and every later call with the same weights streams none (*resident* flag): it
-    costs the activations only. Any other call's weights overwrite the store, and the next
+    ``load_weights(w)`` the first call with them streams them with the *keep* flag, every later
+    one streams none (*resident*). Any other call's weights overwrite the store, and the next
     call with the loaded weights streams them again with *keep*.
     """
 
@@ -491,7 +482,7 @@ class Kernel:
         k_sigma = p["stats_k"] if stats_k is None else int(stats_k)
         if not 0 <= k_sigma <= 15:
             raise InputError(f"stats_k = {stats_k!r}: must be an integer in [0, 15]")
-        return [_flags(relu, has_bias, method, stats), k_sigma]
+        return [protocol.flags(relu, has_bias, method, stats), k_sigma]
 
     def _run(self, xm, xe, wm, we, bm, be, regs, stats):
         """One GEMM of at most ``max_n`` outputs, split over the batch so every call fits one

@@ -83,6 +83,12 @@ FLAG_RELU, FLAG_BIAS, FLAG_STATS, FLAG_STATS_OUT, FLAG_KEEP, FLAG_RESIDENT = 1, 
 FLAG_ROLLING, FLAG_ROLL_CLEAR, FLAG_BIAS_KEPT = 64, 128, 256
 
 
+def flags(relu, has_bias, method, stats_out=False):
+    """The ``flags`` register of a call (without the weight, bias-kept and rolling-clear bits)."""
+    return ((FLAG_RELU if relu else 0) | (FLAG_BIAS if has_bias else 0) | (FLAG_STATS if method == "stats" else 0)
+            | (FLAG_ROLLING if method == "rolling" else 0) | (FLAG_STATS_OUT if stats_out else 0))
+
+
 def _geometry(p):
     lb = lane_bits(p)
     return lb, p["stream_bits"] // lb, np.dtype(f"<i{lb // 8}")

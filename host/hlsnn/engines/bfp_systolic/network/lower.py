@@ -60,7 +60,7 @@ Rule bfp_global_pool: **global average pool** (after an add, or of one tensor as
    sum of any order is exact); checked as in rule bfp_add, with ``2**53`` (the kernel sums in 54-bit
    mantissas, then holds each sum rounded to odd at 25 bits, an element, for the conv that
    reads it: rule bfp_round_odd's argument of :mod:`hlsnn.engines.bfp_systolic.network.reduce`, ``K = 25 >= M + 1``, so that conv rounds it
-   as the exact sum; issue 83. Where a rule bfp_mean mean reads a pool, the kernel keeps the 54-bit
+   as the exact sum. Where a rule bfp_mean mean reads a pool, the kernel keeps the 54-bit
    sums). A mean over a count ``n = 2**a * d`` that is
    not a power of two (``d`` odd; also an ``AveragePool``, a ``ReduceMean``) is the sum at
    ``e - a`` read as over ``d``: rule bfp_mean of :mod:`.anymean` (the reading conv's leading one and

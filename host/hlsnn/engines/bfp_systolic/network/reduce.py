@@ -1,4 +1,4 @@
-"""CBAM's channel mean and max on BFP pairs (issue 52): :mod:`hlsnn.engines.network.pools.reduce` rule channel_reduce
+"""CBAM's channel mean and max on BFP pairs: :mod:`hlsnn.engines.network.pools.reduce` rule channel_reduce
 in the ``bfp_systolic`` network mode (:mod:`hlsnn.engines.bfp_systolic.network.lower`), and the
 spatial gate by the map they make (:mod:`hlsnn.engines.bfp_systolic.network.gate` rule spatial_gate).
 
