@@ -53,7 +53,7 @@ The kernel runs bfp_prelu in its ``Lut`` loop (mode ``single = 4``): per bank an
 with the bank's slope mantissa and exponent of its channel (``kPSlope``, ``kPExp``: one word per
 block of ``Q`` channels, an op's words from ``d.sa``; ``t`` in ``d.sb``: 0 for bfp_prelu_exact), the sticky bit and the
 exponent's sum; rendered only into kernels whose program has such an op (its result ``r`` of
-``kElemBits`` bits where a bfp_prelu_exact op makes the element wide, else 26 as before).
+``kElemBits`` bits where a bfp_prelu_exact op makes the element wide, else 26).
 """
 from __future__ import annotations
 
