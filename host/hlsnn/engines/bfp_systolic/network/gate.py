@@ -41,8 +41,8 @@ Rule bfp_hardswish_table: **HardSwish of a sum or product** (its input an ``Add`
     significant bits) does not apply; the op is rule bfp_table instead, a table of codes (rule bfp_wide_codes's
     width) at the calibrated radix ``F`` (as ``Sigmoid`` of such a tensor), in both paths (:func:`host_layers`
     takes it; the compiled program's ``bfp_table`` marks it).
-Rule bfp_wide_codes: **wider codes of a sum or product** (CBAM's ``sigmoid(mlp(avg) +
-    mlp(max))`` loses accuracy to 8-bit codes of the sum): a bfp_table (or bfp_hardswish_table)
+Rule bfp_wide_codes: **wider codes of a sum or product** (CBAM's ``sigmoid(mlp(avg) + mlp(max))``
+    loses accuracy to 8-bit codes of the sum): a bfp_table (or bfp_hardswish_table)
     table whose input is an ``Add`` (its ``Relu``), a gate ``Mul`` or an ``AveragePool`` of pairs
     (exact values of wider mantissas, not an engine layer's ``M``-bit block) reads codes of
     ``b = min(M + SUM_EXTRA, max(M, MAX_TABLE_BITS))`` bits (:func:`sum_code_bits`,
