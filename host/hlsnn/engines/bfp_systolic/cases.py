@@ -198,12 +198,9 @@ def make_cases(cfg, seed=0, n_random=8):
         # one case is one kernel call: at most the samples its stores hold (protocol.samples_per_call)
         cap = protocol.samples_per_call(p, c.xm.shape[1], c.wm.shape[0])
         c.xm, c.xe = c.xm[:cap], np.asarray(c.xe)[:cap]
-        c.xe = np.clip(np.asarray(c.xe), emin, emax)
-        c.we = np.clip(np.asarray(c.we), emin, emax)
-        c.be = int(np.clip(c.be, emin, emax))
+        c.xe, c.we, c.be = np.clip(c.xe, emin, emax), np.clip(c.we, emin, emax), int(np.clip(c.be, emin, emax))
         c.xm, c.wm = np.clip(c.xm, mmin, mmax), np.clip(c.wm, mmin, mmax)
-        if c.bm is not None:
-            c.bm = np.clip(c.bm, mmin, mmax)
+        c.bm = None if c.bm is None else np.clip(c.bm, mmin, mmax)
     return cases
 
 
