@@ -37,10 +37,8 @@ class Case:
         return self.xm.shape[0], self.wm.shape[0], self.xm.shape[1]
 
     def regs(self):
-        flags = ((protocol.FLAG_RELU if self.relu else 0) | (protocol.FLAG_BIAS if self.bm is not None else 0)
-                 | (protocol.FLAG_STATS if self.method == "stats" else 0)
-                 | (protocol.FLAG_ROLLING | protocol.FLAG_ROLL_CLEAR if self.method == "rolling" else 0)
-                 | (protocol.FLAG_STATS_OUT if self.stats_out else 0))
+        flags = protocol.flags(self.relu, self.bm is not None, self.method, self.stats_out) \
+            | (protocol.FLAG_ROLL_CLEAR if self.method == "rolling" else 0)
         b, n, k = self.shape
         return [b, n, k, flags, self.stats_k]
 
@@ -200,12 +198,9 @@ def make_cases(cfg, seed=0, n_random=8):
         # one case is one kernel call: at most the samples its stores hold (protocol.samples_per_call)
         cap = protocol.samples_per_call(p, c.xm.shape[1], c.wm.shape[0])
         c.xm, c.xe = c.xm[:cap], np.asarray(c.xe)[:cap]
-        c.xe = np.clip(np.asarray(c.xe), emin, emax)
-        c.we = np.clip(np.asarray(c.we), emin, emax)
-        c.be = int(np.clip(c.be, emin, emax))
+        c.xe, c.we, c.be = np.clip(c.xe, emin, emax), np.clip(c.we, emin, emax), int(np.clip(c.be, emin, emax))
         c.xm, c.wm = np.clip(c.xm, mmin, mmax), np.clip(c.wm, mmin, mmax)
-        if c.bm is not None:
-            c.bm = np.clip(c.bm, mmin, mmax)
+        c.bm = None if c.bm is None else np.clip(c.bm, mmin, mmax)
     return cases
 
 

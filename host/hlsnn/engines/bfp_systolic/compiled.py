@@ -71,8 +71,18 @@ def quantize_rows(x, mantissa_bits, exponent_bits, rounding, out):
     def part(r0, r1):
         return so.hlsnn_bfp_rows(x[r0:].ctypes, r1 - r0, k, ld, mantissa_bits, emin, emax, MODES[rounding],
                                  out[r0:].ctypes, f32, ldo, exps[r0:].ctypes, nonzero[r0:].ctypes)
-    ranges = [(0, rows)] if rows * k < 2 * MIN_ELEMS else parallel.parts(rows, max(1, MIN_ELEMS // max(1, k)))
-    counts = parallel.run(part, ranges)
+    return _quantized(part, rows, rows * k, k, exps, nonzero)
+
+
+def _ranges(n, elems, each):
+    """The parts of ``n`` rows (or images) of ``each`` elements that threads take: one part below
+    ``2 * MIN_ELEMS`` elements in all."""
+    return [(0, n)] if elems < 2 * MIN_ELEMS else parallel.parts(n, max(1, MIN_ELEMS // max(1, each)))
+
+
+def _quantized(part, n, elems, each, exps, nonzero):
+    """``part`` run over :func:`_ranges`: ``(exps, nonzero, non-zero count)``, None where a part declined."""
+    counts = parallel.run(part, _ranges(n, elems, each))
     if any(c < 0 for c in counts):
         return None
     return exps, nonzero.astype(bool), int(sum(counts))
@@ -111,12 +121,7 @@ def quantize_conv_rows(x, g, oh, ow, mantissa_bits, exponent_bits, rounding, out
         return so.hlsnn_bfp_conv_rows(x.ctypes, sb, sc, sh, sw, c, h, w, g.kh, g.kw, g.sh, g.sw, g.pads[0], g.pads[1],
                                       g.dh, g.dw, oh, ow, b0, b1, mantissa_bits, emin, emax, MODES[rounding],
                                       out.ctypes, f32, exps.ctypes, nonzero.ctypes, buf.ctypes)
-    per_image = oh * ow * k
-    ranges = [(0, b)] if rows * k < 2 * MIN_ELEMS else parallel.parts(b, max(1, MIN_ELEMS // max(1, per_image)))
-    counts = parallel.run(part, ranges)
-    if any(n < 0 for n in counts):
-        return None
-    return exps, nonzero.astype(bool), int(sum(counts))
+    return _quantized(part, b, rows * k, oh * ow * k, exps, nonzero)
 
 
 #: rows of the C tile of :func:`conv_gemm` (``TILE_ROWS`` in bfp_rows.c)
@@ -219,12 +224,7 @@ def conv_gemm(x, g, oh, ow, mantissa_bits, exponent_bits, rounding, wm, acc, isa
                                       _ptr(wt), n, npad, ISAS[isa], _ptr(wt2), _ptr(wtd), acc.ctypes, f32, exps.ctypes,
                                       nonzero.ctypes, buf.ctypes, xm.ctypes, tacc.ctypes, taccd.ctypes, pmax.ctypes,
                                       x16.ctypes)
-    per_image = oh * ow * k
-    ranges = [(0, b)] if rows * k < 2 * MIN_ELEMS else parallel.parts(b, max(1, MIN_ELEMS // max(1, per_image)))
-    counts = parallel.run(part, ranges)
-    if any(cnt < 0 for cnt in counts):
-        return None
-    return exps, nonzero.astype(bool), int(sum(counts))
+    return _quantized(part, b, rows * k, oh * ow * k, exps, nonzero)
 
 
 def rows_gemm(x, mantissa_bits, exponent_bits, rounding, wm, acc, isa="auto"):
@@ -257,11 +257,7 @@ def rows_gemm(x, mantissa_bits, exponent_bits, rounding, wm, acc, isa="auto"):
                                       _ptr(wt), n, npad, ISAS[isa], _ptr(wt2), _ptr(wtd), acc[r0:].ctypes, f32,
                                       exps[r0:].ctypes, nonzero[r0:].ctypes, buf.ctypes, xm.ctypes, tacc.ctypes,
                                       taccd.ctypes, x16.ctypes)
-    ranges = [(0, rows)] if rows * k < 2 * MIN_ELEMS else parallel.parts(rows, max(1, MIN_ELEMS // max(1, k)))
-    counts = parallel.run(part, ranges)
-    if any(cnt < 0 for cnt in counts):
-        return None
-    return exps, nonzero.astype(bool), int(sum(counts))
+    return _quantized(part, rows, rows * k, k, exps, nonzero)
 
 
 def epilogue(p, acc, xe, we, bcol, relu):
@@ -289,5 +285,4 @@ def epilogue(p, acc, xe, we, bcol, relu):
         return so.hlsnn_bfp_epilogue(acc[r0:].ctypes, int(acc.dtype == np.float32), ld, r1 - r0, n, xe[r0:].ctypes,
                                      colscale.ctypes, None if bc is None else bc.ctypes, lo_a, hi_a, int(bool(relu)),
                                      M, emin, emax, MODES[rounding], y[r0:].ctypes, ye[r0:].ctypes)
-    ranges = [(0, rows)] if rows * n < 2 * MIN_ELEMS else parallel.parts(rows, max(1, MIN_ELEMS // max(1, n)))
-    return y, ye, int(sum(parallel.run(part, ranges)))
+    return y, ye, int(sum(parallel.run(part, _ranges(rows, rows * n, n))))

@@ -559,11 +559,9 @@ def emulate_stream(cfg, beats, regs_in, state=None):
     a pass of ``Kq`` at step ``base + t*ceil(Kq/2)`` under the keep flag, ``base`` being the
     steps of the passes before, and at ``(t mod slots)*ceil(Kq/2)`` otherwise (the ring of
     ``slots = w_depth // ceil(Kq/2)`` tiles); and ``wexp`` (one per output row, written by
-    every per-row call); a resident call reads both. ``bias``: the bias mantissas and
-    exponent of the last call that streamed a bias, which a call with
-    ``FLAG_BIAS_KEPT`` uses. It also
-    holds the rolling method's buffer (``rolling``, a :class:`RollingState`), which a
-    call with the rolling-clear flag empties first."""
+    every per-row call); a resident call reads both. ``bias``: the bias mantissas and exponent
+    of the last call that streamed a bias, which a call with ``FLAG_BIAS_KEPT`` uses.
+    ``rolling``: the rolling method's :class:`RollingState`, emptied by the rolling-clear flag."""
     p = cfg.params
     state = {} if state is None else state
     R = p["rows"]

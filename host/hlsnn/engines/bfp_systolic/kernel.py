@@ -19,12 +19,6 @@ from .emulator import (RollingState, _to_float_checked, emulate, emulate_floats,
 from .spec import MAGIC, k_limit, lane_bits
 
 
-def _flags(relu, has_bias, method, stats_out=False):
-    return ((protocol.FLAG_RELU if relu else 0) | (protocol.FLAG_BIAS if has_bias else 0)
-            | (protocol.FLAG_STATS if method == "stats" else 0) | (protocol.FLAG_ROLLING if method == "rolling" else 0)
-            | (protocol.FLAG_STATS_OUT if stats_out else 0))
-
-
 @instrument
 class Kernel:
     """GEMM ``y = relu(x @ w.T + bias)`` on a ``bfp_systolic`` accelerator.
@@ -45,10 +39,8 @@ class Kernel:
     modelled cycles of its kernel calls (:class:`hlsnn.perf.model.KernelCycles`; None elsewhere).
 
     **Calls.** One kernel call holds at most ``protocol.samples_per_call(p, K, N)`` samples
-    (the activation and result stores); a larger batch is split into calls. When the weights
-    fit the weight store side by side (``protocol.streams_weights_once``), the first call
-    streams them with the *keep* flag and the others stream none (*resident*); otherwise each
-    call streams them once.
+    (the activation and result stores); a larger batch is split into calls, which stream the
+    weights once where they fit the store (*keep*, then *resident*: below), else once each.
 
     **The rolling method** (``method="rolling"``, emulator rule 5) predicts each sample's
     exponent from the samples before it. Every operation (one :meth:`gemm` or :meth:`gemm_bfp`)
@@ -63,9 +55,8 @@ class Kernel:
 
     **Resident weights** (:meth:`load_weights`). Weights whose tiles fit the weight store side
     by side (``ceil(N / rows) * ceil(K / 2) <= w_depth``) can stay on chip: after
-    ``load_weights(w)`` the first call with these weights streams them once with the *keep*
-    flag, and every later call with the same weights streams none (*resident* flag): it
-    costs the activations only. Any other call's weights overwrite the store, and the next
+    ``load_weights(w)`` the first call with them streams them with the *keep* flag, every later
+    one streams none (*resident*). Any other call's weights overwrite the store, and the next
     call with the loaded weights streams them again with *keep*.
     """
 
@@ -218,20 +209,11 @@ class Kernel:
 
     def _gemm_arrays(self, x, w, bias, relu, method, stats_k, stats):
         """The float :meth:`gemm` on the ``emu`` target's arrays (no transfer limit, no
-        loaded weights) as one emulator call, or None when it is not that simple (N above
-        ``max_n``, K beyond the limits, shapes that disagree: the general path then runs, and
-        raises its errors).
-
-        It computes what the general path does (quantize, ``gemm_bfp``, dequantize), bit for
-        bit and with the same kernel state afterwards, in fewer passes: the operands are
-        quantized straight into the float arrays the emulator's GEMM reads
-        (``bfp._row_plan`` / ``bfp._encode_rows_into``, reused buffers), their all-zero
-        samples found from each row's extremes, and the emulator returns the dequantized
-        result: from the dequantized operands (:func:`~.emulator.emulate_values`) when no
-        bias, statistics or stats rule needs the integer accumulators, else from the
-        mantissas (:func:`~.emulator.emulate_floats`). No BFPTensor is built, and nothing is
-        checked twice. ``tests/engines/bfp_systolic/test_fast_gemm.py`` holds the two paths
-        equal."""
+        loaded weights) as one emulator call, or None when it is not that simple (the general
+        path then runs, and raises its errors). Same bits and kernel state afterwards as the
+        general path: the operands are quantized straight into the float arrays the emulator's
+        GEMM reads (:func:`~.emulator.emulate_values` where no bias, statistics or stats rule
+        needs the integer accumulators, else :func:`~.emulator.emulate_floats`)."""
         p = self.p
         m, e, rounding = p["mantissa_bits"], p["exponent_bits"], p["rounding"]
         # the general path's checks in its order (w, bias, x); the finiteness of w and x shows
@@ -289,21 +271,13 @@ class Kernel:
         quantize_activations(x), w, bias, relu=relu).dequantize()`` (``w`` and ``bias``
         BFPTensors as :meth:`gemm_bfp` takes them; the config's output-exponent method), with
         the same bits and kernel state afterwards (saturation count, weights on chip, rolling
-        buffer). :attr:`last_x_nonzero` counts the non-zero input mantissas.
+        buffer). :attr:`last_x_nonzero` counts the non-zero input mantissas. ``x`` may be a
+        convolution's patches (``convgeom.Patches``), gathered only where needed.
 
         On the ``emu`` target's arrays (no transfer limit, a deterministic rounding, K within
         :func:`~.emulator.gemm_dtype`'s bounds, finite ``x``) the activations are quantized
-        straight into the float array the emulator's GEMM reads (``bfp._row_plan`` /
-        ``bfp._encode_rows_into``, as :meth:`gemm`'s array path), and one emulator call
-        (:func:`~.emulator.emulate_floats`) returns the dequantized outputs: no BFPTensor and
-        no int64 mantissas are built. Where the compiled helpers can form the exact sums in int32
-        or float64 (:meth:`_fused`), the activations (a convolution's patches,
-        ``convgeom.Patches``, gathered there) are quantized and multiplied in one C pass and no
-        mantissa array is written; else a convolution's patches are gathered and quantized by the
-        compiled twin, and for more than :attr:`BLOCKED_ABOVE` rows, a block of whole images at a
-        time, each block's exact sums formed while its rows are in the caches
-        (:meth:`_conv_rows_blocked`). Elsewhere it runs the two calls above.
-        ``tests/engines/test_emu_arrays.py`` holds the two paths equal."""
+        straight into the float array of one :func:`~.emulator.emulate_floats` call, by the
+        compiled helpers where they apply (:meth:`_fused`, :meth:`_conv_rows_blocked`)."""
         p = self.p
         m, e, rounding = p["mantissa_bits"], p["exponent_bits"], p["rounding"]
         fast = getattr(self.target, "arrays", False) and tiling.transfer_limit(self.target) is None \
@@ -373,8 +347,7 @@ class Kernel:
 
     #: rows of im2col patches per block of :meth:`_conv_rows_blocked` (whole images, at least one)
     ROWS_BLOCK = 8192
-    #: :meth:`_conv_rows_blocked` runs for more rows than this only (a calibration batch): on a
-    #: slice of ``Deployment.chunk`` images the whole-array steps measured faster
+    #: :meth:`_conv_rows_blocked` runs for more rows than this only (a calibration batch)
     BLOCKED_ABOVE = 1 << 16
 
     def _fused(self, w, bias, ft, shape, run):
@@ -385,34 +358,33 @@ class Kernel:
         exact). ``shape``: the activations' (rows, K). None where it does not apply (the compiled
         helpers off, weights or bias that :meth:`_check_bfp` refuses, neither bound met, or
         activations the compiled quantizer leaves to numpy)."""
-        p = self.p
-        if compiled.lib() is None:
-            return None
-        m, e = p["mantissa_bits"], p["exponent_bits"]
-        one = bfp.BFPTensor._trusted(np.zeros((1, shape[1]), np.int64), np.zeros((1, 1), np.int32), m, e, 1, None)
-        try:
-            _, _, wm, _, _, _ = self._check_bfp(one, w, bias)
-        except InputError:
-            return None
-        wm = np.asarray(wm)
-        if compiled.sums_kind(wm, m, ft) is None:
+        m = self.p["mantissa_bits"]
+        wm = None if compiled.lib() is None else self._weights_or_none(w, bias, shape[1])
+        if wm is None or compiled.sums_kind(wm, m, ft) is None:
             return None
         wf = _to_float_checked(wm, _workspace("rows_w", np.shape(wm), ft), m)
         acc = _workspace("acc", (shape[0], wf.shape[0]), ft)
         got = run(wm, acc)
         return None if got is None else (*got, acc, wf)
 
+    def _weights_or_none(self, w, bias, k):
+        """The weights' mantissas where :meth:`_check_bfp` takes ``w`` and ``bias`` for K = ``k``, else None."""
+        p = self.p
+        one = bfp.BFPTensor._trusted(np.zeros((1, k), np.int64), np.zeros((1, 1), np.int32), p["mantissa_bits"],
+                                     p["exponent_bits"], 1, None)
+        try:
+            return np.asarray(self._check_bfp(one, w, bias)[2])
+        except InputError:
+            return None
+
     def _conv_rows_blocked(self, x, w, bias, ft):
         """:meth:`gemm_rows`' quantization of a convolution's patches (``compiled.quantize_conv_rows``)
-        and step 1 of its GEMM (the exact sums ``xf @ wf.T``), a block of whole images at a time
-        (about :attr:`ROWS_BLOCK` rows), so that each block's rows are multiplied while they are
-        in the caches instead of being written to memory whole and read back: ``(exponents,
-        nonzero, non-zero count, sums, weights)``, the same as quantizing every row first and then
-        multiplying (each row is quantized on its own and every sum is exact), and the weights'
-        mantissas as floats. None when
-        this does not apply (the compiled helpers off, weights or bias that :meth:`_check_bfp`
-        refuses, or a block the compiled quantizer leaves to numpy): the caller then runs the
-        whole-array steps, which raise their errors in their order."""
+        and its exact sums ``xf @ wf.T``, a block of whole images at a time (about
+        :attr:`ROWS_BLOCK` rows, multiplied while in the caches): ``(exponents, nonzero,
+        non-zero count, sums, weights)``, the same as quantizing every row first and then
+        multiplying. None when this does not apply (the compiled helpers off, weights or bias
+        that :meth:`_check_bfp` refuses, or a block the compiled quantizer leaves to numpy): the
+        caller then runs the whole-array steps, which raise their errors in their order."""
         p = self.p
         b = x.x.shape[0]
         oh, ow = x.out_hw
@@ -420,12 +392,10 @@ class Kernel:
         if b <= per or x.shape[0] <= self.BLOCKED_ABOVE or compiled.lib() is None:
             return None
         m, e, rounding = p["mantissa_bits"], p["exponent_bits"], p["rounding"]
-        one = bfp.BFPTensor._trusted(np.zeros((1, x.shape[1]), np.int64), np.zeros((1, 1), np.int32), m, e, 1, None)
-        try:
-            _, _, wm, _, _, _ = self._check_bfp(one, w, bias)
-        except InputError:
+        wm = self._weights_or_none(w, bias, x.shape[1])
+        if wm is None:
             return None
-        wf = _to_float_checked(np.asarray(wm), _workspace("rows_w", np.shape(wm), ft), m)
+        wf = _to_float_checked(wm, _workspace("rows_w", np.shape(wm), ft), m)
         rows, n = x.shape[0], wf.shape[0]
         xe, nonzero = np.empty(rows, np.int64), np.empty(rows, bool)
         acc = np.empty((rows, n), ft)
@@ -512,7 +482,7 @@ class Kernel:
         k_sigma = p["stats_k"] if stats_k is None else int(stats_k)
         if not 0 <= k_sigma <= 15:
             raise InputError(f"stats_k = {stats_k!r}: must be an integer in [0, 15]")
-        return [_flags(relu, has_bias, method, stats), k_sigma]
+        return [protocol.flags(relu, has_bias, method, stats), k_sigma]
 
     def _run(self, xm, xe, wm, we, bm, be, regs, stats):
         """One GEMM of at most ``max_n`` outputs, split over the batch so every call fits one

@@ -1,4 +1,4 @@
-"""bfp_systolic's network kernel sized to the board (issue 83, ``net_shape: board``).
+"""bfp_systolic's network kernel sized to the board (``net_shape: board``).
 
 The network kernel (:mod:`hlsnn.engines.bfp_systolic.network.kernel`) is ``P`` output lanes by
 ``Q`` channel banks (``net_lanes``, ``net_banks``; ``P`` divides ``Q``): a cycle multiplies

@@ -55,7 +55,7 @@ counters saturate at ``2**32 - 1``). ``v`` is in *accumulator units*: output ``(
 each sample's (and, with ``weight_exponent: row``, each row's) own product exponent, not
 absolute magnitudes: samples with different exponents share a bin when their accumulators
 have the same leading-one position. TLAST is set on the last beat of the call (of the
-statistics segment when there is one); without the flag the stream is exactly as before.
+statistics segment when there is one).
 
 ``FLAG_STATS`` (bit 2) is something else: it selects the mean + k*sigma *method* of the output
 exponent selector (emulator rule 5); ``FLAG_STATS_OUT`` (bit 3) asks for the histogram.
@@ -83,23 +83,24 @@ FLAG_RELU, FLAG_BIAS, FLAG_STATS, FLAG_STATS_OUT, FLAG_KEEP, FLAG_RESIDENT = 1, 
 FLAG_ROLLING, FLAG_ROLL_CLEAR, FLAG_BIAS_KEPT = 64, 128, 256
 
 
+def flags(relu, has_bias, method, stats_out=False):
+    """The ``flags`` register of a call (without the weight, bias-kept and rolling-clear bits)."""
+    return ((FLAG_RELU if relu else 0) | (FLAG_BIAS if has_bias else 0) | (FLAG_STATS if method == "stats" else 0)
+            | (FLAG_ROLLING if method == "rolling" else 0) | (FLAG_STATS_OUT if stats_out else 0))
+
+
 def _geometry(p):
     lb = lane_bits(p)
-    lanes = p["stream_bits"] // lb
-    return lb, lanes, np.dtype(f"<i{lb // 8}")
-
-
-_pad_to = pad_to
-_segment_rows = segment_rows
+    return lb, p["stream_bits"] // lb, np.dtype(f"<i{lb // 8}")
 
 
 def _head(p, n, bm, be, we, has_bias):
     _, lanes, _ = _geometry(p)
     parts = []
     if has_bias:
-        parts.append(_segment_rows(np.concatenate([[be], np.asarray(bm, np.int64)])[None, :], lanes))
+        parts.append(segment_rows(np.concatenate([[be], np.asarray(bm, np.int64)])[None, :], lanes))
     if p["weight_exponent"] != "row":
-        parts.append(_segment_rows(np.array([[int(np.asarray(we).reshape(-1)[0])]]), lanes))
+        parts.append(segment_rows(np.array([[int(np.asarray(we).reshape(-1)[0])]]), lanes))
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
@@ -118,8 +119,8 @@ def _weight_lanes(p, wm, we, n, k, dt):
     R = p["rows"]
     kp = (k + 1) // 2
     n_tiles = math.ceil(n / R)
-    explen = _pad_to(R, lanes) if p["weight_exponent"] == "row" else 0
-    steplen = _pad_to(2 * R, lanes)
+    explen = pad_to(R, lanes) if p["weight_exponent"] == "row" else 0
+    steplen = pad_to(2 * R, lanes)
     tlen = explen + kp * steplen
     wt = np.zeros((n_tiles, tlen), dtype=dt)
     if explen:
@@ -204,7 +205,7 @@ def pack_input(p, xm, xe, wm, we, bm=None, be=0, *, out=None, resident=False, bi
     pos = h
     xe = np.asarray(xe, np.int64).reshape(-1)
     for k0, kq in passes(p, k):
-        xlen = _pad_to(kq + 1, lanes)
+        xlen = pad_to(kq + 1, lanes)
         seg = _shaped(out[pos:pos + batch * xlen], (batch, xlen))
         seg[:, :kq] = xm[:, k0:k0 + kq]
         seg[:, kq] = xe
@@ -221,8 +222,8 @@ def n_weight_lanes(p, n, k) -> int:
     """Lanes of all weight tiles of an N x K call (every pass)."""
     _, lanes, _ = _geometry(p)
     R = p["rows"]
-    explen = _pad_to(R, lanes) if p["weight_exponent"] == "row" else 0
-    return sum(math.ceil(n / R) * (explen + ((kq + 1) // 2) * _pad_to(2 * R, lanes)) for _, kq in passes(p, k))
+    explen = pad_to(R, lanes) if p["weight_exponent"] == "row" else 0
+    return sum(math.ceil(n / R) * (explen + ((kq + 1) // 2) * pad_to(2 * R, lanes)) for _, kq in passes(p, k))
 
 
 def _lanes_of(buf, total, dt):
@@ -286,19 +287,19 @@ def unpack_input(p, beats, batch, n, k, has_bias, *, resident=False, bias_kept=F
     if has_bias and not bias_kept:
         seg = v[:n + 1].astype(np.int64)
         be, bm = int(seg[0]), seg[1:]
-        pos = _pad_to(n + 1, lanes)
+        pos = pad_to(n + 1, lanes)
     per_row = p["weight_exponent"] == "row"
     w_tensor = None
     if not per_row:
         w_tensor = int(v[pos])
         pos += lanes
-    explen = _pad_to(R, lanes) if per_row else 0
-    steplen = _pad_to(2 * R, lanes)
+    explen = pad_to(R, lanes) if per_row else 0
+    steplen = pad_to(2 * R, lanes)
     xm = np.zeros((batch, k), np.int64)
     wm = None if resident else np.zeros((n, k), np.int64)
     xe = we = None
     for k0, kq in passes(p, k):
-        xlen = _pad_to(1 + kq, lanes)
+        xlen = pad_to(1 + kq, lanes)
         xs = v[pos:pos + batch * xlen].reshape(batch, xlen).astype(np.int64)
         pos += batch * xlen
         xm[:, k0:k0 + kq], xe = xs[:, :kq], xs[:, kq]       # the last pass's exponents are kept
@@ -322,7 +323,7 @@ def pack_output(p, ym, ye) -> np.ndarray:
     _, lanes, dt = _geometry(p)
     ym = np.asarray(ym, np.int64)
     rows = np.concatenate([np.asarray(ye, np.int64).reshape(-1, 1), ym], axis=1)
-    return _segment_rows(rows, lanes).astype(dt).view(np.uint8).reshape(-1, p["stream_bits"] // 8)
+    return segment_rows(rows, lanes).astype(dt).view(np.uint8).reshape(-1, p["stream_bits"] // 8)
 
 
 def unpack_output(p, beats, batch, n):

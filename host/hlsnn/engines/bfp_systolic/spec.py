@@ -102,23 +102,13 @@ X_DEPTH = 3
 #: GEMV mode: iterations from a sample word's write to the first tile's first read of it
 #: (kernel: kXGap, the delay line of the beats read): X_DEPTH plus one stage of margin.
 X_GAP = X_DEPTH + 1
-#: Read-after-write distances (in ``Steps`` iterations) the depth table of
-#: :mod:`hlsnn.perf.bfp_systolic` implies for the arrays declared ``DEPENDENCE inter false``; the
-#: strict C-simulation holds every checked read to them (``HLSNN_MEM``). ``wstore``: the loader's
-#: beat read, the step assembly register and the write (stage 2) against the compute's read at stage
-#: 0: :data:`W_DEPTH` = 3 (the kernel leaves :data:`W_GAP` = 4); ``wexp``: the exponent beats skip
-#: the assembly, 2. ``run_*`` and ``ybuf``: the post reads them at stage 0 (the shadow row
-#: multiplexer and the result-store read) and writes them at stage 6 (after the running maximum):
-#: :data:`POST_DEPTH` = 7 (the kernel leaves ``POST_GAP + 1`` = 8). ``o_exp``: a post writes a
-#: complete sample's exponents at stage 6, the output beats read them at stage 0: 7 (the kernel
-#: leaves ``POST_GAP + 1`` = 8: a group counts as complete that long after its last post).
-#: ``wexp_o``: the loader writes the output's copy of an exponent beat as it writes ``wexp``, 2
-#: (the output beats read it only once a group is complete, which needs every tile's steps, and
-#: so its exponents, loaded and computed: far more iterations than 2). ``xstore`` (GEMV mode:
-#: the sample's words, written as its beats stream in while the first tile reads them):
-#: :data:`X_DEPTH` = 3 (the kernel leaves :data:`X_GAP` = 4). ``xexp``: GEMV mode writes a
-#: sample's exponent from its beat (no lane masking: 2, as ``wexp``), the array's posts read it;
-#: the mode is fixed for a run of the loop, so no read ever follows a write in one run.
+#: Read-after-write distances (in ``Steps`` iterations) of the arrays declared ``DEPENDENCE inter
+#: false``, as the depth table of :mod:`hlsnn.perf.bfp_systolic` implies them; the strict
+#: C-simulation (``HLSNN_MEM``) holds every checked read to them. ``wstore``, ``xstore``: written
+#: at stage 2 (:data:`W_DEPTH`, :data:`X_DEPTH`; the kernel leaves :data:`W_GAP`, :data:`X_GAP`);
+#: ``wexp``, ``wexp_o``, ``xexp``: no assembly register, 2; ``run_*``, ``ybuf``, ``o_exp``: read at
+#: stage 0, written at stage 6, :data:`POST_DEPTH` (the kernel leaves ``POST_GAP + 1``). ``wexp_o``
+#: is read only once a group is complete, GEMV mode's ``xexp`` never in the run that writes it.
 RAW_DISTANCE = {"wstore": 3, "wexp": 2, "run": 7, "ybuf": 7, "wexp_o": 2, "o_exp": POST_DEPTH,
                 "xstore": X_DEPTH, "xexp": 2}
 #: Read-after-write distance each ``DEPENDENCE inter false`` array of ``Steps`` needs
@@ -566,8 +556,7 @@ def call_groups(p, k: int, n: int) -> int:
 
 
 def context_step_beats(p) -> int:
-    lanes = p["stream_bits"] // lane_bits(p)
-    return math.ceil(2 * p["rows"] / lanes)
+    return math.ceil(2 * p["rows"] / lanes(p))
 
 
 def serial_bits(p) -> dict:

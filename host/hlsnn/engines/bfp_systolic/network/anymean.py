@@ -1,4 +1,4 @@
-"""A mean over a count that is not a power of two on BFP pairs (issue 52): rule bfp_mean of the
+"""A mean over a count that is not a power of two on BFP pairs: rule bfp_mean of the
 bfp_systolic network mode (:mod:`hlsnn.engines.bfp_systolic.network.lower`), for a ``GlobalAveragePool`` (rule bfp_global_pool), an
 ``AveragePool`` (rule bfp_pool, :mod:`hlsnn.engines.network.pools.linpool` rule avg_pool) and a ``ReduceMean``
 over ``n = 2**a * d`` values, ``d`` odd and > 1.

@@ -1,4 +1,4 @@
-"""Attention on BFP pairs (issue 79): the rules of a ``bfp_systolic`` attention network's host
+"""Attention on BFP pairs: the rules of a ``bfp_systolic`` attention network's host
 ops, written once here and run by the layer path (:func:`hlsnn.deploy.run.attnrun.layer_run`, the
 engine's ``MatMulAct`` through :mod:`hlsnn.deploy.run.actmm_engine`) and by the network mode
 (:func:`lower_host` in the one walk, :func:`run` in :func:`hlsnn.engines.bfp_systolic.network.lower.run`), so both give the same
@@ -51,7 +51,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...network.tokens import attention as at
-from .gate import codes, pairs_of
+from .gate import codes, emit, pairs_of
 
 #: the op kinds of the rules above (``plnorm`` is bfp_layer_norm; the others share rule attn_gather, add_const, act_matmul and int_softmax's names, with
 #: the field ``pairs``)
@@ -188,10 +188,8 @@ def lower_host(steps, j, st, w):
             return False
         cs = [np.asarray(v, np.float64).reshape(-1) for k, v in a["operands"] if k == "c"]
         cm, ce = odd_pairs(*pairs_of(np.concatenate(cs) if cs else np.zeros(0)))
-        w.ops.append(Op("gather", j["name"], [ins[0]], j["output"], dict(n=len(got[0]), idx=got[0], cm=cm, ce=ce,
-                                                                         pairs=True)))
-        w.state[j["output"]], w.shapes[j["output"]] = ("q", None), at._per_image(a["out_shape"])
-        return True
+        return emit(w, j, "gather", [ins[0]], at._per_image(a["out_shape"]), n=len(got[0]), idx=got[0], cm=cm, ce=ce,
+                    pairs=True)
     if op == "SwMove":
         before = {id(o) for o in w.ops}
         if not at.lower_host(dict(j), program, w, _CodeView(steps), _why, Op):
@@ -202,9 +200,7 @@ def lower_host(steps, j, st, w):
         return True
     if op == "Scale" and not a.get("divide") and np.size(a["c"]) == 1:          # rule bfp_scale: q and k scaled
         cm, ce = odd_pair(float(np.asarray(a["c"], np.float64).reshape(-1)[0]))
-        w.ops.append(Op("pscale", j["name"], [ins[0]], j["output"], dict(cm=int(cm), ce=int(ce))))
-        w.state[j["output"]], w.shapes[j["output"]] = ("q", None), w.shapes[ins[0]]
-        return True
+        return emit(w, j, "pscale", [ins[0]], w.shapes[ins[0]], cm=int(cm), ce=int(ce))
     if op == "MapToRows" and len(a.get("lead", ())) > 1 and all(d == 1 for d in a["lead"][1:]):
         return at._rows_back(j, w, _why, Op) is not None
     if op == "AddConst" and "codes" in j and pin is not None:
@@ -214,36 +210,26 @@ def lower_host(steps, j, st, w):
         p = "a constant that does not broadcast to one image" if c is None else at.addc_plan(c.reshape(-1), pin, fo)
         if isinstance(p, str):
             raise _why(j, p)
-        w.ops.append(Op("addc", j["name"], [ins[0]], j["output"],
-                        dict(n=int(np.prod(shape)), f_in=int(pin), g=p["g"], f_out=fo, cq=p["cq"].reshape(-1),
-                             rounding=rnd, bits=M, pairs=True)))
-        w.state[j["output"]], w.shapes[j["output"]] = ("q", None), shape
-        return True
+        return emit(w, j, "addc", [ins[0]], shape, n=int(np.prod(shape)), f_in=int(pin), g=p["g"], f_out=fo,
+                    cq=p["cq"].reshape(-1), rounding=rnd, bits=M, pairs=True)
     if op == "MatMulAct" and len(ins) == 2:
         sa, sb = (tuple(int(d) for d in s) for s in a["in_shapes"])
         if sb[-1] > steps.p["max_n"]:
             raise _why(j, f"a MatMul of two activations with {sb[-1]} columns: at most max_n = {steps.p['max_n']}")
-        w.ops.append(Op("actmm", j["name"], ins, j["output"],
-                        dict(sa=sa, sb=sb, so=tuple(int(d) for d in a["out_shape"]), shift=0, pairs=True)))
-        w.state[j["output"]], w.shapes[j["output"]] = ("q", None), at._per_image(a["out_shape"])
-        return True
+        return emit(w, j, "actmm", ins, at._per_image(a["out_shape"]), sa=sa, sb=sb,
+                    so=tuple(int(d) for d in a["out_shape"]), shift=0, pairs=True)
     if op == "SwCompute" and a.get("fn") == "Softmax" and at.last_axis(a) and pin is not None:
         shape = at._per_image(a["out_shape"])
         n = int(a["in_shapes"][0][-1])
-        w.ops.append(Op("softmax", j["name"], [ins[0]], j["output"],
-                        dict(rows=int(np.prod(shape)) // n, n=n, table=at.exp_table(pin, M), f_in=int(pin), bits=M,
-                             rounding=rnd, pairs=True)))
-        w.state[j["output"]], w.shapes[j["output"]] = ("q", None), shape
-        return True
+        return emit(w, j, "softmax", [ins[0]], shape, rows=int(np.prod(shape)) // n, n=n,
+                    table=at.exp_table(pin, M), f_in=int(pin), bits=M, rounding=rnd, pairs=True)
     if op == "LayerNormalization" and "codes" in j and pin is not None and len(w.shapes[ins[0]]) == 2:
         t_, c_ = (int(d) for d in w.shapes[ins[0]])
         pl = lnorm_plan(c_, pin, M, a)
         if isinstance(pl, str):
             raise _why(j, pl)
-        w.ops.append(Op("plnorm", j["name"], [ins[0]], j["output"],
-                        dict(rows=t_, c=c_, plan=pl, f_out=int(j["codes"]["f_out"]), bits=M, rounding=rnd)))
-        w.state[j["output"]], w.shapes[j["output"]] = ("q", None), (t_, c_)
-        return True
+        return emit(w, j, "plnorm", [ins[0]], (t_, c_), rows=t_, c=c_, plan=pl, f_out=int(j["codes"]["f_out"]),
+                    bits=M, rounding=rnd)
     if op == "SwCompute" and a.get("fn") == "ReduceMean" and list(a.get("axes", ())) == [1] \
             and len(a["in_shapes"][0]) == 3 and int(a["in_shapes"][0][0]) == 1 and not a.get("keepdims"):
         return at._token_mean(j, w, Op)

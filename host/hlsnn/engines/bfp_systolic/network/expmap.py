@@ -1,4 +1,4 @@
-"""Leading-one maps: a conv's patch exponents beside its products (issue 83, ``net_maps``).
+"""Leading-one maps: a conv's patch exponents beside its products (``net_maps``).
 
 Rule bfp_conv (:mod:`hlsnn.engines.bfp_systolic.network.lower`) takes a patch's exponent from the
 largest leading one of its non-zero elements. The exponent pass (``ConvExp``) reads every

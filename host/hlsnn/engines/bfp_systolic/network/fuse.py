@@ -1,4 +1,4 @@
-"""The residual Add fused into the write path of the conv that feeds it (issue 83: a board-sized
+"""The residual Add fused into the write path of the conv that feeds it (a board-sized
 bfp_systolic network kernel, ``net_shape: board``).
 
 A conv whose output only a residual Add (no global pool, a shortcut in the shortcut buffer, the

@@ -1,4 +1,4 @@
-"""Tables, HardSwish and the channel gate on BFP activations (issue 52, rule bfp_elementwise): the rules
+"""Tables, HardSwish and the channel gate on BFP activations (rule bfp_elementwise): the rules
 bfp_table, bfp_hardswish and bfp_gate of the ``bfp_systolic`` network mode (:mod:`hlsnn.engines.bfp_systolic.network.lower`),
 which the layer path runs as well (:func:`host_layers`, :func:`host_run`; the layer path's
 float64 op before), so both give the same bits.
@@ -13,7 +13,7 @@ and after which an engine layer still runs (``rounding``: the deployment's).
 
 Rule bfp_table: **table on pairs** (``Sigmoid``, ``HardSigmoid`` and every other table op of
     :data:`hlsnn.engines.network.gate.UNARY` but ``HardSwish``; its input a BFP engine layer's
-    output, or one moved by :data:`MOVES`; or, issue 52, an ``Add`` (its ``Relu``) or a gate
+    output, or one moved by :data:`MOVES`; or an ``Add`` (its ``Relu``) or a gate
     ``Mul`` of pairs: exact pairs of wider mantissas, coded the same way): ``F`` is DETERMINE's radix point
     (:func:`hlsnn.deploy.quantize.quant.host_radix`, the deployment's ``overflow_ratio``) for ``b =
     M``-bit signed codes of the op's input on the calibration images, fixed after calibration
@@ -41,8 +41,8 @@ Rule bfp_hardswish_table: **HardSwish of a sum or product** (its input an ``Add`
     significant bits) does not apply; the op is rule bfp_table instead, a table of codes (rule bfp_wide_codes's
     width) at the calibrated radix ``F`` (as ``Sigmoid`` of such a tensor), in both paths (:func:`host_layers`
     takes it; the compiled program's ``bfp_table`` marks it).
-Rule bfp_wide_codes: **wider codes of a sum or product** (issue 52's f_dw_cbam: CBAM's
-    ``sigmoid(mlp(avg) + mlp(max))`` lost 0.56 point to 8-bit codes of the sum): a bfp_table (or bfp_hardswish_table)
+Rule bfp_wide_codes: **wider codes of a sum or product** (CBAM's ``sigmoid(mlp(avg) + mlp(max))``
+    loses accuracy to 8-bit codes of the sum): a bfp_table (or bfp_hardswish_table)
     table whose input is an ``Add`` (its ``Relu``), a gate ``Mul`` or an ``AveragePool`` of pairs
     (exact values of wider mantissas, not an engine layer's ``M``-bit block) reads codes of
     ``b = min(M + SUM_EXTRA, max(M, MAX_TABLE_BITS))`` bits (:func:`sum_code_bits`,
@@ -93,10 +93,8 @@ from ...network.gate import UNARY, is_table, table
 OUT_BITS = 16
 
 
-#: rule bfp_wide_codes: a table of a sum or product reads codes of ``M + SUM_EXTRA`` bits (measured on
-#: issue 52's family 3, bfp8 on emu: f_dw_cbam 95.00 / 95.56 / 95.56 % at +0 / +3 / +4, float
-#: 96.11; f_unet_add rel. err 1.62 / 1.202 / 1.196 %; f_mbv3_dl 97.50 / 97.78 / 97.78 %); +3
-#: (a 2**11 x 16-bit table, one BRAM36 per bank's copy) rather than +4 (two)
+#: rule bfp_wide_codes: a table of a sum or product reads codes of ``M + SUM_EXTRA`` bits: +3 (a
+#: 2**11 x 16-bit table, one BRAM36 per bank's copy) was as accurate as +4 (two) on bfp8
 SUM_EXTRA = 3
 
 
@@ -241,6 +239,23 @@ def _computed(t, w):
     return op is not None and op.kind in ("add", "gate", "avgpool")
 
 
+def emit(w, j, kind, ins, shape, **f):
+    """Append the op ``kind`` (fields ``f``) of host layer ``j`` on ``ins`` to the walk ``w``, its
+    output pairs of ``shape``: True."""
+    from ...network.program import Op
+    w.ops.append(Op(kind, j["name"], list(ins), j["output"], f))
+    w.state[j["output"]], w.shapes[j["output"]] = ("q", None), shape
+    return True
+
+
+def _lut_op(j, w, **f):
+    """:func:`emit` of the lut op of host op ``j`` (fields ``f``): pairs of its input's shape."""
+    from ...network.program import _chw
+    src = j["inputs"][0]
+    c, h, w_ = _chw(w.shapes[src])
+    return emit(w, j, "lut", [src], w.shapes[src], c=c, hw=h * w_, **f)
+
+
 def lower_host(steps, j, st, w):
     """:meth:`BfpSteps.host` for rules bfp_table and bfp_gate: True if ``j`` was lowered; :class:`InputError`
     (by :func:`hlsnn.deploy.lower.program._why`) for a table or gate without a rule here."""
@@ -253,12 +268,8 @@ def lower_host(steps, j, st, w):
             raise _why(j, f"Clip({a.get('lo')}, {a.get('hi')}) of BFP values: rule bfp_clip of "
                           f"hlsnn.engines.bfp_systolic.network.gate takes Clip(0, hi) or Clip(None, hi), hi > 0 = h * 2**k with "
                           f"|h| < 2**25 and a 10-bit k")
-        src = j["inputs"][0]
-        c, h, w_ = _chw(w.shapes[src])
-        w.ops.append(Op("lut", j["name"], [src], j["output"], dict(c=c, hw=h * w_, exact=True, fn="Clip",
-                        clip=hk, lo0=a.get("lo") is not None, bits=int(steps.p["mantissa_bits"]), rounding=steps.table_rounding)))
-        w.state[j["output"]], w.shapes[j["output"]] = ("q", None), w.shapes[src]
-        return True
+        return _lut_op(j, w, exact=True, fn="Clip", clip=hk, lo0=a.get("lo") is not None,
+                       bits=int(steps.p["mantissa_bits"]), rounding=steps.table_rounding)
     from .prelu import lower_host as prelu_host
     if prelu_host(steps, j, st, w, _engine_made):         # rule bfp_prelu: a PRelu per channel (.prelu)
         return True
@@ -276,26 +287,18 @@ def lower_host(steps, j, st, w):
         raise _why(j, f"{op} of BFP values that are not an engine layer's output (rules bfp_table, bfp_hardswish of "
                       f"hlsnn.engines.bfp_systolic.network.gate take a BFP layer's M-bit mantissas)")
     if exact:                                             # rule bfp_hardswish: HardSwish exactly, w = M + W_EXTRA
-        src = j["inputs"][0]
-        c, h, w_ = _chw(w.shapes[src])
-        w.ops.append(Op("lut", j["name"], [src], j["output"], dict(c=c, hw=h * w_, exact=True, fn=op,
-                        bits=int(steps.p["mantissa_bits"]) + W_EXTRA, rounding=steps.table_rounding)))
-        w.state[j["output"]], w.shapes[j["output"]] = ("q", None), w.shapes[src]
-        return True
+        return _lut_op(j, w, exact=True, fn=op, bits=int(steps.p["mantissa_bits"]) + W_EXTRA,
+                       rounding=steps.table_rounding)
     if op in UNARY:
         tab = j.get("bfp_table")
         if st[0] != "q" or tab is None:
             raise _why(j, f"{op} of BFP values with no calibrated code radix (rule bfp_table of "
                           f"hlsnn.engines.bfp_systolic.network.gate: a table of a BFP engine layer's output, "
                           f"calibrated by the layer path, with an engine layer after it)")
-        src = j["inputs"][0]
         bits, f_in = int(tab["bits"]), int(tab["f_in"])
         f_o, t = table(op, j.get("attrs", {}), (f_in, bits, True), steps.table_rounding, OUT_BITS)
-        c, h, w_ = _chw(w.shapes[src])
-        w.ops.append(Op("lut", j["name"], [src], j["output"], dict(c=c, hw=h * w_, lo=-(1 << (bits - 1)), table=t,
-                        f_in=f_in, f_out=int(f_o), bits=bits, fn=op, rounding=steps.table_rounding)))
-        w.state[j["output"]], w.shapes[j["output"]] = ("q", None), w.shapes[src]
-        return True
+        return _lut_op(j, w, lo=-(1 << (bits - 1)), table=t, f_in=f_in, f_out=int(f_o), bits=bits, fn=op,
+                       rounding=steps.table_rounding)
     if op != "Mul":
         return False
     if "gate_in" in j:                                    # a gate of a gate's product (rule gate_in)
@@ -314,10 +317,7 @@ def lower_host(steps, j, st, w):
         raise _why(j, f"a Mul of a C x H x W map by a C-vector (a channel gate), by a 1 x H x W map (a spatial "
                       f"gate) or by a map of its shape is supported, not of {tuple(w.shapes[ins[0]])} and "
                       f"{tuple(w.shapes[ins[1]])}")
-    w.ops.append(Op("gate", j["name"], ins, j["output"], dict(c=ca[0], hw=ca[1] * ca[2], shift=0, same=same,
-                                                                pix=pix)))
-    w.state[j["output"]], w.shapes[j["output"]] = ("q", None), w.shapes[ins[0]]
-    return True
+    return emit(w, j, "gate", ins, w.shapes[ins[0]], c=ca[0], hw=ca[1] * ca[2], shift=0, same=same, pix=pix)
 
 
 def run(op, get, shaped, bound_bits):
@@ -358,9 +358,7 @@ def host_layers(layers, execs, bfp_cls):
     for k, la in enumerate(layers):
         if la.kind != "host" or not is_table(la.op, la.attrs) or k >= last:
             continue
-        src = made.get(la.inputs[0])
-        while src is not None and src.kind == "host" and src.op in MOVES:        # through moves
-            src = made.get(src.inputs[0])
+        src = _unmoved(la, made)
         ex = execs.get(src.name) if src is not None else None
         if isinstance(ex, bfp_cls):
             out[la.name] = int(ex.p["mantissa_bits"])
@@ -370,15 +368,19 @@ def host_layers(layers, execs, bfp_cls):
     return out
 
 
+def _unmoved(layer, made):
+    """The layer that made ``layer``'s input, through host ops of :data:`MOVES` (None: the network's input)."""
+    src = made.get(layer.inputs[0])
+    while src is not None and src.kind == "host" and src.op in MOVES:
+        src = made.get(src.inputs[0])
+    return src
 
 
 def tabled(layer, layers):
     """Host ``layer`` (of :func:`host_layers`) reads a sum or product (rule bfp_table of one; a
     ``HardSwish`` of one is bfp_hardswish_table, a table, not bfp_hardswish)."""
     made = {la.output: la for la in layers}
-    src = made.get(layer.inputs[0])
-    while src is not None and src.kind == "host" and src.op in MOVES:
-        src = made.get(src.inputs[0])
+    src = _unmoved(layer, made)
     return src is not None and _sum_or_product(src, made)
 
 

@@ -1,12 +1,12 @@
-"""A gate's product of two tables' outputs, held rounded to odd (netbfp rule bfp_gate_odd; issue 52's sixth
-family: a WaveNet's ``tanh(f) * sigmoid(g)`` on BFP pairs).
+"""A gate's product of two tables' outputs, held rounded to odd (netbfp rule bfp_gate_odd: a
+WaveNet's ``tanh(f) * sigmoid(g)`` on BFP pairs).
 
 Rule bfp_gate (:mod:`hlsnn.engines.bfp_systolic.network.gate`) keeps a gate's exact product ``(ma * mg,
 ea + eg)`` in the kernel's 26-bit element, and the network mode is
 :class:`~hlsnn.engines.bfp_systolic.network.lower.NotExact` where ``|ma * mg|`` reaches ``2**25``.
 Two rule bfp_table tables' outputs have ``OUT_BITS``-bit entries
 (:data:`~hlsnn.engines.bfp_systolic.network.gate.OUT_BITS`; ``|T| < 2**15`` for bfp8), so their
-product reaches ``2**30``: the WaveNet's gated activation ran layer by layer on every batch.
+product reaches ``2**30``: without this rule the network mode would refuse it on every batch.
 
 Rule bfp_gate_odd: **The product of two tables' outputs**, when every op that reads it is a conv (rule bfp_conv's
      patches; through the moves of :data:`~hlsnn.engines.bfp_systolic.network.reduce.PASS`, as

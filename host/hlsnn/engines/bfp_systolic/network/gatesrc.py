@@ -1,4 +1,4 @@
-"""A gate of a concat on BFP pairs (issue 52: GhostNet's SE block multiplies the ghost module's
+"""A gate of a concat on BFP pairs (GhostNet's SE block multiplies the ghost module's
 ``cat([x1, cheap(x1)], 1)`` by its channel gate). The network mode already runs it: the concat
 moves its parts' ``(m, e)`` pairs as they are (netmove rule channel_concat on pairs), and the gate (netbfp
 rule bfp_gate) multiplies each element's mantissa by its channel's gate mantissa. The kernel's gate

@@ -24,7 +24,7 @@ conv after it reads (its descriptor's ``sb``); the output words have that form t
 rule bfp_mean mean reads a pool (:func:`pool_odd`), the Add then holds each sum rounded to odd at 25
 bits (``AddPoolOdd``, one word a cycle: netbfp rule bfp_round_odd's ``RoundOdd``, whose argument makes
 the conv round it as the exact sum), so every word a conv reads is an element and its exponent
-pass and patch rounding are 26 bits wide, not 54 (issue 83). The kernel renders only the op
+pass and patch rounding are 26 bits wide, not 54. The kernel renders only the op
 families the program has (:func:`families`).
 
 **Descriptors** (:data:`FIELDS`, the kernel's ``NetOp`` struct rendered from it, filled by the shared
@@ -52,7 +52,7 @@ from ...network import kernel as netkernel
 from ..emulator import zero_row_exponent
 from . import expmap, reduce as netreduce
 from .perf import FAMILIES, MAC_DEPTH, add_lanes, families, packed, pool_odd, third_storage  # noqa: F401  (kernel's API)
-from .lower import ELEM_BITS, EXACT_BITS, WIDE_BITS, pack as netbfp_pack, taps as netbfp_taps
+from .lower import ELEM_BITS, EXACT_BITS, WIDE_BITS, elem_bits, pack as netbfp_pack, taps as netbfp_taps
 from ...network.kernel import (ROUNDING, TOP, _ints, _most, _size, act_bufs, allocate, descriptor_head,
                                pool_or_add)
 
@@ -85,12 +85,6 @@ FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", 
 #: attention's op kinds on pairs (.attnkern: the pair attention rules (bfp_attn_gather to bfp_softmax), bfp_scale, bfp_layer_norm of .attnpairs)
 ATTN_KINDS = ("gather", "addc", "actmm", "softmax", "pscale", "plnorm")
 
-#: the kernel's op families with a loop of their own, by descriptor op code (network_data.h.j2's
-#: ``kOp*``), and the template's boolean of each: a family's function, its loop and its
-#: dispatch are rendered only for a program that has such an op (issue 83: build only the ops
-#: the model has), and the resource model (:func:`hlsnn.engines.bfp_systolic.network.perf.datapath`)
-#: counts a family's datapath only where it is rendered (a table's and a gate's loops have
-#: ``has_lut``, ``has_gate`` of their own)
 def shape(p):
     """``(P lanes, Q banks)`` of a bfp_systolic config (module docstring): :data:`LANES` x
     :data:`BANKS`, or the board-sized shape (``net_shape: board``, :mod:`hlsnn.engines.bfp_systolic.netsize`)."""
@@ -100,15 +94,8 @@ def shape(p):
 def pair_words(weights):
     """The packed weight ROMs (``kWPairs``): per lane pair ``i`` and bank ``j``, lane ``2i``'s
     mantissa in bits 7..0 and lane ``2i + 1``'s in bits 15..8 of a 16-bit word, as C text."""
-    out = []
-    for i in range(len(weights) // 2):
-        row = []
-        for j in range(len(weights[0])):
-            w0 = np.asarray(weights[2 * i][j], np.int64) & 0xFF
-            w1 = np.asarray(weights[2 * i + 1][j], np.int64) & 0xFF
-            row.append(_ints(w1 << 8 | w0))
-        out.append(row)
-    return out
+    word = lambda w0, w1: _ints((np.asarray(w1, np.int64) & 0xFF) << 8 | np.asarray(w0, np.int64) & 0xFF)  # noqa: E731
+    return [[word(w0, w1) for w0, w1 in zip(weights[2 * i], weights[2 * i + 1])] for i in range(len(weights) // 2)]
 
 
 def tables(net, pz, pc):
@@ -148,7 +135,7 @@ def tables(net, pz, pc):
     if name(net.output["tensor"]) in pooled:
         raise InputError("network kernel (bfp): the output is a global pool's; the kernel stores a conv's output")
     from . import attnkern                         # attention's ROMs (and the gathers' constant indices)
-    attn = attnkern.tables(net, place, pc, _elem_bits(net)) if attnkern.kinds(net) else None
+    attn = attnkern.tables(net, place, pc, elem_bits(net)) if attnkern.kinds(net) else None
     gap_words, tz_slots = 1, 2
     taps = []
     rows, infos = [], []                           # infos: per row what .expmap reads
@@ -231,7 +218,6 @@ def tables(net, pz, pc):
     from ...network.program import _chw
     hw = lambda s: int(np.prod(_chw(s)[1:]))                                   # noqa: E731
     act_words, act3_words = _third(net, place, act_words, pc)
-    from .lower import elem_bits
     return dict(rows=rows, act_bufs=act_bufs(place), act_words=act_words, act3_words=act3_words, sc_words=sc_words,
                 elem_bits=elem_bits(net),                                # rule bfp_prelu_exact (.prelu): 53, else 26
                 place=place, pz=pz,
@@ -250,11 +236,6 @@ def tables(net, pz, pc):
                 in_words=-(-_size(net.shapes[inp]) // 2), out_words=_size(net.shapes[out]) + 1,
                 in_value_bytes=4, out_value_bytes=8,
                 in_hw=hw(net.shapes[inp]), out_hw=hw(net.shapes[out]), attn=attn, **lut)
-
-
-def _elem_bits(net):
-    from .lower import elem_bits
-    return elem_bits(net)
 
 
 def _third(net, place, act_words, pc):
@@ -304,7 +285,6 @@ def _lut_fields(net, m_bits):
     name = lambda t: net.aliases.get(t, t)         # noqa: E731
     gate_bits = 2
     from .gatesrc import sources                   # through max pools and concats (a ghost module's)
-    from .lower import elem_bits
     from .prelu import S_BITS, is_wide
     for op in net.ops:
         if op.kind == "gate":
@@ -465,8 +445,8 @@ def render(net, out_dir):
                **cat_fields(net),                                        # rule bfp_mean_concat (.anymean)
                sc_add=sc_add(net, t["place"]), gate_sc=gate_sc(net, t["place"]),
                act_distance=max(bfpperf.EXP_DEPTH, bfpperf.MAC_DEPTH, bfpperf.ADD_DEPTH, netperf.POOL_DEPTH),
-               **families(t),                                            # issue 83: only the op families it has
-               pool_odd=pool_odd(net),                                   # issue 83: a pool's sums as elements
+               **families(t),                                            # only the op families it has
+               pool_odd=pool_odd(net),                                   # a pool's sums as elements
                **_attn_fields(net, t, pc),                               # attention on pairs (.attnkern)
                **netkernel.unfold_fields(t["unfold"], pc))
     return netkernel.render_templates("bfp_systolic", ctx, out_dir) + (t,)
@@ -549,9 +529,8 @@ class BfpNetKernel(netkernel.NetKernel):
         return finish_words(self.net, xq, self.run_words(pack_input(xq)))
 
     def run_words(self, x):
-        """The kernel on a batch of input words (B, in_words) uint64: its output words (B,
-        out_words): the output elements, then the status word; in one call of
-        the top function."""
+        """The kernel on a batch of input words (B, in_words) uint64, in one call of the top
+        function: its output words (B, out_words), the output elements, then the status word."""
         x = np.ascontiguousarray(x, np.uint64)
         b = x.shape[0]
         out = np.zeros((b, self.out_words), np.uint64)

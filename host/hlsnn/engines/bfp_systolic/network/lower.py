@@ -60,7 +60,7 @@ Rule bfp_global_pool: **global average pool** (after an add, or of one tensor as
    sum of any order is exact); checked as in rule bfp_add, with ``2**53`` (the kernel sums in 54-bit
    mantissas, then holds each sum rounded to odd at 25 bits, an element, for the conv that
    reads it: rule bfp_round_odd's argument of :mod:`hlsnn.engines.bfp_systolic.network.reduce`, ``K = 25 >= M + 1``, so that conv rounds it
-   as the exact sum; issue 83. Where a rule bfp_mean mean reads a pool, the kernel keeps the 54-bit
+   as the exact sum. Where a rule bfp_mean mean reads a pool, the kernel keeps the 54-bit
    sums). A mean over a count ``n = 2**a * d`` that is
    not a power of two (``d`` odd; also an ``AveragePool``, a ``ReduceMean``) is the sum at
    ``e - a`` read as over ``d``: rule bfp_mean of :mod:`.anymean` (the reading conv's leading one and
@@ -423,16 +423,10 @@ def add_pairs(a, b, f, name, elem=ELEM_BITS):
         e0 = e0.min(axis=2, keepdims=True)
     e0 = np.where(e0 == big, 0, e0)
     ta, tb = _align(ma, ea, e0), _align(mb, eb, e0)
+    _exact_sum_check([np.abs(ta), np.abs(tb)], e0, name, *((EXACT_BITS,) if f["gap"] else (elem - 1, elem)))
+    s = np.maximum(ta + tb, 0) if f["relu"] else ta + tb
     if not f["gap"]:
-        _exact_sum_check([np.abs(ta), np.abs(tb)], e0, name, elem - 1, elem)
-        m = ta + tb
-        if f["relu"]:
-            m = np.maximum(m, 0)
-        return m, np.broadcast_to(e0, m.shape).copy()
-    _exact_sum_check([np.abs(ta), np.abs(tb)], e0, name)
-    s = ta + tb
-    if f["relu"]:
-        s = np.maximum(s, 0)
+        return s, np.broadcast_to(e0, s.shape).copy()
     _exact_sum_check([np.abs(s).sum(axis=2, keepdims=True)], e0, name,
                      EXACT_BITS if f.get("mdiv", 1) == 1 else MEAN_BITS)      # rule bfp_mean: |s| < 2**52
     return s.sum(axis=2, keepdims=True), e0 - f["p"]
@@ -448,8 +442,7 @@ def maxpool_pairs(x, f):
     mp, ep = np.pad(m, pad), np.pad(e, pad)
 
     def win(a):
-        w = np.lib.stride_tricks.sliding_window_view(a, (f["kh"], f["kw"]), axis=(2, 3))
-        w = w[:, :, ::f["sh"], ::f["sw"]][:, :, :f["oh"], :f["ow"]]
+        w = _windows(a, f)                                         # (no dilated pools: every tap)
         return w.reshape(w.shape[:4] + (-1,))
     k = win(vp).argmax(axis=-1)[..., None]
     return (np.take_along_axis(win(mp), k, -1)[..., 0], np.take_along_axis(win(ep), k, -1)[..., 0])

@@ -26,7 +26,7 @@ count):
 * maxpool: ``ceil(C/Q) * OH * OW * kh * kw`` plus its depth; add: ``ceil(C/kA) * H * W`` (``kA``
   its lanes: ``Q``, or a board-sized kernel's ``net_add``, :func:`add_lanes`), twice
   that with the global pool (a pass for each channel's smallest exponent, a pass for the sum),
-  and then, where the kernel holds the pool's sums rounded to odd (issue 83, ``AddPoolOdd``),
+  and then, where the kernel holds the pool's sums rounded to odd (``AddPoolOdd``),
   ``ceil(C/Q) * Q`` words one a cycle plus :data:`POOL_ODD_DEPTH`; an Add fused into its conv's
   write path (:mod:`.fuse`, a board-sized kernel's) has no iterations and no cycles of its own:
   its conv's block writes take ``P / FUSE_LANES`` iterations each, hidden behind its products
@@ -70,7 +70,7 @@ ADD_DEPTH = 6
 LUT_DEPTH = 5
 #: a gate (rule bfp_gate): two reads (1), the DSP product (3), the write (1)
 GATE_DEPTH = 5
-#: ``AddPoolOdd`` (issue 83: a global pool's sums rounded to odd, one word a cycle): the read
+#: ``AddPoolOdd`` (a global pool's sums rounded to odd, one word a cycle): the read
 #: through the banks' multiplexer (1), the leading one (2), the right shifter and its sticky
 #: test (2), the write (1)
 POOL_ODD_DEPTH = 6
@@ -105,7 +105,7 @@ def iterations(net, tables):
 
 
 def _pool_odd_words(net, tables, r):
-    """``AddPoolOdd``'s iterations after the descriptor row ``r`` (issue 83): a global pool's
+    """``AddPoolOdd``'s iterations after the descriptor row ``r``: a global pool's
     ``ceil(C/Q)`` words in each of the ``Q`` banks where the kernel holds its sums rounded to odd
     (:func:`hlsnn.engines.bfp_systolic.network.perf.pool_odd`), else 0."""
     if _f(r, "op") != 2 or not _f(r, "gap") or not pool_odd(net):

@@ -1,4 +1,4 @@
-"""A ``PRelu`` with one slope per channel on BFP pairs (issue 52, netbfp rule bfp_prelu): ``nn.PReLU(C)``
+"""A ``PRelu`` with one slope per channel on BFP pairs (netbfp rule bfp_prelu): ``nn.PReLU(C)``
 after a BFP conv or dense layer (h_jet_bnin's per-feature ``PReLU``) ran layer by layer in
 bfp8, "a table (rule unary_table) is a function of one value"; two-hot and fixed8 have rule channel_table (a table
 per channel of codes). The layer path is unchanged: its float64 ``PRelu``
@@ -28,7 +28,7 @@ Rule bfp_prelu: **PReLU per channel on pairs**, for an input that is a BFP engin
     so both round alike; a ``v`` on a decision point has at most ``M`` significant bits and is
     exact (``v' = v``). The saturation of rule bfp_conv is monotone. Any other reader (an Add, a
     pool, a gate, a table, a move) would take ``v'`` for ``v``: for those, rule bfp_prelu_exact.
-Rule bfp_prelu_exact: **the exact product, in a wide element** (issue 52's h_dw_prelu: the last ``PReLU(16)``
+Rule bfp_prelu_exact: **the exact product, in a wide element** (e.g. a last ``PReLU(16)`` that
     feeds an SE block's global pool and its gate ``x * se(x)``, then an ``AveragePool``): where
     a reader of the output (through aliases) is not an engine layer, the op is bfp_prelu with ``t = 0``:
     ``(m S_c, e + E_c)`` for ``m < 0``, the float64 product of the layer path itself (``|m S_c| <
@@ -53,7 +53,7 @@ The kernel runs bfp_prelu in its ``Lut`` loop (mode ``single = 4``): per bank an
 with the bank's slope mantissa and exponent of its channel (``kPSlope``, ``kPExp``: one word per
 block of ``Q`` channels, an op's words from ``d.sa``; ``t`` in ``d.sb``: 0 for bfp_prelu_exact), the sticky bit and the
 exponent's sum; rendered only into kernels whose program has such an op (its result ``r`` of
-``kElemBits`` bits where a bfp_prelu_exact op makes the element wide, else 26 as before).
+``kElemBits`` bits where a bfp_prelu_exact op makes the element wide, else 26).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""CBAM's channel mean and max on BFP pairs (issue 52): :mod:`hlsnn.engines.network.pools.reduce` rule channel_reduce
+"""CBAM's channel mean and max on BFP pairs: :mod:`hlsnn.engines.network.pools.reduce` rule channel_reduce
 in the ``bfp_systolic`` network mode (:mod:`hlsnn.engines.bfp_systolic.network.lower`), and the
 spatial gate by the map they make (:mod:`hlsnn.engines.bfp_systolic.network.gate` rule spatial_gate).
 
@@ -48,7 +48,7 @@ Rule spatial_gate: **A spatial gate on pairs** (``Mul`` of a ``C x H x W`` map b
     exact values, the same value. The kernel's ``Gate`` loop reads the gate at the pixel ``p`` and
     every bank takes bank 0's word (descriptor field ``pix``), as the integer kernels' does.
 
-The kernel runs both with loops it has: ``Transpose`` (which now also writes the shortcut
+The kernel runs both with loops it has: ``Transpose`` (which also writes the shortcut
 buffer: the mean's map, made first, waits there for the ``Concat``), ``MaxPool`` (its ``gap``
 sum for the mean) and ``Gate``.
 """

@@ -29,8 +29,9 @@ def add_lanes(p, pc):
     return p.get("net_add") or pc
 
 
-
-
+#: the op families with a loop of their own, by descriptor op code (network_data.h.j2's ``kOp*``),
+#: and the template boolean that renders each family's function, loop and dispatch only for a
+#: program that has such an op; :func:`datapath` counts a family only where it is rendered
 FAMILIES = {1: "has_pool", 2: "has_add", 3: "has_move", 4: "has_concat", 5: "has_transpose"}
 
 
@@ -42,7 +43,7 @@ def families(t):
 
 
 def pool_odd(net):
-    """True where the kernel holds a global pool's sums rounded to odd (``AddPoolOdd``, issue 83):
+    """True where the kernel holds a global pool's sums rounded to odd (``AddPoolOdd``):
     a program with a global pool and no mean over a count with an odd factor (rule bfp_mean reads a
     pool's exact sums, :mod:`.anymean`). Then every word a conv reads is an element (a
     ``kElemBits``-bit mantissa); otherwise the convs read the pool buffer's 54-bit sums as they are."""
@@ -225,8 +226,8 @@ def datapath(net, tables):
     """``{part: (LUT, FF)}`` outside the memories and DSPs, counted from what the kernel
     instantiates (``P`` lanes, ``Q`` banks, ``M`` mantissa bits, ``A`` acc_bits, ``sb`` a patch
     sum's bits, ``E`` = 54-bit wide mantissas, ``X`` = 12-bit exponents; the LUT rules above).
-    An op family's part is counted only where the kernel renders its loop (issue 83:
-    :func:`hlsnn.engines.bfp_systolic.network.perf.families` of the descriptor rows, the
+    An op family's part is counted only where the kernel renders its loop
+    (:func:`hlsnn.engines.bfp_systolic.network.perf.families` of the descriptor rows, the
     template's booleans): ``maxpool`` (and ``wpool``, ``oddpool``: its loop's) with a max or
     average pool, ``add`` with a residual Add or a global pool. The parts:
 
@@ -239,7 +240,7 @@ def datapath(net, tables):
       each); the clamp (``3X``); per tap (two) the address adder and the padding tests;
     * ``conv_mac_banks`` (``ConvMac``, ``Q``): the source select, the exponent difference
       (``X``), the patch rounding ``ShiftRoundSat<C, M>`` (:func:`srs_luts`); ``C``, the convs'
-      source, is an element's ``W`` = kElemBits mantissa bits (issue 83: a global pool's sums
+      source, is an element's ``W`` = kElemBits mantissa bits (a global pool's sums
       are held rounded to odd, ``pool_odd``), or ``E`` in a program with a mean over a count
       with an odd factor (rule bfp_mean reads a pool's exact sums);
     * ``conv_mac_lanes`` (``P``): the adder tree of ``Q`` products (``sb`` each) and the
@@ -259,7 +260,7 @@ def datapath(net, tables):
       from ``Q / kA``): per operand ``AlignExact`` of the element as it is (``|m|`` and its
       leading one of the element's ``W`` = kElemBits mantissa bits, the exponent difference and
       bound compare, the left shifter of ``W`` bits by ``0 .. O - 1`` into ``O`` =
-      kExactBits + 1 bits: a term below ``2**53``, issue 83), the smaller exponent's
+      kExactBits + 1 bits: a term below ``2**53``), the smaller exponent's
       compare-selects (``2X``) and the pool's (``X``), the exactness test (two ``|.|`` of ``O``
       and their sum), the sum (``O + 1``), ReLU, the pool's sum and magnitude adders (``2 x``
       pool bits, run on unreset), their values at the channel's first pixel (two registers of
@@ -278,7 +279,7 @@ def datapath(net, tables):
     * ``oddgate`` (``Q``, a program with a gate of two tables' outputs, netbfp rule bfp_gate_odd of
       :mod:`~hlsnn.engines.bfp_systolic.network.gatero`: the gate loop's ``RoundOdd`` on the wide
       product): ``oddpool``'s parts but the pool bound's select;
-    * ``pool_odd`` (a program with a global pool and no rule bfp_mean mean, issue 83: ``AddPoolOdd``,
+    * ``pool_odd`` (a program with a global pool and no rule bfp_mean mean, ``AddPoolOdd``,
       one word a cycle): one ``RoundOdd`` (``oddgate``'s parts) and the ``Q``:1 multiplexer of
       the 64-bit word it reads from the bank (the write goes to every bank, one enabled); with
       maps the pool's map (:mod:`.expmap`): the rounded word's ``ELop``, the live-channel compare
@@ -342,7 +343,7 @@ def datapath(net, tables):
     ka = add_lanes(net.params, pc)            # the Add's lanes, each picking its pair from pc / ka banks
     kh = pc // ka
     pick = 0 if kh == 1 else 2 * (_sel(w + 10) if kh == 2 else (w + 10) * _mux(kh))
-    has = families(tables)                    # the op families the kernel renders (issue 83)
+    has = families(tables)                    # the op families the kernel renders
     parts = {**({"conv_exp": conv_exp} if tables.get("has_exp", True) else {}),
              "conv_mac_banks": (pc * mac_bank[0], pc * mac_bank[1]),
              "conv_mac_lanes": (pz * mac_lane[0], pz * mac_lane[1]),
@@ -361,7 +362,7 @@ def datapath(net, tables):
         from .reduce import ODD_BITS
         odd = E + E + 2 * _cmp(x) + _stages(E, E - ODD_BITS) + E + _sel(E) + -(-E // 6) + E + _sel(64)
         parts["oddgate"] = (pc * odd, pc * (E + x))
-    if ops and pool_odd(net):                # issue 83: AddPoolOdd, one RoundOdd and the banks' multiplexer
+    if ops and pool_odd(net):                # AddPoolOdd, one RoundOdd and the banks' multiplexer
         from .reduce import ODD_BITS
         odd = E + E + 2 * _cmp(x) + _stages(E, E - ODD_BITS) + E + _sel(E) + -(-E // 6) + E
         # with maps the pool's map (.expmap): ELop of the rounded word (W bits), the live-channel
