@@ -116,7 +116,9 @@ def test_the_4_bit_kernel_fits_more_products_on_the_pynq_z2():
 
 
 @pytest.mark.parametrize("extra,match", [("  net_bits: 5\n", "must be 4 or 8"),
-                                         ("  net_bits: 4\n  max_z: 18\n", "multiple of 4")])
+                                         ("  net_bits: 4\n  max_z: 18\n", "multiple of 4"),
+                                         ("  max_z: 16\n  net_bits: 4\n  net_sub: 4\n  net_wlut: 4\n",
+                                          r"net_wlut.*must be below 4, the weight words a lane reads a step")])
 def test_a_bad_net_bits_is_refused_by_name(extra, match, tmp_path):
     from hlsnn.config import load_config
     text = (ROOT / "configs" / "accel" / "sparse8net_pynq-z2.yaml").read_text()
