@@ -37,7 +37,10 @@ table word such a program can need, :func:`nominal_tap_bits`), keeps LUT, FF, BR
 the sizer accepts passes the check. A program larger than the nominal one (more steps or words, or extra
 rules' logic) is checked on its own figures: ``hlsnn compile`` refuses it when it is over (naming the
 largest ``net_sub`` whose kernel holds that program, :func:`hlsnn.network.fit.network_fix`). The figures are the model's, not a
-synthesis report.
+synthesis report. A config may set ``net_sub`` above the sizer's pick for programs smaller than the
+nominal one, and ``net_wlut`` (default 0) puts each lane's last weight words a step in LUT ROMs
+(:func:`buffers`): block RAM for the replicas at the LUTs' cost (``sparse4net_pynq-z2``: four reads a
+bank, one word).
 """
 from __future__ import annotations
 
