@@ -67,6 +67,9 @@ PACK_A, PACK_P = 25, 33
 #: banks x 2 replicas = 32 products a cycle into ``sum_t`` = ap_int<kSumBits>, 22 bits
 #: (``hlsnn perf``'s logic: trees 11,264 LUTs = 16 lanes x 32 x 22)
 TREE_Q, TREE_SUM = 32, 22
+#: a lane of the 4-bit kernel (net_bits 4, sparse4net_pynq-z2): Q = 16 banks x 4 replicas = 64 products of
+#: 8 bits (|w x| <= 112) a cycle, summed level by level at each level's width (netsize.tree4), into sum_t (18 bits)
+TREE4_Q, TREE4_PROD, TREE4_SUM = 64, 8, 18
 #: shift_mac (hls/engines/shift_mac/kernel.cpp.j2, ShiftMacStep) as configs/accel/shift8_pynq-z2.yaml
 SHIFT_CONFIG = "shift8_pynq-z2"
 #: the BFP network kernel (hls/engines/bfp_systolic/network.cpp.j2, ConvExp / ConvMac):
@@ -218,14 +221,14 @@ endmodule
 """
 
 
-def v_tree(q=TREE_Q, w=PROD, s=TREE_SUM):
+def v_tree(q=TREE_Q, w=PROD, s=TREE_SUM, name="lane_tree"):
     """A lane's adder tree: ``q`` products of ``w`` bits, a registered level of adders at a time
     (each level one bit wider, at most ``s``), then the accumulator (``s`` bits)."""
     lv = int(math.log2(q))
     assert 1 << lv == q
     out = [f"// A lane's adder tree (sparse_cluster NetMac: `a0 += lo` over the kQ = {q} slots, then acc[l]):",
            f"// {q} products of {w} bits summed a registered level at a time, then the {s}-bit accumulator",
-           f"module lane_tree (input clk, input first, input [{q * w - 1}:0] p, output reg signed [{s - 1}:0] acc);"]
+           f"module {name} (input clk, input first, input [{q * w - 1}:0] p, output reg signed [{s - 1}:0] acc);"]
     prev, pw, n = "p", w, q
     for k in range(1, lv + 1):
         n //= 2
@@ -334,6 +337,8 @@ def primitives():
     parts = shift.unit_luts(p)
     # a lane's tree: netsize.logic's "trees" of one lane pair of a Q-slot kernel, halved
     trees = netsize.logic({"net_lanes": 2, "net_banks": TREE_Q, "net_sub": 1, "net_pack": 0}, TREE_SUM, 16)["trees"]
+    trees4 = netsize.logic({"net_lanes": 1, "net_banks": TREE4_Q, "net_sub": 1, "net_pack": 0, "net_bits": 4},
+                           TREE4_SUM, 16)["trees"]         # one lane of the 4-bit kernel
     x = bfpnet.X_BITS
     bfp_lut = (BFP_N - 1) * (bfpnet._cmp(x) + bfpnet._sel(x)) + BFP_N * (x + bfpnet._stages(BFP_E, 63))
     return [
@@ -384,6 +389,14 @@ def primitives():
                   model_src="netsize.logic trees: Q * sb",
                   finn={"lut": finn_tree_luts(WGT, ACT, TREE_Q, TREE_SUM), "src": "(W+A)*(2Q-1) + acc_bits"},
                   widths=f"kQ = {TREE_Q} (16 banks x 2 replicas), prod_t 16, sum_t kSumBits = {TREE_SUM} (resnet8 fixed8_z2)"),
+        Primitive(f"lane adder tree, net_bits 4, {TREE4_Q} x {TREE4_PROD} -> {TREE4_SUM} bits",
+                  "the 4-bit kernel's tree, each level at its own width, then the accumulator", "lane_tree4",
+                  v_tree(TREE4_Q, TREE4_PROD, TREE4_SUM, name="lane_tree4"),
+                  model={"lut": trees4[0], "ff": trees4[1], "dsp": 0},
+                  model_src="netsize.logic trees (net_bits 4): tree4 levels + sb",
+                  finn={"lut": finn_tree_luts(4, 4, TREE4_Q, TREE4_SUM), "src": "(W+A)*(2Q-1) + acc_bits"},
+                  widths=f"kQ = {TREE4_Q} (16 banks x 4 replicas), ap_int<8> products, level k ap_int<8 + k>, "
+                         f"sum_t {TREE4_SUM} bits"),
         Primitive("two-hot shift-add lane", "x << s1, x << e2, add or subtract (shift_mac, two-hot)", "twohot",
                   v_twohot(xb, s1b, p["exp_bits"], pb),
                   model={"lut": parts["shifter_1"] + parts["shifter_2"] + parts["adder"], "ff": None, "dsp": 0},

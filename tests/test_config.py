@@ -149,6 +149,8 @@ def test_shipped_accel_config_loads(path):
         keys -= {"net_shape", "net_sub", "net_lanes", "net_banks", "net_pack"}   # only with net_shape: board
     if cfg.engine == "sparse_cluster" and raw[cfg.engine].get("net_bits") != 4:
         keys -= {"net_bits"}                        # kept only at 4 (issue 82): the 8-bit configs' hashes stay
+    if cfg.engine == "sparse_cluster" and not raw[cfg.engine].get("net_wlut"):
+        keys -= {"net_wlut"}                        # kept only when given: the other configs' hashes stay
     if cfg.engine == "shift_mac" and "net_shape" not in raw[cfg.engine]:
         keys -= {"net_shape"}                                                     # only with net_shape: board
     if cfg.engine == "shift_mac":

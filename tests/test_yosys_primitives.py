@@ -54,7 +54,7 @@ def test_dsp_pair_uses_one_dsp_and_the_lut_product_none(yp):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("top", ["mul_lut", "dsp_pair", "dsp_pair_offset", "lane_tree", "twohot", "pot", "bfp_align",
-                                 "mul4_lut", "dsp_quad", "mul4s_lut", "dsp_quad_s"])
+                                 "mul4_lut", "dsp_quad", "mul4s_lut", "dsp_quad_s", "lane_tree4"])
 def test_model_constant_within_the_stated_margin(yp, top):
     """Each primitive synthesized in every run of the table (xc7, xc7 -abc9, xcup): the model's
     LUT figure is within ``within_margin`` of the references; its flip-flops, where the model
@@ -155,12 +155,12 @@ def _unpack(u, bits, n):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("top", ["mul_lut", "twohot", "pot", "lane_tree", "bfp_align"])
+@pytest.mark.parametrize("top", ["mul_lut", "twohot", "pot", "lane_tree", "bfp_align", "lane_tree4"])
 def test_verilog_computes_what_the_kernel_does(yp, top):
     """Each module against Python integers, at corners and seeded random operands: the LUT
     product w * x; the two-hot lane (x << s1) +/- (x << e2); the PoT product +/-(x << e) or 0
     into a cleared accumulator; the lane tree's sum of its 32 products after its 6 registered
-    stages; the BFP block's max exponent and each mantissa shifted right by min(max - e, 63)."""
+    stages (the 4-bit kernel's: of its 64 8-bit products after 7); the BFP block's max exponent and each mantissa shifted right by min(max - e, 63)."""
     rng = random.Random(83)
     p = _prim(yp, top)
     i8 = lambda: rng.choice((-128, 127, -1, 0, rng.randint(-128, 127)))   # noqa: E731
@@ -183,6 +183,13 @@ def test_verilog_computes_what_the_kernel_does(yp, top):
         vecs = [{"first": 1, "p": _pack(ps, 16)} for ps in prods]
         want = [{"acc": sum(ps)} for ps in prods]
         got = yp.simulate(p, vecs, 6, ["acc"])
+    elif top == "lane_tree4":     # net_bits 4: 64 products |w x| <= 112, each level at its own width
+        prods = [[rng.choice((-112, 112, rng.randint(-112, 112))) for _ in range(64)] for _ in range(6)]
+        prods[0] = [-112] * 64                        # the extremes: every level's width is reached
+        prods[1] = [112] * 64
+        vecs = [{"first": 1, "p": _pack(ps, 8)} for ps in prods]
+        want = [{"acc": sum(ps)} for ps in prods]
+        got = yp.simulate(p, vecs, 7, ["acc"])
     else:
         blocks = [([rng.randint(-2048, 2047) if rng.random() < 0.7 else rng.randint(-10, 10) for _ in range(4)],
                    [rng.randint(-(1 << 53), (1 << 53) - 1) for _ in range(4)]) for _ in range(12)]

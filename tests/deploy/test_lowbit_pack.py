@@ -100,18 +100,25 @@ def test_the_4_bit_kernel_fits_more_products_on_the_pynq_z2():
     s8, s4 = p8.params, p4.params
     assert "net_bits" not in s8 and s4["net_bits"] == 4
     q8, q4 = s8["net_banks"] * s8["net_sub"], s4["net_banks"] * s4["net_sub"]
-    assert s4["net_lanes"] * q4 >= 1.5 * s8["net_lanes"] * q8
+    assert s4["net_lanes"] * q4 >= 2 * s8["net_lanes"] * q8          # four reads a bank against two
     dsp = s4["net_lanes"] // 4 * s4["net_pack"]                      # four lanes a DSP
-    assert dsp <= 0.9 * p4.board.resources["dsp"] and dsp == s8["net_lanes"] // 2 * s8["net_pack"]
-    shape = {k: s4[k] for k in ("net_lanes", "net_banks", "net_sub", "net_pack", "net_bits")}
-    e = netsize.estimate(shape, p4.board.ps, netsize.NOMINAL_STEPS, netsize.NOMINAL_WORDS, netsize.NOMINAL_WORDS,
+    assert s8["net_lanes"] // 2 * s8["net_pack"] <= dsp <= 0.9 * p4.board.resources["dsp"]
+    # the sizer's own pick for its nominal program (256 steps) is three reads a bank, and it fits; the
+    # config's four, with each lane's last weight word in LUT ROMs (net_wlut), holds the ResNet-8's
+    # program (hlsnn compile's fit check: the perf test below), not the nominal one
+    nominal = netsize.size({k: v for k, v in s4.items() if k != "net_sub"}, p4.board)
+    assert nominal["net_sub"] == 3 and s4["net_sub"] == 4 and s4["net_wlut"] == 1
+    e = netsize.estimate(nominal, p4.board.ps, netsize.NOMINAL_STEPS, netsize.NOMINAL_WORDS, netsize.NOMINAL_WORDS,
                          netsize.NOMINAL_SUM_BITS4, 24, tap_bits=sum(netsize.nominal_tap_bits(s4)))
-    assert within_margins(e, p4.board.resources, ("lut", "ff", "bram36", "dsp")) and e["dsp"] == dsp
+    assert within_margins(e, p4.board.resources, ("lut", "ff", "bram36", "dsp"))
+    shape = {k: s4[k] for k in ("net_lanes", "net_banks", "net_sub", "net_pack", "net_bits", "net_wlut")}
     assert "four int4 x uint4" in netsize.products(shape)
 
 
 @pytest.mark.parametrize("extra,match", [("  net_bits: 5\n", "must be 4 or 8"),
-                                         ("  net_bits: 4\n  max_z: 18\n", "multiple of 4")])
+                                         ("  net_bits: 4\n  max_z: 18\n", "multiple of 4"),
+                                         ("  max_z: 16\n  net_bits: 4\n  net_sub: 4\n  net_wlut: 4\n",
+                                          r"net_wlut.*must be below 4, the weight words a lane reads a step")])
 def test_a_bad_net_bits_is_refused_by_name(extra, match, tmp_path):
     from hlsnn.config import load_config
     text = (ROOT / "configs" / "accel" / "sparse8net_pynq-z2.yaml").read_text()
@@ -203,8 +210,8 @@ def test_hlsnn_perf_shows_the_packing_and_the_4_bit_kernel_is_faster(compiled):
     res = {a: model(p) for a, p in compiled.items()}
     k = {a: r["kernel_resources"] for a, r in res.items()}
     assert "four int4 x uint4" in k["w4a4"]["products"] and "two int8 x int8" in k["w8"]["products"]
-    assert k["w4a4"]["dsp"] == k["w8"]["dsp"] and k["w4a4"]["fits"]
-    assert res["w8"]["kernel_us"] >= 1.45 * res["w4a4"]["kernel_us"]
+    assert k["w8"]["dsp"] <= k["w4a4"]["dsp"] <= 0.9 * 220 and k["w4a4"]["fits"] and k["w8"]["fits"]
+    assert res["w8"]["kernel_us"] >= 1.6 * res["w4a4"]["kernel_us"]
 
 
 def test_the_manifest_records_the_file():

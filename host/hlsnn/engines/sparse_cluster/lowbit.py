@@ -6,8 +6,10 @@ activation, :mod:`hlsnn.deploy.importer.qimport`) multiplies int4 weights by uin
 (``hls/engines/sparse_cluster/network.cpp.j2``, ``Cfg::kBits4``) then serves four lanes with
 one DSP48E1 where the int8 kernel serves two, and builds its other products from LUTs at about
 24 LUTs each (FINN's estimate for 4 x 4 bits, :data:`~hlsnn.engines.sparse_cluster.netsize.FABRIC_MUL4_LUT`)
-instead of 80, so the sizer (:func:`hlsnn.engines.sparse_cluster.netsize.size`) fits more read
-ports per bank: on the PYNQ-Z2 three instead of two.
+instead of 80, and sums each lane's 8-bit products in a tree as narrow as its sums
+(:func:`hlsnn.engines.sparse_cluster.netsize.tree4`), so more read ports per bank fit: on the PYNQ-Z2
+four instead of two (``sparse4net_pynq-z2``, with each lane's last weight word in LUT ROMs, ``net_wlut``;
+the sizer's nominal pick, :func:`hlsnn.engines.sparse_cluster.netsize.size`, is three).
 
 **The packed quad** (lanes ``4i .. 4i + 3`` at slot ``j`` share the value ``x``): the DSP's A port
 takes ``A = w0 + w1 * 2**7 + w2 * 2**14 + w3 * 2**21`` (``|A| <= 7 * (2**21 + 2**14 + 2**7 + 1) <

@@ -37,7 +37,10 @@ table word such a program can need, :func:`nominal_tap_bits`), keeps LUT, FF, BR
 the sizer accepts passes the check. A program larger than the nominal one (more steps or words, or extra
 rules' logic) is checked on its own figures: ``hlsnn compile`` refuses it when it is over (naming the
 largest ``net_sub`` whose kernel holds that program, :func:`hlsnn.network.fit.network_fix`). The figures are the model's, not a
-synthesis report.
+synthesis report. A config may set ``net_sub`` above the sizer's pick for programs smaller than the
+nominal one, and ``net_wlut`` (default 0) puts each lane's last weight words a step in LUT ROMs
+(:func:`buffers`): block RAM for the replicas at the LUTs' cost (``sparse4net_pynq-z2``: four reads a
+bank, one word).
 """
 from __future__ import annotations
 
@@ -102,6 +105,11 @@ def size(p, board, source=None, sub=None) -> dict:
     return dict(net_lanes=pz, net_banks=pz, net_sub=1, net_pack=min(pz, dsp // (pz // per)), **extra)
 
 
+def chunks(shape) -> int:
+    """A lane's weight words a step (``kChunks``): its ``Q`` slots, sixteen int4 or eight int8 a 64-bit word."""
+    return -(-shape["net_banks"] * shape["net_sub"] // (16 if shape.get("net_bits") == 4 else 8))
+
+
 def products(shape) -> str:
     """The sized kernel's products a cycle and their packing, as ``hlsnn perf`` prints them."""
     pz, q, k = shape["net_lanes"], shape["net_banks"] * shape["net_sub"], shape["net_pack"]
@@ -148,13 +156,31 @@ def schedule(codes, pc, sub, pz):
     return blocks
 
 
+#: net_bits 4: a product's bits (``|w * x| <= 112 < 2**7``: the quad's fields, the LUT products)
+PROD4_BITS = 8
+
+
+def tree4(q) -> list:
+    """net_bits 4: a lane's adder tree of its ``q`` products a step, level by level as the kernel
+    writes it (``network.cpp.j2``, ``kBits4``): ``[(sums, bits)]``, level ``k`` (from 1) the
+    ``ceil(n / 2)`` pairwise sums of the ``n`` values of the level before (an odd last one passed
+    on), each ``PROD4_BITS + k`` bits: a sum of at most ``2**k`` products of magnitude below ``2**7``
+    lies below ``2**(7 + k)`` in magnitude, so every level is exact."""
+    out, n, k = [], q, 0
+    while n > 1:
+        n, k = -(-n // 2), k + 1
+        out.append((n, PROD4_BITS + k))
+    return out
+
+
 def logic(shape, sum_bits, add_bits, add_pairs=None) -> dict:
     """``{part: (LUT, FF)}`` of the sized kernel's logic outside its memories and DSPs, with
     ``P`` lanes, ``B`` banks, ``Q = B * S`` virtual banks, ``K`` packed slots, ``sb`` a lane's
     sum's bits, ``wb`` a residual sum's: the LUT-built products (``P * (Q - K)`` of
     :data:`FABRIC_MUL_LUT`); per DSP the packed weight and the split (:data:`PACK_LUT`); per lane
     the adder tree of ``Q`` products into the accumulator (``Q * sb``, registered at every
-    level) and the epilogue (bias add, rounding shifter ~ ``4 * sb``, clamps); per virtual bank
+    level; with ``net_bits: 4`` each level's adders at its own width, :func:`tree4`, then the
+    ``sb``-bit accumulator) and the epilogue (bias add, rounding shifter ~ ``4 * sb``, clamps); per virtual bank
     its tap's address (two 32-bit adds) and padding test (four 8-bit compares) and the zero
     select; per physical bank the write data select, the residual Add (as the layer-rule
     kernel's; twice with ``add_pairs``, two pixels a cycle: default ``S >= 2``); the AXI and
@@ -172,8 +198,10 @@ def logic(shape, sum_bits, add_bits, add_pairs=None) -> dict:
     if signed:
         mul, pack = (FABRIC_MUL4S_LUT, FABRIC_MUL4_FF), (PACK4S_LUT, PACK4_FF)
     vb = 2 * 32 + 4 * 8 + 8 + (NIB_LUT if signed else 0)
+    # a lane's tree: Q sums of sb bits (int8), or (net_bits 4) its levels' adders (tree4) and the accumulator's add
+    tree = sum(n * b for n, b in tree4(q)) + sb if four else q * sb
     return {"fabric products": (fabric * mul[0], fabric * mul[1]), "dsp packing": (dsps * pack[0], dsps * pack[1]),
-            "trees": (pz * q * sb, pz * q * sb), "epilogues": (pz * (sb + 4 * sb + sb + 16 + 16), pz * (sb + 8)),
+            "trees": (pz * tree, pz * tree), "epilogues": (pz * (sb + 4 * sb + sb + 16 + 16), pz * (sb + 8)),
             "virtual banks": (q * vb, q * (32 + 16 + 8)),
             "banks": (pc * (16 + adds * (3 * wb + 4 * wb)), pc * (24 + adds * 2 * wb)),
             "axi": (2 * AXI_MASTER[0] + AXI_LITE[0], 2 * AXI_MASTER[1] + AXI_LITE[1]), "control": CONTROL}
@@ -209,7 +237,7 @@ def buffers(shape, n_steps, act_words, sc_words, n_blocks, load=(3, 128), add_pa
     pz, pc, sub, k = shape["net_lanes"], shape["net_banks"], shape["net_sub"], shape["net_pack"]
     q = pc * sub
     four = shape.get("net_bits") == 4                 # lowbit: sixteen int4 weights a word
-    chunks = -(-q // (16 if four else 8))
+    nw, wl = chunks(shape), int(shape.get("net_wlut") or 0)   # a lane's words a step; the last wl in LUT ROMs
     t2p = "ram_t2p" if (sub >= 2 if add_pairs is None else add_pairs) else "ram_s2p"   # the Add's two pixels a cycle
     bufs = [Buffer("act", "net_top", "array", 8, (act_bufs, q, act_words), partition=((1, "complete"), (2, "complete")),
                    static=True, storage=t2p, note=f"ping-pong activation buffers: {pc} channel banks x {sub} replicas"),
@@ -218,9 +246,12 @@ def buffers(shape, n_steps, act_words, sc_words, n_blocks, load=(3, 128), add_pa
             Buffer("kTaps", "net_top", "array", tap_bits, (q, n_steps), partition=((1, "complete"),), static=True,
                    impl="lutram", note="the step table: per virtual bank its tap's offset, ky, kx (LUTRAM ROMs)"),
             Buffer("kLast", "net_top", "array", 8, (n_steps,), static=True, note="a block's last step"),
-            Buffer("kW", "net_top", "array", 64, (pz, chunks, n_steps), partition=((1, "complete"), (2, "complete")),
-                   static=True, impl="bram", note="resident weights, " + ("sixteen slots' int4" if four else
-                                                                          "eight slots' int8") + " a 64-bit word, per lane"),
+            Buffer("kW", "net_top", "array", 64, (pz, nw - wl, n_steps), partition=((1, "complete"), (2, "complete")),
+                   static=True, impl="bram", used=nw > wl, note="resident weights, " + ("sixteen slots' int4" if four
+                                                                    else "eight slots' int8") + " a 64-bit word, per lane"),
+            Buffer("kWl", "net_top", "array", 64, (pz, wl, n_steps), partition=((1, "complete"), (2, "complete")),
+                   static=True, impl="lutram", used=wl > 0, note=f"each lane's last {wl} weight words a step in LUT "
+                   "ROMs (net_wlut)"),
             Buffer("kBias", "net_top", "array", 32, (pz, n_blocks), partition=((1, "complete"),), static=True),
             Buffer("kShift", "net_top", "array", 8, (pz, n_blocks), partition=((1, "complete"),), static=True),
             Buffer("kWinBase", "net_top", "array", 32, (n_blocks,), static=True, note="per block: its window's base"),

@@ -39,6 +39,9 @@ SCHEMA = {
     "net_bits": Field("int", "net_shape board: the products' operand bits: 8 (int8 x int8, two a DSP48) or 4 "
                       "(narrow int4 weights x uint4 activations, four a DSP48: programs whose weights and "
                       "activations fit, hlsnn.engines.sparse_cluster.lowbit)", default=None, lo=4, hi=8),
+    "net_wlut": Field("int", "net_shape board: each lane's last N weight words a step (of 16 int4 or 8 int8 "
+                      "slots) in LUT ROMs, not block RAM (hlsnn.engines.sparse_cluster.netsize.buffers); default 0",
+                      default=None, lo=0, hi=64),
     # derived with net_shape: board (hlsnn.engines.sparse_cluster.netsize.size); a compiled model keeps them
     "net_lanes": Field("int", "derived: the sized network kernel's output lanes", default=None, lo=1, hi=64),
     "net_banks": Field("int", "derived: its channel banks", default=None, lo=1, hi=64),
@@ -74,8 +77,15 @@ def validate(p: dict, board, source) -> dict:
         if p["net_bits"] in (None, 8):                          # the default: absent, the configs' hashes stay
             p.pop("net_bits")
         p.update(netsize.size(p, board, source, p["net_sub"]))
+        if p["net_wlut"] is None:                               # the default 0: absent, the configs' hashes stay
+            p.pop("net_wlut")
+        elif p["net_wlut"] >= netsize.chunks(p):
+            raise ConfigError(source, f"{NAME}.net_wlut", p["net_wlut"],
+                              f"must be below {netsize.chunks(p)}, the weight words a lane reads a step "
+                              f"(net_banks {p['net_banks']} x net_sub {p['net_sub']} slots, "
+                              f"{16 if p.get('net_bits') == 4 else 8} a word; one at least in block RAM)")
         return p
-    for k in ("net_sub", "net_lanes", "net_banks", "net_pack", "net_bits"):    # absent for 'layer': the configs' hashes stay
+    for k in ("net_sub", "net_lanes", "net_banks", "net_pack", "net_bits", "net_wlut"):    # absent for 'layer': the configs' hashes stay
         if p.pop(k) is not None:
             raise ConfigError(source, f"{NAME}.{k}", p.get(k), "is only read with net_shape: board")
     p.pop("net_shape")

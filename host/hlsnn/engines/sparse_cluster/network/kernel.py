@@ -52,7 +52,8 @@ def sized(p):
     if "net_sub" not in p:
         return None
     four = {"net_bits": 4} if p.get("net_bits") == 4 else {}     # four int4 products a DSP (netsize, lowbit)
-    return dict({k: int(p[k]) for k in ("net_lanes", "net_banks", "net_sub", "net_pack")}, **four)
+    wlut = {"net_wlut": int(p["net_wlut"])} if p.get("net_wlut") else {}   # weight words in LUT ROMs (netsize.buffers)
+    return dict({k: int(p[k]) for k in ("net_lanes", "net_banks", "net_sub", "net_pack")}, **four, **wlut)
 
 
 def shape(p):
@@ -295,7 +296,7 @@ def render(net, out_dir):
                sc_bits=t["sc_bits"],
                pz=pz, pc=pc, pm=pm, sel_bits=max(1, (pc - 1).bit_length()), in_hw=t["in_hw"], out_hw=t["out_hw"],
                sized=bool(t["sized"]), w_cyclic=sparseperf.w_cyclic(t), nq=t["nq"], tap_bits=netsize.tap_bits(t["steps"]), sub=t["nq"] // pc, n_chunks=len(t["weights"][0]),
-               pack=(t["sized"] or {}).get("net_pack", 0), bits4=(t["sized"] or {}).get("net_bits") == 4, fast_load=t["load_iters"] != t["in_elems"],
+               pack=(t["sized"] or {}).get("net_pack", 0), bits4=(t["sized"] or {}).get("net_bits") == 4, tree4=netsize.tree4(t["nq"]), fast_load=t["load_iters"] != t["in_elems"],
                unfold_c=(t["unfold"] or {}).get("c", 1), fast_add=t["fast_add"],
                rounding=ROUNDING[p["rounding"]], add_rounding=ROUNDING[net.input["rounding"]],
                act_bufs=t["act_bufs"], act_words=t["act_words"], sc_words=t["sc_words"], in_elems=t["in_elems"],
@@ -305,6 +306,7 @@ def render(net, out_dir):
                taps=[[", ".join(map(str, st[0][j])) for st in t["steps"]] for j in range(t["nq"])],
                last=_ints([st[1] for st in t["steps"]]), b_words=len(t["biases"][0]),
                weights=[[_words(m) if t["sized"] else _ints(m) for m in lane] for lane in t["weights"]],
+               w_lut=(t["sized"] or {}).get("net_wlut", 0),                # each lane's last words in LUT ROMs (kWl)
                biases=[_ints(b) for b in t["biases"]],
                shifts=[_ints(s) for s in t["shifts"]], win_base=_ints(t["win_base"]),
                max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_add_iter=_most(t, 2), max_move_iter=_most(t, 3), max_cat_iter=_most(t, 4), max_tr_iter=_most(t, 5),
