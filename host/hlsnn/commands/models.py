@@ -88,7 +88,7 @@ def cmd_autotune(args):
     show = enabled(quiet=args.quiet)               # progress lines on stderr (the JSON goes to stdout)
     res = autotune.run(args.config, board=args.board, max_drop=args.max_drop, objective=args.objective,
                        base=args.base, levels=levels, val_images=args.val_images, name=args.name,
-                       write=not args.no_write, test=args.test,
+                       write=not args.no_write, test=args.test, train=args.train,
                        log=(lambda m: print(m, file=sys.stderr, flush=True)) if show else None)
     print(json.dumps(res) if args.json else autotune.format_result(res), flush=True)
     if args.plot:
