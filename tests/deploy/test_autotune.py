@@ -357,7 +357,8 @@ def test_another_engines_faster_single_format_is_chosen_over_the_mix(tmp_path, m
     evaluated mix is the choice, written as ``{default: F}`` (its measurement stubbed here)."""
     cfg = _cnn(tmp_path)
     fake = dict(name="twohot", default="twohot", accuracy=1.0, drop=0.0, bound=0.0, lost=0, gained=0,
-                end_to_end_us=1.0, energy_uj=1.65, starts=1, cost=1.0)
+                confirm=dict(drop=0.0, bound=0.0, lost=0, gained=0), end_to_end_us=1.0, energy_uj=1.65, starts=1,
+                cost=1.0)
     monkeypatch.setattr(autotune, "baselines", lambda s: [fake])
     res = autotune.run(cfg, board="pynq-z2", max_drop=1.0, levels=(0.75,), val_images=100, name="fast")
     assert res["chosen"]["single"] == "twohot" and res["chosen"]["layers"] == {} and res["speedup"] == 1.0
