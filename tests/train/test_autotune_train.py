@@ -15,7 +15,7 @@ import hlsnn  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.errors import HlsnnError  # noqa: E402
 from hlsnn.evaluation import autotune  # noqa: E402
-from hlsnn.evaluation.autotune_train import train_chosen  # noqa: E402
+from hlsnn.train.autotune import train_chosen  # noqa: E402
 from hlsnn.train.finetune import OnnxNet  # noqa: E402
 
 from conftest import ROOT  # noqa: E402

@@ -428,7 +428,7 @@ def baselines(s: Search):
 
 
 def run(config_path, *, board=None, max_drop=1.0, objective="latency", base=None, levels=LEVELS,
-        val_images=VAL_IMAGES, name="autotune", write=True, test=False, train=0, log=None):
+        val_images=VAL_IMAGES, name="autotune", write=True, test=False, train=None, log=None):
     """Search (module docstring) and, with ``write``, add the chosen assignment to the config as
     ``name`` (:func:`write_assignment`). Returns a JSON-able dict: ``float_val``, ``base``,
     ``chosen`` (its per-layer formats, validation accuracy and drop, cost), ``pareto``,
@@ -436,8 +436,9 @@ def run(config_path, *, board=None, max_drop=1.0, objective="latency", base=None
     at one level), ``path`` (the descent's kept moves), ``speedup`` over the fastest single format
     within ``max_drop`` on the confirmation images (those and the uniform levels), ``evaluations``,
     ``seconds``; with ``test`` the test-split accuracy of float, of the chosen assignment and of
-    each of the path's, measured after the choice; with ``train`` (epochs) the chosen assignment
-    fine-tuned and measured again (``train``, :mod:`hlsnn.evaluation.autotune_train`)."""
+    each of the path's, measured after the choice; with ``train`` (``train(search, chosen)``,
+    :func:`hlsnn.train.autotune.train_chosen`, given by the command) the chosen assignment
+    fine-tuned and measured again, as ``train``."""
     if not 0.0 <= float(max_drop) <= 100.0:
         raise InputError(f"--max-drop {max_drop!r}: accuracy points, 0..100")
     s = Search(config_path, board=board, base=base, objective=objective, levels=levels, val_images=val_images,
@@ -484,9 +485,8 @@ def run(config_path, *, board=None, max_drop=1.0, objective="latency", base=None
         if write:
             c = res["chosen"]
             res["written"] = write_assignment(config_path, name, c["default"], c["layers"], s)
-        if train:
-            from .autotune_train import train_chosen
-            res["train"] = train_chosen(s, res["chosen"], config_path, name, epochs=train, test=test, log=s.log)
+        if train is not None:
+            res["train"] = train(s, res["chosen"])
     finally:
         s.close()
     return res

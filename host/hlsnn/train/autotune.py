@@ -1,5 +1,7 @@
 """``hlsnn autotune --train``: the chosen assignment's kernel-pruned layers fine-tuned with
-``hlsnn.train`` (:func:`hlsnn.train.finetune.finetune`) before the final measurement.
+``hlsnn.train`` (:func:`hlsnn.train.finetune.finetune`) before the final measurement (the
+command passes :func:`train_chosen` to :func:`hlsnn.evaluation.autotune.run`, which imports no
+torch).
 
 The layers the choice prunes start from the weights the deploy would give them (the calibration
 images' activation-aware mask and least-squares refit, :func:`hlsnn.deploy.quantize.kprune.apply`;
@@ -33,8 +35,8 @@ def train_chosen(s, chosen, config_path, name, *, epochs=EPOCHS, test=False, log
     import onnx
     from onnx import numpy_helper
     from ..deploy.quantize import kprune
-    from ..train.finetune import finetune
-    from . import autotune
+    from ..evaluation import autotune
+    from .finetune import finetune
     if chosen.get("levels") is None or not any(chosen["levels"]):
         raise InputError("--train: the choice prunes no layer of the sized kernel (nothing for hlsnn.train to "
                          "recover); run without --train")
