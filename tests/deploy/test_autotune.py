@@ -171,6 +171,8 @@ def tuned(tmp_path_factory):
 def test_search_stays_within_the_drop_and_is_no_slower_than_the_base(tuned):
     cfg, _, res = tuned
     c = res["chosen"]
+    import json
+    assert json.loads(json.dumps(res))["chosen"]["within"] is True          # --json prints it
     assert c["within"] and c["confirm"]["drop"] <= c["confirm"]["bound"] <= 2.0 + 1e-9
     assert c["cost"] <= res["base_result"]["cost"]
     assert c["starts"] == 1                                   # one network kernel start

@@ -296,7 +296,7 @@ class Search:
 
 def within(r, max_drop):
     """Whether ``r`` is within ``max_drop`` on the confirmation images (its bound there)."""
-    return r["confirm"]["bound"] <= max_drop + 1e-9
+    return bool(r["confirm"]["bound"] <= max_drop + 1e-9)
 
 
 def search(s: Search, max_drop):
