@@ -398,3 +398,20 @@ def test_a_single_format_whose_kernel_does_not_fit_is_no_baseline(tmp_path, monk
     names = {r["name"] for r in autotune.baselines(s)}
     assert "twohot" not in names and {"fixed8", "pot"} <= names
     assert any("twohot" in line and "does not fit" in line for line in said)
+
+
+def test_a_uniform_level_faster_within_the_drop_is_chosen_over_the_mix(tmp_path, monkeypatch):
+    """Every layer at one level is a single format of the base's kernel: when it is within the drop
+    on the confirmation images (stubbed: everything is) and faster than the confirmed mix, it is the
+    choice, written as every layer at that level (one kernel start, as any mix)."""
+    cfg = _cnn(tmp_path)
+    monkeypatch.setattr(autotune, "baselines", lambda s: [])
+    monkeypatch.setattr(autotune, "within", lambda r, max_drop: True)
+    res = autotune.run(cfg, board="pynq-z2", max_drop=1.0, levels=(0.75,), val_images=100, name="uni")
+    c = res["chosen"]
+    assert c["uniform"] == "fixed8_z2_k750" and c["levels"] == [1, 1, 1]
+    assert c["cost"] == min(u["cost"] for u in res["uniform"]) < res["base_result"]["cost"]
+    from hlsnn.deploy.config import load_deploy_config
+    a = load_deploy_config(cfg).assignments["uni"]
+    assert a.default == "fixed8_z2" and set(a.layers.values()) == {"fixed8_z2_k750"} and len(a.layers) == 3
+    assert "a uniform level is faster" in autotune.format_result(res)

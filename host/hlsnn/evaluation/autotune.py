@@ -58,7 +58,8 @@ and each kept state is one more the confirmation must pass in sequence. The unif
 (every layer at one level) are evaluated too. The choice (above) is the confirmed state, unless
 one of the config's single-format assignments on the board (another engine's kernel) is
 cheaper within the drop on the confirmation images, or the path's base itself is not within
-it and such a format is: the engine per model. Greedy, not evolutionary: the scan shows the costs add per layer (each
+it and such a format is: the engine per model; and the same for the uniform levels (a single
+format on the base's kernel, fixed before the search, judged on the same images). Greedy, not evolutionary: the scan shows the costs add per layer (each
 layer's steps are its own, one kernel start), and the accuracy losses nearly so at the small
 drops wanted, so a descent on the measured ratios reaches the front in about one evaluation
 per move, a few dozen on ResNet-8, where an evolutionary search would need hundreds.
@@ -464,11 +465,15 @@ def run(config_path, *, board=None, max_drop=1.0, objective="latency", base=None
                    baselines=singles, uniform=[_plain(r) for r in uniform], base_result=_plain(base_r),
                    fastest_single=None if fastest is None else dict(name=fastest["name"], cost=fastest["cost"]),
                    evaluations=len(s.cache) + len(singles), seconds=round(s.elapsed(), 1))
-        other = [r for r in singles if within(r, max_drop) and (r["cost"] < chosen["cost"] or not
-                                                                  within(chosen, max_drop))]
-        if other:                            # another engine's single format is faster: the engine per model
+        other = [r for r in singles + uniform if within(r, max_drop) and (r["cost"] < chosen["cost"] or not
+                                                                            within(chosen, max_drop))]
+        if other:                            # a single format is faster within the drop
             best = min(other, key=lambda r: r["cost"])
-            res["chosen"] = dict(best, name=name, layers={}, levels=None, single=best["name"], within=True)
+            if best.get("levels") is not None:                  # a uniform level: every layer at it, one kernel
+                res["chosen"] = dict(_plain(best), name=name, default=s.base, layers=fmt_of(best), within=True,
+                                     uniform=best["name"])
+            else:                                               # another engine's: the engine per model
+                res["chosen"] = dict(best, name=name, layers={}, levels=None, single=best["name"], within=True)
             chosen = res["chosen"]
         res["speedup"] = None if fastest is None else fastest["cost"] / chosen["cost"]
         single_shipped = [r for r in singles + [base_r] if within(r, max_drop)]
@@ -597,6 +602,8 @@ def format_result(res) -> str:
     lay = ", ".join(f"{k} {_pct(v)}" for k, v in c["layers"].items()) or (
         f"every layer {c['default']} (another engine's single format is faster within the drop)"
         if c.get("single") else "(none)")
+    if c.get("uniform"):
+        lay = f"every layer {c['uniform']} (a uniform level is faster within the drop than the confirmed mix)"
     lines += ["", f"  chosen ({c['name']}): {c['cost']:.1f} {unit}, validation {100 * c['accuracy']:.2f} % "
                   f"(confirmation drop {c['confirm']['drop']:.2f} points, bound {c['confirm']['bound']:.2f}, "
                   f"max {res['max_drop']:g}{'' if c.get('within', True) else ': NOT within the drop'}); {lay}"]
