@@ -304,6 +304,9 @@ def build_parser():
     p.add_argument("--no-write", action="store_true", help="leave the config as it is")
     p.add_argument("--test", action="store_true", help="after the choice, the chosen assignment's and float's "
                                                        "accuracy on the test split (never used to choose)")
+    p.add_argument("--train", nargs="?", type=NONNEG, const=4, default=0, metavar="EPOCHS",
+                   help="fine-tune the chosen assignment with hlsnn.train (torch) for EPOCHS (default 4), write "
+                        "<model>_<name>.onnx and <config>_<name>.yaml, and measure it again")
     p.add_argument("--plot", metavar="FILE.png", help="the Pareto front as an image (needs hlsnn[plot])")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")

@@ -171,21 +171,70 @@ def tuned(tmp_path_factory):
 def test_search_stays_within_the_drop_and_is_no_slower_than_the_base(tuned):
     cfg, _, res = tuned
     c = res["chosen"]
-    assert c["drop"] <= c["bound"] <= 2.0 + 1e-9 and c["cost"] <= res["base_result"]["cost"]
+    import json
+    assert json.loads(json.dumps(res))["chosen"]["within"] is True          # --json prints it
+    assert c["within"] and c["confirm"]["drop"] <= c["confirm"]["bound"] <= 2.0 + 1e-9
+    assert c["cost"] <= res["base_result"]["cost"]
     assert c["starts"] == 1                                   # one network kernel start
     assert c["energy_uj"] == pytest.approx(1.65 * c["end_to_end_us"])    # --objective energy: the PYNQ-Z2's 1.65 W
-    assert res["validation_images"] == 400 and res["base"] == "fixed8_z2"
-    # the front: cost rises, accuracy rises; the chosen point is on it or dominated by none within the drop
+    assert res["validation_images"] == 400 and res["confirmation_images"] == 200 and res["base"] == "fixed8_z2"
+    # the front: cost rises, accuracy rises
     pf = res["pareto"]
     assert all(a["cost"] <= b["cost"] and a["accuracy"] < b["accuracy"] for a, b in zip(pf, pf[1:]))
-    assert not [r for r in pf if r["bound"] <= 2.0 and r["cost"] < c["cost"]]
-    # the bound: the paired flips against float, two standard errors over the drop
-    for r in pf:
-        n = res["validation_images"]
-        assert r["drop"] == pytest.approx(100 * (r["lost"] - r["gained"]) / n)
-        assert r["bound"] == pytest.approx(r["drop"] + 200 * np.sqrt(r["lost"] + r["gained"]) / n)
+    # the choice: the path up to its first state over the drop on the confirmation images
+    path = res["path"]
+    k = next((i for i, r in enumerate(path) if r["confirm"]["bound"] > 2.0), len(path))
+    assert path[0]["levels"] == [0] * len(res["layers"]) and c["levels"] == path[max(k - 1, 0)]["levels"]
+    # the bound: the paired flips against float, two standard errors over the drop, on each half
+    for r in pf + path:
+        for part, n in ((r, 200), (r["confirm"], 200)):
+            assert part["drop"] == pytest.approx(100 * (part["lost"] - part["gained"]) / n)
+            assert part["bound"] == pytest.approx(part["drop"] + 200 * np.sqrt(part["lost"] + part["gained"]) / n)
+        assert r["accuracy"] * 400 == pytest.approx(res["float_val"] * 400 - (r["lost"] + r["confirm"]["lost"])
+                                                    + (r["gained"] + r["confirm"]["gained"]))
     # the config's single-format assignments on the PYNQ-Z2 were measured too (bfp8 runs on the ZCU104)
     assert {r["name"] for r in res["baselines"]} == {"bfp16", "twohot", "pot", "fixed8", "sparse50", "sparse80"}
+
+
+def test_the_halves_are_disjoint_seeded_and_the_share_asked():
+    conf = autotune.halves(400)
+    assert conf.dtype == bool and conf.sum() == 200
+    np.testing.assert_array_equal(conf, autotune.halves(400))
+    assert autotune.halves(401, 0.25).sum() == 100
+    with pytest.raises(HlsnnError, match="cannot be split into search and confirmation"):
+        autotune.halves(1)
+
+
+class _Fake:
+    """A search over three layers with stubbed measurements: layer ``a`` saves 10 or 20 us of 100,
+    ``b`` 0.5 or 0.6 (under :data:`autotune.MIN_SAVING` of the base's cost), ``c`` 5 or 8; every move
+    is free on the search images, and the confirmation images lose ``fails[i]`` images at path
+    state ``i``."""
+    layers, levels, base, float_val = ["a", "b", "c"], (0.5, 0.75), "f", 1.0
+    conf = np.array([False] * 100 + [True] * 100)
+
+    def __init__(self, confirm_lost):
+        self.confirm_lost, self.seen, self.log = confirm_lost, [], lambda m: None
+
+    def evaluate(self, lv):
+        lv = tuple(lv)
+        self.seen.append(lv)
+        cost = 100.0 - (0, 10, 20)[lv[0]] - (0, 0.5, 0.6)[lv[1]] - (0, 5, 8)[lv[2]]
+        lost = self.confirm_lost.get(lv, 0)
+        return dict(levels=lv, cost=cost, end_to_end_us=cost, accuracy=1.0, drop=0.0, bound=0.0, lost=0, gained=0,
+                    confirm=dict(drop=lost, bound=2.0 * lost, lost=lost, gained=0))
+
+
+def test_the_descent_skips_tiny_savings_and_confirms_its_path_in_order():
+    # the path: base, a 50%, a 75%, c 50%, c 75% (ratio ties: the most time first); b never moves
+    s = _Fake({(2, 0, 1): 1, (2, 0, 2): 0})         # c 50% over the drop of 1.0 on confirmation, c 75% not
+    chosen, _, path = autotune.search(s, 1.0)
+    assert [r["levels"] for r in path] == [(0, 0, 0), (1, 0, 0), (2, 0, 0), (2, 0, 1), (2, 0, 2)]
+    assert all(a["cost"] - b["cost"] >= autotune.MIN_SAVING * 100.0 for a, b in zip(path, path[1:]))
+    assert chosen["levels"] == (2, 0, 0)               # fixed sequence: stops at the first failure
+    s = _Fake({(0, 0, 0): 1})                           # the base itself over the drop: nothing confirmed
+    chosen, _, _ = autotune.search(s, 1.0)
+    assert chosen["levels"] == (0, 0, 0) and not autotune.within(chosen, 1.0)
 
 
 def test_pruning_a_layer_in_the_kernels_shape_costs_fewer_steps(tuned):
@@ -310,7 +359,8 @@ def test_another_engines_faster_single_format_is_chosen_over_the_mix(tmp_path, m
     evaluated mix is the choice, written as ``{default: F}`` (its measurement stubbed here)."""
     cfg = _cnn(tmp_path)
     fake = dict(name="twohot", default="twohot", accuracy=1.0, drop=0.0, bound=0.0, lost=0, gained=0,
-                end_to_end_us=1.0, energy_uj=1.65, starts=1, cost=1.0)
+                confirm=dict(drop=0.0, bound=0.0, lost=0, gained=0), end_to_end_us=1.0, energy_uj=1.65, starts=1,
+                cost=1.0)
     monkeypatch.setattr(autotune, "baselines", lambda s: [fake])
     res = autotune.run(cfg, board="pynq-z2", max_drop=1.0, levels=(0.75,), val_images=100, name="fast")
     assert res["chosen"]["single"] == "twohot" and res["chosen"]["layers"] == {} and res["speedup"] == 1.0
@@ -348,3 +398,20 @@ def test_a_single_format_whose_kernel_does_not_fit_is_no_baseline(tmp_path, monk
     names = {r["name"] for r in autotune.baselines(s)}
     assert "twohot" not in names and {"fixed8", "pot"} <= names
     assert any("twohot" in line and "does not fit" in line for line in said)
+
+
+def test_a_uniform_level_faster_within_the_drop_is_chosen_over_the_mix(tmp_path, monkeypatch):
+    """Every layer at one level is a single format of the base's kernel: when it is within the drop
+    on the confirmation images (stubbed: everything is) and faster than the confirmed mix, it is the
+    choice, written as every layer at that level (one kernel start, as any mix)."""
+    cfg = _cnn(tmp_path)
+    monkeypatch.setattr(autotune, "baselines", lambda s: [])
+    monkeypatch.setattr(autotune, "within", lambda r, max_drop: True)
+    res = autotune.run(cfg, board="pynq-z2", max_drop=1.0, levels=(0.75,), val_images=100, name="uni")
+    c = res["chosen"]
+    assert c["uniform"] == "fixed8_z2_k750" and c["levels"] == [1, 1, 1]
+    assert c["cost"] == min(u["cost"] for u in res["uniform"]) < res["base_result"]["cost"]
+    from hlsnn.deploy.config import load_deploy_config
+    a = load_deploy_config(cfg).assignments["uni"]
+    assert a.default == "fixed8_z2" and set(a.layers.values()) == {"fixed8_z2_k750"} and len(a.layers) == 3
+    assert "a uniform level is faster" in autotune.format_result(res)

@@ -86,9 +86,19 @@ def cmd_autotune(args):
             raise InputError(f"--levels {args.levels!r}: sparsities between 0 and 1, comma-separated (0.25,0.5,0.75)") \
                 from None
     show = enabled(quiet=args.quiet)               # progress lines on stderr (the JSON goes to stdout)
+    train = None
+    if args.train:
+        try:
+            from ..train.autotune import train_chosen
+        except ImportError as exc:
+            from ..errors import InputError
+            raise InputError(f"--train needs PyTorch ({exc}): pip install \"hlsnn[train]\"") from None
+
+        def train(s, chosen):
+            return train_chosen(s, chosen, args.config, args.name, epochs=args.train, test=args.test, log=s.log)
     res = autotune.run(args.config, board=args.board, max_drop=args.max_drop, objective=args.objective,
                        base=args.base, levels=levels, val_images=args.val_images, name=args.name,
-                       write=not args.no_write, test=args.test,
+                       write=not args.no_write, test=args.test, train=train,
                        log=(lambda m: print(m, file=sys.stderr, flush=True)) if show else None)
     print(json.dumps(res) if args.json else autotune.format_result(res), flush=True)
     if args.plot:

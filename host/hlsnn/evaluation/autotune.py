@@ -32,15 +32,34 @@ and ``z`` is :data:`Z` (2).
 the derived schedule of the board's sized kernel, host included): ``end_to_end_us``, or the
 energy estimate (board power x that time).
 
+**Search and confirmation images.** A search that compares dozens of candidates on the same
+images picks, among near-equals, the ones those images flatter: on the DS-CNN a choice 0.25
+points under float on its 400 validation images was 2.78 under on the test split. So the
+validation images are split in two by a seeded permutation (:func:`halves`, :data:`CONFIRM`):
+the search sees only the *search* images, and the choice is made on the *confirmation* images,
+which the search never saw, by fixed-sequence testing (Maurer, Hothorn and Lehmacher 1995): the
+descent's path (the base, then each move it kept, in the order kept: fixed before the
+confirmation images are read) is confirmed state by state, each with the bound above on the
+confirmation images, and the choice is the last state before the first whose bound exceeds
+``max_drop``. Tested in a fixed order and stopped at the first failure, each state at the one
+bound's level, the chance of confirming any state whose true drop exceeds ``max_drop`` stays at
+that level (no correction for the number of states). Every single format (the config's and the
+uniform levels) is judged by the same bound on the same confirmation images.
+
 **Search.** A sensitivity scan runs every layer alone at every level (the rest at the base),
 which gives each move's accuracy cost and time saving. Then a greedy descent from the base:
-among the moves (a layer one level up, to the next level that saves time) it tries the one
-with the most time saved per point of validation accuracy its scan lost (ties: the most
-time), keeps it when the whole assignment is still within ``max_drop`` of float on the
-validation images, else marks that layer done. The uniform levels (every layer at one level)
-are evaluated too. The choice is the cheapest evaluated mix within the drop, unless one of the
-config's single-format assignments on the board (another engine's kernel) is cheaper within it:
-the engine per model. Greedy, not evolutionary: the scan shows the costs add per layer (each
+among the moves (a layer one level up, to the next level that saves at least
+:data:`MIN_SAVING` of the base's cost) it tries the one with the most time saved per point of
+search accuracy its scan lost (ties: the most time), keeps it when the whole assignment is
+still within ``max_drop`` of float on the search images, else marks that layer done. A move
+that saves under 1% cannot change a speedup by more than 0.01x, yet it may cost a whole image
+(the DS-CNN's descent kept three moves of its dense layer worth hundredths of a microsecond),
+and each kept state is one more the confirmation must pass in sequence. The uniform levels
+(every layer at one level) are evaluated too. The choice (above) is the confirmed state, unless
+one of the config's single-format assignments on the board (another engine's kernel) is
+cheaper within the drop on the confirmation images, or the path's base itself is not within
+it and such a format is: the engine per model; and the same for the uniform levels (a single
+format on the base's kernel, fixed before the search, judged on the same images). Greedy, not evolutionary: the scan shows the costs add per layer (each
 layer's steps are its own, one kernel start), and the accuracy losses nearly so at the small
 drops wanted, so a descent on the measured ratios reaches the front in about one evaluation
 per move, a few dozen on ResNet-8, where an evolutionary search would need hundreds.
@@ -65,6 +84,10 @@ Z = 2.0
 #: ... and on images held out of its training (the config's ``validation: N``: the drop is an
 #: unbiased estimate there, and one standard error keeps out a pass by the luck of an image or two)
 Z_HELD = 1.0
+#: the share of the validation images that confirm the choice and take no part in the search
+CONFIRM = 0.5
+#: a descent move is tried only when it saves at least this share of the base's cost
+MIN_SAVING = 0.01
 OBJECTIVES = ("latency", "energy")
 
 
@@ -113,6 +136,18 @@ def base_format(cfg, board=None, name=None):
     return ok[0]
 
 
+def halves(n, share=CONFIRM, seed=1):
+    """A boolean mask over ``n`` validation images: True for the ``round(share * n)`` of them, drawn by a
+    seeded permutation, that confirm the choice (the others search)."""
+    k = int(round(float(share) * int(n)))
+    if int(n) and not 0 < k < int(n):
+        raise InputError(f"autotune: {n} validation images cannot be split into search and confirmation "
+                         f"images at a share of {share:g}: give more validation images (--val-images, validation: N)")
+    conf = np.zeros(int(n), bool)
+    conf[np.random.default_rng(seed).permutation(int(n))[:k]] = True
+    return conf
+
+
 def level_name(base, s):
     return f"{base}_k{int(round(s * 1000)):03d}"
 
@@ -154,11 +189,13 @@ class Search:
         self.n_cal = cfg.calibration["samples"]
         self.x_cal = ds.x_train[:self.n_cal]
         self.held = int(getattr(cfg, "validation", 0) or 0)
-        vi = split(len(ds.x_train), self.n_cal, val_images, held=self.held)
+        self.val_images = val_images
+        self.val_index = vi = split(len(ds.x_train), self.n_cal, val_images, held=self.held)
         self.x_val, self.y_val = ds.x_train[vi], np.asarray(ds.y_train[vi])
         y_ref = float_reference(cfg.model, self.x_val, output=self.net.output)
         self.float_ok = np.argmax(y_ref, 1) == self.y_val
         self.float_val = float(np.mean(self.float_ok))
+        self.conf = halves(len(self.y_val))          # the confirmation images (the rest search)
         b = cfg.formats[self.base]
         for s in levels:                  # the base format pruned in the kernel's shape
             n = level_name(self.base, s)
@@ -208,15 +245,21 @@ class Search:
         cost = self._cost(dep, asg, xs[:1])
         r = dict(levels=lv, accuracy=float(np.mean(ok)), **cost)
         if x is None:
-            r.update(self.drops(ok))
+            r.update(self.split_drops(ok))
             self.cache[lv] = r
         return r
 
-    def drops(self, ok):
+    def split_drops(self, ok):
+        """The search images' ``{drop, bound, lost, gained}`` of the right answers ``ok`` on every
+        validation image, and the same on the confirmation images as ``confirm``."""
+        return dict(self.drops(ok[~self.conf], ~self.conf), confirm=self.drops(ok[self.conf], self.conf))
+
+    def drops(self, ok, part=None):
         """``{drop, bound}`` in accuracy points of the validation images' right answers ``ok``
-        against float's (module docstring)."""
-        lost = int(np.sum(self.float_ok & ~ok))
-        gained = int(np.sum(~self.float_ok & ok))
+        against float's (module docstring); ``part``: a mask of the images ``ok`` holds."""
+        fok = self.float_ok if part is None else self.float_ok[part]
+        lost = int(np.sum(fok & ~ok))
+        gained = int(np.sum(~fok & ok))
         n = len(ok)
         drop = 100.0 * (lost - gained) / n
         z = Z_HELD if self.held else Z
@@ -252,11 +295,17 @@ class Search:
         return time.perf_counter() - self.t0
 
 
+def within(r, max_drop):
+    """Whether ``r`` is within ``max_drop`` on the confirmation images (its bound there)."""
+    return bool(r["confirm"]["bound"] <= max_drop + 1e-9)
+
+
 def search(s: Search, max_drop):
-    """The sensitivity scan and the greedy descent (module docstring) on ``s``; returns
-    ``(chosen, scan)``: the cheapest evaluated assignment within ``max_drop`` points of float on
-    the validation images (the base when none is cheaper), and the scan ``{(layer index, level):
-    result}``."""
+    """The sensitivity scan and the greedy descent (module docstring) on ``s``'s search images, then
+    the choice on its confirmation images; returns ``(chosen, scan, path)``: the last assignment of
+    the descent's path (the base, then each kept move) before the first whose bound on the
+    confirmation images exceeds ``max_drop`` (the base when it does), the scan ``{(layer index,
+    level): result}`` and the path's results."""
     nl, nv = len(s.layers), len(s.levels)
     zero = (0,) * nl
     base = s.evaluate(zero)
@@ -274,18 +323,22 @@ def search(s: Search, max_drop):
     for j in range(1, nv + 1):                 # the uniform levels: single formats too
         s.evaluate((j,) * nl)
 
+    def acc(r):                                # accuracy on the search images
+        return 1.0 - (r["lost"] - r["gained"]) / max(1, int(np.sum(~s.conf)))
+
     def loss(i, j):
-        return max(0.0, base["accuracy"] - scan[i, j]["accuracy"]) if j else 0.0
+        return max(0.0, acc(base) - acc(scan[i, j])) if j else 0.0
 
     def cost(i, j):
         return scan[i, j]["cost"] if j else base["cost"]
-    cur, done = list(zero), set()
+    least = MIN_SAVING * base["cost"]
+    cur, done, path = list(zero), set(), [base]
     while True:
         moves = []
         for i in range(nl):
             if i in done:
                 continue
-            nxt = next((j for j in range(cur[i] + 1, nv + 1) if cost(i, j) < cost(i, cur[i]) - 1e-9), None)
+            nxt = next((j for j in range(cur[i] + 1, nv + 1) if cost(i, j) < cost(i, cur[i]) - least), None)
             if nxt is None:
                 continue
             gain = cost(i, cur[i]) - cost(i, nxt)
@@ -298,15 +351,21 @@ def search(s: Search, max_drop):
         lv[i] = j
         r = s.evaluate(lv)
         ok = r["bound"] <= max_drop + 1e-9
-        s.log(f"try {s.layers[i]} -> {100 * s.levels[j - 1]:g}%: {r['cost']:.1f}, validation drop {r['drop']:.2f} "
+        s.log(f"try {s.layers[i]} -> {100 * s.levels[j - 1]:g}%: {r['cost']:.1f}, search drop {r['drop']:.2f} "
               f"points (bound {r['bound']:.2f}): {'kept' if ok else 'rejected'}")
         if ok:
             cur = lv
+            path.append(r)
         else:
             done.add(i)
-    within = [r for r in s.cache.values() if r["bound"] <= max_drop + 1e-9]
-    chosen = min(within, key=lambda r: (r["cost"], -r["accuracy"])) if within else base
-    return chosen, scan
+    chosen = base
+    for r in path:                             # fixed-sequence: in the path's order, up to the first failure
+        if not within(r, max_drop):
+            break
+        chosen = r
+    s.log(f"confirmed {path.index(chosen) if within(chosen, max_drop) else 'none'} of the path's {len(path) - 1} "
+          f"moves on {int(np.sum(s.conf))} confirmation images")
+    return chosen, scan, path
 
 
 def pareto(results):
@@ -344,7 +403,7 @@ def single(s: Search, name, x=None, y=None):
             acc.close()
     r = dict(name=name, default=a.default, accuracy=float(np.mean(ok)), **cost)
     if x is None:
-        r.update(s.drops(ok))
+        r.update(s.split_drops(ok))
     return r
 
 
@@ -370,43 +429,54 @@ def baselines(s: Search):
 
 
 def run(config_path, *, board=None, max_drop=1.0, objective="latency", base=None, levels=LEVELS,
-        val_images=VAL_IMAGES, name="autotune", write=True, test=False, log=None):
+        val_images=VAL_IMAGES, name="autotune", write=True, test=False, train=None, log=None):
     """Search (module docstring) and, with ``write``, add the chosen assignment to the config as
     ``name`` (:func:`write_assignment`). Returns a JSON-able dict: ``float_val``, ``base``,
     ``chosen`` (its per-layer formats, validation accuracy and drop, cost), ``pareto``,
     ``baselines`` (the config's single-format assignments on the board), ``uniform`` (every layer
-    at one level), ``speedup`` over the fastest single format within ``max_drop`` (those and the
-    uniform levels), ``evaluations``, ``seconds``; with ``test`` the test-split accuracy of the
-    chosen assignment and of float, measured after the choice."""
+    at one level), ``path`` (the descent's kept moves), ``speedup`` over the fastest single format
+    within ``max_drop`` on the confirmation images (those and the uniform levels), ``evaluations``,
+    ``seconds``; with ``test`` the test-split accuracy of float, of the chosen assignment and of
+    each of the path's, measured after the choice; with ``train`` (``train(search, chosen)``,
+    :func:`hlsnn.train.autotune.train_chosen`, given by the command) the chosen assignment
+    fine-tuned and measured again, as ``train``."""
     if not 0.0 <= float(max_drop) <= 100.0:
         raise InputError(f"--max-drop {max_drop!r}: accuracy points, 0..100")
     s = Search(config_path, board=board, base=base, objective=objective, levels=levels, val_images=val_images,
                log=log)
     try:
-        chosen, _ = search(s, float(max_drop))
+        chosen, _, path = search(s, float(max_drop))
         singles = baselines(s)
         nl = len(s.layers)
         uniform = [dict(name=level_name(s.base, s.levels[j - 1]), **s.cache[(j,) * nl]) for j in range(1, len(s.levels) + 1)]
         base_r = dict(name=s.base, **s.cache[(0,) * nl])
         fmt_of = lambda r: s.assignment(r["levels"]).layers      # noqa: E731
-        ok = [r for r in singles + uniform + [base_r] if r["bound"] <= max_drop + 1e-9]
+        ok = [r for r in singles + uniform + [base_r] if within(r, max_drop)]
         fastest = min(ok, key=lambda r: r["cost"]) if ok else None
         res = dict(config=str(config_path), board=board or s.cfg.formats[s.base].accel, objective=objective,
                    max_drop=float(max_drop), base=s.base, levels=list(s.levels), layers=s.layers,
-                   validation_images=int(len(s.x_val)), validation_held_out=bool(s.held), z=Z_HELD if s.held else Z,
+                   validation_images=int(len(s.x_val)), confirmation_images=int(np.sum(s.conf)),
+                   validation_held_out=bool(s.held), z=Z_HELD if s.held else Z, min_saving=MIN_SAVING,
                    float_val=s.float_val,
-                   chosen=dict(name=name, default=s.base, layers=fmt_of(chosen), **_plain(chosen)),
+                   chosen=dict(name=name, default=s.base, layers=fmt_of(chosen), within=within(chosen, max_drop),
+                               **_plain(chosen)),
+                   path=[dict(layers=fmt_of(r), **_plain(r)) for r in path],
                    pareto=[dict(layers=fmt_of(r), **_plain(r)) for r in pareto(s.cache.values())],
                    baselines=singles, uniform=[_plain(r) for r in uniform], base_result=_plain(base_r),
                    fastest_single=None if fastest is None else dict(name=fastest["name"], cost=fastest["cost"]),
                    evaluations=len(s.cache) + len(singles), seconds=round(s.elapsed(), 1))
-        other = [r for r in singles if r["bound"] <= max_drop + 1e-9 and r["cost"] < chosen["cost"]]
-        if other:                            # another engine's single format is faster: the engine per model
+        other = [r for r in singles + uniform if within(r, max_drop) and (r["cost"] < chosen["cost"] or not
+                                                                            within(chosen, max_drop))]
+        if other:                            # a single format is faster within the drop
             best = min(other, key=lambda r: r["cost"])
-            res["chosen"] = dict(best, name=name, layers={}, levels=None, single=best["name"])
+            if best.get("levels") is not None:                  # a uniform level: every layer at it, one kernel
+                res["chosen"] = dict(_plain(best), name=name, default=s.base, layers=fmt_of(best), within=True,
+                                     uniform=best["name"])
+            else:                                               # another engine's: the engine per model
+                res["chosen"] = dict(best, name=name, layers={}, levels=None, single=best["name"], within=True)
             chosen = res["chosen"]
         res["speedup"] = None if fastest is None else fastest["cost"] / chosen["cost"]
-        single_shipped = [r for r in singles + [base_r] if r["bound"] <= max_drop + 1e-9]
+        single_shipped = [r for r in singles + [base_r] if within(r, max_drop)]
         res["speedup_vs_shipped"] = (min(r["cost"] for r in single_shipped) / chosen["cost"]
                                      if single_shipped else None)
         if test:
@@ -415,10 +485,13 @@ def run(config_path, *, board=None, max_drop=1.0, objective="latency", base=None
             yt = np.asarray(s.ds.y_test)
             got = (single(s, chosen["single"], s.ds.x_test, yt) if chosen.get("single") else
                    s.evaluate(chosen["levels"], s.ds.x_test, yt))
-            res["test"] = dict(float=float(np.mean(np.argmax(y_ref, 1) == yt)), chosen=got["accuracy"])
+            res["test"] = dict(float=float(np.mean(np.argmax(y_ref, 1) == yt)), chosen=got["accuracy"],
+                               path=[s.evaluate(r["levels"], s.ds.x_test, yt)["accuracy"] for r in path])
         if write:
             c = res["chosen"]
             res["written"] = write_assignment(config_path, name, c["default"], c["layers"], s)
+        if train is not None:
+            res["train"] = train(s, res["chosen"])
     finally:
         s.close()
     return res
@@ -501,34 +574,54 @@ def format_result(res) -> str:
     """The text ``hlsnn autotune`` prints: the search's figures and the Pareto front as a table."""
     unit = "us" if res["objective"] == "latency" else "uJ"
     c = res["chosen"]
+    nc = res.get("confirmation_images", 0)
     lines = [f"autotune {res['config']}: base {res['base']}, {len(res['layers'])} layers, levels "
              f"{', '.join(f'{100 * x:g}%' for x in res['levels'])}; {res['validation_images']} validation images "
              f"({'held out of training' if res.get('validation_held_out') else 'training split, seen in training'}"
-             f"), float {100 * res['float_val']:.2f} %",
+             f"; {res['validation_images'] - nc} search, {nc} confirm), float {100 * res['float_val']:.2f} %",
              f"  {res['evaluations']} evaluations in {res['seconds']:.0f} s",
-             "", f"  Pareto front ({res['objective']}, {unit}; validation accuracy; bound: the drop + "
-                 f"{res.get('z', Z):g} standard error(s)):",
-             f"  {'cost':>9}  {'accuracy':>8}  {'drop':>6}  {'bound':>6}  layers pruned (sparsity)"]
+             "", f"  Pareto front ({res['objective']}, {unit}; accuracy on every validation image; drop and bound "
+                 f"(the drop + {res.get('z', Z):g} standard error(s)) on the search | confirmation images):",
+             f"  {'cost':>9}  {'accuracy':>8}  {'drop':>6}  {'bound':>6} | {'drop':>6}  {'bound':>6}  "
+             "layers pruned (sparsity)"]
+
+    def row(r):
+        return (f"{r['cost']:9.1f}  {100 * r['accuracy']:7.2f}%  {r['drop']:6.2f}  {r['bound']:6.2f} | "
+                f"{r['confirm']['drop']:6.2f}  {r['confirm']['bound']:6.2f}")
     for r in res["pareto"]:
         lay = ", ".join(f"{k} {_pct(v)}" for k, v in r["layers"].items()) or "(none: the base)"
-        lines.append(f"  {r['cost']:9.1f}  {100 * r['accuracy']:7.2f}%  {r['drop']:6.2f}  {r['bound']:6.2f}  {lay}")
-    lines += ["", "  single formats on the board (validation):"]
+        lines.append(f"  {row(r)}  {lay}")
+    lines += ["", "  the descent's path (each kept move; confirmed in this order up to the first bound over the drop):"]
+    for r in res.get("path", []):
+        lay = ", ".join(f"{k} {_pct(v)}" for k, v in r["layers"].items()) or "(none: the base)"
+        lines.append(f"  {row(r)}  {lay}")
+    lines += ["", "  single formats on the board:"]
     for r in res["baselines"] + [res["base_result"]] + \
             [dict(u, name=f"{u['name']} (every layer)") for u in res["uniform"]]:
-        lines.append(f"  {r['name']:<30} {r['cost']:9.1f} {unit}  {100 * r['accuracy']:6.2f}%  drop {r['drop']:5.2f}  "
-                     f"bound {r['bound']:5.2f}")
+        lines.append(f"  {r['name']:<30} {row(r)}")
     lay = ", ".join(f"{k} {_pct(v)}" for k, v in c["layers"].items()) or (
         f"every layer {c['default']} (another engine's single format is faster within the drop)"
         if c.get("single") else "(none)")
+    if c.get("uniform"):
+        lay = f"every layer {c['uniform']} (a uniform level is faster within the drop than the confirmed mix)"
     lines += ["", f"  chosen ({c['name']}): {c['cost']:.1f} {unit}, validation {100 * c['accuracy']:.2f} % "
-                  f"(drop {c['drop']:.2f} points, bound {c['bound']:.2f}, max {res['max_drop']:g}); {lay}"]
+                  f"(confirmation drop {c['confirm']['drop']:.2f} points, bound {c['confirm']['bound']:.2f}, "
+                  f"max {res['max_drop']:g}{'' if c.get('within', True) else ': NOT within the drop'}); {lay}"]
     if res.get("speedup_vs_shipped"):
         lines.append(f"  {res['speedup_vs_shipped']:.2f}x the fastest of the config's single-format assignments "
                      f"within the drop; {res['speedup']:.2f}x the fastest single format including the uniform "
                      f"kernel-pruned levels ({res['fastest_single']['name']})")
     if "test" in res:
         t = res["test"]
-        lines.append(f"  test split (after the choice): chosen {100 * t['chosen']:.2f} %, float {100 * t['float']:.2f} %")
+        lines.append(f"  test split (after the choice): chosen {100 * t['chosen']:.2f} %, float {100 * t['float']:.2f} %"
+                     + (f"; the path: {', '.join(f'{100 * a:.2f}' for a in t['path'])}" if t.get("path") else ""))
+    if res.get("train"):
+        t = res["train"]
+        v = t["validation"]
+        lines.append(f"  --train ({t['epochs']} epochs, {len(t['layers'])} pruned layers): {t['model']}, {t['config']}: "
+                     f"{t['cost']:.1f} {unit}, validation {100 * v['accuracy']:.2f} % (confirmation drop "
+                     f"{v['confirm']['drop']:.2f}, bound {v['confirm']['bound']:.2f})"
+                     + (f", test {100 * t['test']:.2f} %" if "test" in t else ""))
     if res.get("written"):
         lines.append(f"  added to {res['config']}:")
         lines += [f"    {ln.strip()}" for ln in res["written"]]
