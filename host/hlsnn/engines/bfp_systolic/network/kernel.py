@@ -94,7 +94,8 @@ def shape(p):
 def pair_words(weights):
     """The packed weight ROMs (``kWPairs``): per lane pair ``i`` and bank ``j``, lane ``2i``'s
     mantissa in bits 7..0 and lane ``2i + 1``'s in bits 15..8 of a 16-bit word, as C text."""
-    word = lambda w0, w1: _ints((np.asarray(w1, np.int64) & 0xFF) << 8 | np.asarray(w0, np.int64) & 0xFF)  # noqa: E731
+    def word(w0, w1):
+        return _ints((np.asarray(w1, np.int64) & 0xFF) << 8 | np.asarray(w0, np.int64) & 0xFF)
     return [[word(w0, w1) for w0, w1 in zip(weights[2 * i], weights[2 * i + 1])] for i in range(len(weights) // 2)]
 
 
@@ -123,8 +124,8 @@ def tables(net, pz, pc):
     place, act_words, sc_words = allocate(net, pc)
     name = lambda t: net.aliases.get(t, t)         # noqa: E731
     from . import fuse                             # a residual Add in its conv's write path (board-sized)
-    unfold0 = netkernel.unfold_of(net, place, pc)
-    fused = fuse.pairs(net, place, name, pz, pc, unfold0)
+    unfold = netkernel.unfold_of(net, place, pc)   # reads only the input's place, which fuse.swap keeps
+    fused = fuse.pairs(net, place, name, pz, pc, unfold)
     for pair in fused:
         fuse.swap(net, place, name, pair)
     pooled = {op.out for op in net.ops if op.kind == "add" and op.f["gap"]}   # in the pool buffer
@@ -143,7 +144,6 @@ def tables(net, pz, pc):
     el, bl = [[] for _ in range(pz)], [[] for _ in range(pz)]
     woff = boff = 0
     sum_bits, max_pix, max_blocks, max_hw = 2 * m_bits, 1, 1, 1
-    unfold = netkernel.unfold_of(net, place, pc)
     if unfold and any(op.name == unfold["op"] and (op.f.get("dh", 1), op.f.get("dw", 1), op.f.get("packs", 1))
                       != (1, 1, 1) for op in net.ops):
         unfold = None                                # a dilated or grouped stem reads its taps as such
