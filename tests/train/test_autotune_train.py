@@ -84,3 +84,38 @@ def test_train_holds_the_kernel_shaped_zeros_and_deploys_bit_exact_in_one_start(
     compile_model(r["config"], "ft", out, check_samples=2, calibration_samples=64)
     x = datasets.load("digits", layout="nchw").x_test[:8]
     np.testing.assert_array_equal(hlsnn.load(out, "emu")(x), hlsnn.load(out, "emu", network=False)(x))
+
+
+
+@pytest.mark.slow
+def test_the_command_with_train_chooses_fine_tunes_and_writes_the_tuned_model_and_config(tmp_path, capsys):
+    """``hlsnn autotune --train`` as a user types it, on the held-out ResNet-8 (a pruned choice is
+    worth its 1% there; the tiny CNN's host-bound 35 us is not): the search, the fine-tuning of its
+    choice and the measurement again, one JSON object; the tuned ONNX file and config written
+    beside the originals, the original config's assignment written too, the original model file
+    untouched, and a second run under that name refused before it searches."""
+    import json
+    import onnx
+    from hlsnn.cli import main
+    torch.set_num_threads(1)
+    name = "resnet8_digits32_holdout"
+    shutil.copy(ROOT / "configs" / "models" / f"{name}.onnx", tmp_path)
+    text = (ROOT / "configs" / "models" / f"{name}.yaml").read_text().replace("../accel/", f"{ROOT}/configs/accel/")
+    cfg = tmp_path / f"{name}.yaml"
+    cfg.write_text(text)
+    before = (tmp_path / f"{name}.onnx").read_bytes()
+    argv = ["autotune", str(cfg), "--board", "pynq-z2", "--levels", "0.75", "--val-images", "100",
+            "--max-drop", "5", "--train", "1", "--name", "ft", "--json", "-q"]
+    assert main(argv) == 0
+    res = json.loads(capsys.readouterr().out)
+    tr = res["train"]
+    assert tr["epochs"] == 1 and tr["layers"]                         # pruned layers, fine-tuned
+    assert 0.0 <= tr["validation"]["accuracy"] <= 1.0
+    assert "ft:" in cfg.read_text()                                  # the choice, written into the config
+    tuned = onnx.load(str(tmp_path / f"{name}_ft.onnx"))
+    assert set(tr["layers"]) <= {n.name for n in tuned.graph.node}  # the layers it names are the model's nodes
+    assert f"{name}_ft.onnx" in (tmp_path / f"{name}_ft.yaml").read_text()
+    assert (tmp_path / f"{name}.onnx").read_bytes() == before       # the original model file is untouched
+    assert main(argv) == 2                                            # run again: refused before the search, one line
+    err = capsys.readouterr().err
+    assert "already has an assignment" in err and "Traceback" not in err
