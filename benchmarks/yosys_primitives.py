@@ -77,6 +77,11 @@ SHIFT_CONFIG = "shift8_pynq-z2"
 BFP_X, BFP_E = 12, 54
 #: the elements of one exponent block (the max tree's leaves; the cost grows linearly)
 BFP_N = 4
+#: ``hlsnn::ShiftRoundSat<WI, WO>`` (hls/include/hlsnn/primitives.h) as the BFP network kernel's
+#: ConvMac instantiates it (configs/accel/bfp8net_pynq-z2.yaml, nearest-even rounding): a lane's
+#: output stage ``<acc_bits, mantissa_bits>`` = <32, 8> (kPz of them) and a bank's patch rounding
+#: ``<kElemBits, mantissa_bits>`` = <26, 8> (kPc of them)
+SRS_OUT, SRS_BANK = (32, 8), (26, 8)
 
 
 @dataclass
@@ -304,6 +309,42 @@ def v_bfp(n=BFP_N, x=BFP_X, e=BFP_E):
     return "\n".join(lines) + "\n"
 
 
+def v_srs(wi, wo, name):
+    """``hlsnn::ShiftRoundSat<wi, wo>`` as written, rounding nearest-even (a constant of the
+    kernel): for ``s > 0`` the ``wi + 3``-bit ``v >> min(s, wi + 1)`` rounded by its mask,
+    remainder and half, else ``v << min(-s, wo)`` in ``wi + wo + 2`` bits; both saturated to
+    ``wo`` bits, the result and ``sat`` registered."""
+    t, w = wi + wo + 2, wi + 3
+    one = f"{{{{{w - 1}{{1'b0}}}}, 1'b1}}"
+    return f"""\
+// hlsnn::ShiftRoundSat<{wi}, {wo}> (hls/include/hlsnn/primitives.h), nearest-even rounding: s > 0:
+// v >> min(s, {wi + 1}) rounded to nearest even; else v << min(-s, {wo}); saturated to {wo} bits
+module {name} (input clk, input signed [{wi - 1}:0] v, input signed [11:0] s,
+               output reg signed [{wo - 1}:0] y, output reg sat);
+  wire pos = s > 0;
+  wire [5:0] sr = (s > {wi + 1}) ? 6'd{wi + 1} : s[5:0];
+  wire signed [{w - 1}:0] vw = v;
+  wire signed [{w - 1}:0] q = vw >>> sr;
+  wire [{w - 1}:0] mask = ({one} << sr) - 1'b1;
+  wire [{w - 1}:0] rem = vw & mask;
+  wire [{w - 1}:0] half = {one} << (sr - 1'b1);
+  wire up = (rem > half) | ((rem == half) & q[0]);
+  wire signed [{w - 1}:0] qr = q + up;
+  wire signed [12:0] ns = -$signed({{s[11], s}});  // -s in 13 bits, as ap_int's -s is
+  wire [5:0] ls = (ns > {wo}) ? 6'd{wo} : ns[5:0];
+  wire signed [{t - 1}:0] vl = v;
+  wire signed [{t - 1}:0] tl = vl <<< ls;
+  wire signed [{t - 1}:0] tt = pos ? {{{{{t - w}{{qr[{w - 1}]}}}}, qr}} : tl;
+  wire hi = tt > $signed({t}'d{(1 << (wo - 1)) - 1});
+  wire lo = tt < -$signed({t}'d{1 << (wo - 1)});
+  always @(posedge clk) begin
+    sat <= hi | lo;
+    y <= hi ? {wo}'sd{(1 << (wo - 1)) - 1} : lo ? -{wo}'sd{(1 << (wo - 1)) - 1} - 1'b1 : tt[{wo - 1}:0];
+  end
+endmodule
+"""
+
+
 # ------------------------------------------------------------------------- the model's figures
 
 def finn_mult_luts(w, a):
@@ -324,6 +365,7 @@ def primitives():
     sys.path.insert(0, str(ROOT / "host"))
     from hlsnn.config import load_config
     from hlsnn.engines.bfp_systolic.network import perf as bfpnet
+    from hlsnn.engines.bfp_systolic.network.resmodel import srs_luts
     from hlsnn.engines.shift_mac import spec as shift
     from hlsnn.engines.shift_mac.network import dsp as shiftdsp
     from hlsnn.engines.sparse_cluster import netsize
@@ -413,6 +455,15 @@ def primitives():
                   model={"lut": bfp_lut, "ff": None, "dsp": 0},
                   model_src="bfp network datapath rules: (N-1)(cmp+sel) + N(X + stages(E))",
                   widths=f"exp_wide_t {BFP_X} bits, kWideBits {BFP_E} (lower.WIDE_BITS)"),
+        *(Primitive(f"ShiftRoundSat<{wi}, {wo}>, {what}", f"v >> s rounded to nearest even, or v << -s; saturated "
+                    f"to {wo} bits", top, v_srs(wi, wo, top),
+                    model={"lut": srs_luts(wi, wo, 63, wo), "ff": wo + 1, "dsp": 0},
+                    model_src=f"bfp network resmodel.srs_luts({wi}, {wo}, 63, {wo})",
+                    widths=f"ConvMac ({where}): ap_int<{wi}> v, exp_wide_t s (12 bits), ap_int<{wo}> out")
+          for (wi, wo), what, top, where in ((SRS_OUT, "a lane's output stage", "srs_out",
+                                              "the write path, kPz lanes: ap_int<acc_bits> to a mantissa"),
+                                             (SRS_BANK, "a bank's patch rounding", "srs_bank",
+                                              "kPc banks: an element's kElemBits mantissa at the patch exponent"))),
     ]
 
 

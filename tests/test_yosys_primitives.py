@@ -54,7 +54,8 @@ def test_dsp_pair_uses_one_dsp_and_the_lut_product_none(yp):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("top", ["mul_lut", "dsp_pair", "dsp_pair_offset", "lane_tree", "twohot", "pot", "bfp_align",
-                                 "mul4_lut", "dsp_quad", "mul4s_lut", "dsp_quad_s", "lane_tree4"])
+                                 "mul4_lut", "dsp_quad", "mul4s_lut", "dsp_quad_s", "lane_tree4",
+                                 "srs_out", "srs_bank"])
 def test_model_constant_within_the_stated_margin(yp, top):
     """Each primitive synthesized in every run of the table (xc7, xc7 -abc9, xcup): the model's
     LUT figure is within ``within_margin`` of the references; its flip-flops, where the model
@@ -198,3 +199,25 @@ def test_verilog_computes_what_the_kernel_does(yp, top):
         got = [{"emax": g["emax"], "y": _unpack(g["y"] % (1 << 216), 54, 4)}
                for g in yp.simulate(p, vecs, 1, ["emax", "y"])]
     assert got == want
+
+
+@pytest.mark.parametrize("top", ["srs_out", "srs_bank"])
+def test_shift_round_sat_verilog_rounds_to_nearest_even_and_saturates(yp, top):
+    """The ShiftRoundSat modules give ``v * 2**-s`` rounded half to even (Python's ``round`` of a
+    Fraction) and clamped to the output's range, with ``sat`` where it clamped: at the input's
+    corners, the ties, shifts past the caps (``wi + 1`` right, ``wo`` left) and random operands,
+    about 3 CPU-seconds each."""
+    from fractions import Fraction
+    p = _prim(yp, top)
+    wi, wo = {"srs_out": yp.SRS_OUT, "srs_bank": yp.SRS_BANK}[top]
+    lo, hi = -(1 << (wi - 1)), (1 << (wi - 1)) - 1
+    rng = random.Random(wi)
+    vs = [lo, lo + 1, -6, -5, -3, -2, -1, 0, 1, 2, 3, 5, 6, 127, 128, hi] + [rng.randint(lo, hi) for _ in range(6)]
+    ss = [-2048, -9, -8, -7, -1, 0, 1, 2, 3, wi - 8, wi, wi + 1, wi + 2, 63, 2047]
+    vecs = [{"v": v, "s": sh} for v in vs for sh in ss]
+    got = yp.simulate(p, vecs, 1, ["y", "sat"])
+    top_, bot = (1 << (wo - 1)) - 1, -(1 << (wo - 1))
+    for v, g in zip(vecs, got):
+        r = round(Fraction(v["v"]) * Fraction(2) ** -v["s"])
+        want = min(max(r, bot), top_)
+        assert (g["y"], g["sat"] != 0) == (want, r != want), (v, g, want)
