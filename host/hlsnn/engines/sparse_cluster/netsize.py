@@ -251,7 +251,13 @@ def split_logic(shape, sum_bits) -> tuple:
     return (sub - 1) * lvl + max(0, sub - 2) * (lvl + 2) + 2 * sum_bits, sum_bits
 
 
-def logic(shape, sum_bits, add_bits, add_pairs=None, stream=False) -> dict:
+#: net_bits 4, the image load two pixels a cycle (:func:`hlsnn.engines.sparse_cluster.network.kernel.load_pairs`):
+#: per physical bank the second pixel's column (a 10-bit add and the wrap's compare and select), its
+#: address add (10 bits), its value's zero select (8) and the second port's write data select (8)
+LOAD_PAIR_LUT, LOAD_PAIR_FF = 2 * 10 + 10 + 8 + 8, 16
+
+
+def logic(shape, sum_bits, add_bits, add_pairs=None, stream=False, load_pairs=False) -> dict:
     """``{part: (LUT, FF)}`` of the sized kernel's logic outside its memories and DSPs, with
     ``P`` lanes, ``B`` banks, ``Q = B * S`` virtual banks, ``K`` packed slots, ``sb`` a lane's
     sum's bits, ``wb`` a residual sum's: the LUT-built products (``P * (Q - K)`` of
@@ -263,7 +269,8 @@ def logic(shape, sum_bits, add_bits, add_pairs=None, stream=False) -> dict:
     select; per physical bank the write data select, the residual Add (as the layer-rule
     kernel's; twice with ``add_pairs``, two pixels a cycle: default ``S >= 2``); the AXI and
     control allowances of :mod:`hlsnn.engines.shift_mac.network.perf`; with ``stream`` (a program
-    with streamed blocks, net_bits 4) each lane's split (:func:`split_logic`)."""
+    with streamed blocks, net_bits 4) each lane's split (:func:`split_logic`); with ``load_pairs`` the
+    image load's second pixel a cycle (:data:`LOAD_PAIR_LUT` a bank)."""
     from ..network.perf import AXI_LITE, AXI_MASTER, CONTROL
     pz, pc, sub, k = shape["net_lanes"], shape["net_banks"], shape["net_sub"], shape["net_pack"]
     q, sb, wb = pc * sub, sum_bits, add_bits
@@ -280,6 +287,8 @@ def logic(shape, sum_bits, add_bits, add_pairs=None, stream=False) -> dict:
     # a lane's tree: Q sums of sb bits (int8), or (net_bits 4) its levels' adders (tree4) and the accumulator's add
     tree = sum(n * b for n, b in tree4(q)) + sb if four else q * sb
     out = {"split sums": tuple(pz * v for v in split_logic(shape, sb))} if four and stream else {}
+    if load_pairs:
+        out["load pairs"] = (pc * LOAD_PAIR_LUT, pc * LOAD_PAIR_FF)
     return {**out, "fabric products": (fabric * mul[0], fabric * mul[1]), "dsp packing": (dsps * pack[0], dsps * pack[1]),
             "trees": (pz * tree, pz * tree), "epilogues": (pz * (sb + 4 * sb + sb + 16 + 16), pz * (sb + 8)),
             "virtual banks": (q * vb, q * (32 + 16 + 8)),
@@ -348,12 +357,12 @@ def buffers(shape, n_steps, act_words, sc_words, n_blocks, load=(3, 128), add_pa
 
 
 def estimate(shape, ps, n_steps, act_words, sc_words, sum_bits, add_bits, n_blocks=64, load=(3, 128),
-             add_pairs=None, sc_bits=8, act_bufs=2, tap_bits=32, stream=False):
+             add_pairs=None, sc_bits=8, act_bufs=2, tap_bits=32, stream=False, load_pairs=False):
     """``{"lut", "ff", "bram36", "uram", "dsp", "model", "logic"}`` of the sized kernel (``stream``: a
     program with streamed blocks, :func:`block_steps`)."""
     from ...resources import build
     m = build(*buffers(shape, n_steps, act_words, sc_words, n_blocks, load, add_pairs, sc_bits, act_bufs, tap_bits,
                        stream), ps)
-    lg = logic(shape, sum_bits, add_bits, add_pairs, stream)
+    lg = logic(shape, sum_bits, add_bits, add_pairs, stream, load_pairs)
     return {"lut": m.lut + sum(v[0] for v in lg.values()), "ff": m.ff + sum(v[1] for v in lg.values()),
             "bram36": math.ceil(m.bram36), "uram": m.uram, "dsp": m.dsp, "model": m, "logic": lg}

@@ -284,8 +284,8 @@ def tables(net, pz, pc, pm, plan=None):
     return dict(rows=rows, act_bufs=act_bufs(place), steps=steps, act_words=act_words, sc_words=sc_words, place=place,
                 pz=pz, pc=pc, pm=pm, shl=shl, nib=nib, stream_blocks=stream_blocks, stream=sorted(plan or ()),
                 unfold=unfold, sized=sz, nq=nq, fast_add=fast_add,
-                load_iters=hwf(net.shapes[inp]) if sz and unfold and hwf(net.shapes[inp]) % 8 == 0 else
-                _size(net.shapes[inp]),
+                load_iters=hwf(net.shapes[inp]) // (2 if load_pairs(net, sz, unfold) else 1)
+                if sz and unfold and hwf(net.shapes[inp]) % 8 == 0 else _size(net.shapes[inp]),
                 weights=[[np.asarray(m, np.uint64 if sz else np.int64) for m in lane] for lane in wl],
                 biases=[np.asarray(x or [0], np.int64) for x in bl],
                 shifts=[np.asarray(x or [0], np.int64) for x in sl], win_base=np.asarray(wins or [0], np.int64),
@@ -294,6 +294,12 @@ def tables(net, pz, pc, pm, plan=None):
                 out_slot=place[out][0], in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
                 in_hw=hwf(net.shapes[inp]), out_hw=hwf(net.shapes[out]), luts=luts, **({} if lut_banks is None else {"lut_banks": lut_banks}),
                 ln_g=ln_g, ln_b=ln_b, attn=attn)
+
+
+def load_pairs(net, sz, unfold) -> bool:
+    """net_bits 4: the unfolded image load takes two pixels of a row a cycle (``LoadImage``: two writes a
+    replica, its two ports, ``ram_t2p``): an input of even width, two replicas a bank or more."""
+    return bool(sz) and sz.get("net_bits") == 4 and sz["net_sub"] >= 2 and bool(unfold) and unfold["w"] % 2 == 0
 
 
 def _words(a, per_line=8):
@@ -326,6 +332,7 @@ def render(net, out_dir):
                sized=bool(t["sized"]), w_cyclic=sparseperf.w_cyclic(t), nq=t["nq"], tap_bits=netsize.tap_bits(t["steps"]), sub=t["nq"] // pc, n_chunks=len(t["weights"][0]),
                pack=(t["sized"] or {}).get("net_pack", 0), bits4=(t["sized"] or {}).get("net_bits") == 4, tree4=netsize.tree4(t["nq"]), fast_load=t["load_iters"] != t["in_elems"],
                unfold_c=(t["unfold"] or {}).get("c", 1), fast_add=t["fast_add"],
+               load_pairs=load_pairs(net, t["sized"], t["unfold"]),
                rounding=ROUNDING[p["rounding"]], add_rounding=ROUNDING[net.input["rounding"]],
                act_bufs=t["act_bufs"], act_words=t["act_words"], sc_words=t["sc_words"], in_elems=t["in_elems"],
                in_words=-(-t["in_elems"] // 8), in_slot=t["in_slot"], in_dual="true" if t["in_dual"] else "false",

@@ -118,7 +118,8 @@ def resources(net, tables, ps):
                              ((tables["unfold"] or {}).get("c", 1), -(-tables["in_elems"] // 8))
                              if tables["load_iters"] != tables["in_elems"] else (1, -(-tables["in_elems"] // 8)),
                              tables["fast_add"], tables.get("sc_bits", 8), tables.get("act_bufs", 2),
-                             sum(netsize.tap_bits(tables["steps"])), bool(tables.get("stream")))
+                             sum(netsize.tap_bits(tables["steps"])), bool(tables.get("stream")),
+                             tables["load_iters"] * 2 == tables.get("in_hw"))
         lg = dict(e["logic"], **shiftperf.wpool_logic(net, tables["pc"], net.input["bits"], tables["add_bits"]),
                   **shiftperf.mean_logic(net, tables),
                   **linwide_logic(net, tables["pc"], net.input["bits"], tables["add_bits"]), **split_logic(net, tables),
