@@ -257,7 +257,7 @@ def split_logic(shape, sum_bits) -> tuple:
 LOAD_PAIR_LUT, LOAD_PAIR_FF = 2 * 10 + 10 + 8 + 8, 16
 
 
-def logic(shape, sum_bits, add_bits, add_pairs=None, stream=False, load_pairs=False) -> dict:
+def logic(shape, sum_bits, add_bits, add_pairs=None, stream=False, load_pairs=False, adds=(True, False)) -> dict:
     """``{part: (LUT, FF)}`` of the sized kernel's logic outside its memories and DSPs, with
     ``P`` lanes, ``B`` banks, ``Q = B * S`` virtual banks, ``K`` packed slots, ``sb`` a lane's
     sum's bits, ``wb`` a residual sum's: the LUT-built products (``P * (Q - K)`` of
@@ -270,11 +270,15 @@ def logic(shape, sum_bits, add_bits, add_pairs=None, stream=False, load_pairs=Fa
     kernel's; twice with ``add_pairs``, two pixels a cycle: default ``S >= 2``); the AXI and
     control allowances of :mod:`hlsnn.engines.shift_mac.network.perf`; with ``stream`` (a program
     with streamed blocks, net_bits 4) each lane's split (:func:`split_logic`); with ``load_pairs`` the
-    image load's second pixel a cycle (:data:`LOAD_PAIR_LUT` a bank)."""
+    image load's second pixel a cycle (:data:`LOAD_PAIR_LUT` a bank); ``adds``: ``(the Add loop is
+    rendered, some Add is fused into its conv)`` (net_bits 4, :mod:`~hlsnn.engines.sparse_cluster.network.fuseadd`):
+    without the loop no bank has the Add's logic, and a fused Add gives each lane the Add's (as a bank's,
+    ``7 wb``, its pool register ``wb`` and its shortcut word's address add, 16)."""
     from ..network.perf import AXI_LITE, AXI_MASTER, CONTROL
     pz, pc, sub, k = shape["net_lanes"], shape["net_banks"], shape["net_sub"], shape["net_pack"]
     q, sb, wb = pc * sub, sum_bits, add_bits
-    adds = 2 if (sub >= 2 if add_pairs is None else add_pairs) else 1
+    fused = (pz * (3 * wb + 4 * wb + wb + 16), pz * 2 * wb) if shape.get("net_bits") == 4 and adds[1] else None
+    adds = (2 if (sub >= 2 if add_pairs is None else add_pairs) else 1) if adds[0] else 0
     fabric = pz * (q - k)
     four = shape.get("net_bits") == 4                 # lane quads: four int4 products a DSP (lowbit)
     dsps = pz // (4 if four else 2) * k
@@ -289,6 +293,8 @@ def logic(shape, sum_bits, add_bits, add_pairs=None, stream=False, load_pairs=Fa
     out = {"split sums": tuple(pz * v for v in split_logic(shape, sb))} if four and stream else {}
     if load_pairs:
         out["load pairs"] = (pc * LOAD_PAIR_LUT, pc * LOAD_PAIR_FF)
+    if fused:
+        out["fused adds"] = fused
     return {**out, "fabric products": (fabric * mul[0], fabric * mul[1]), "dsp packing": (dsps * pack[0], dsps * pack[1]),
             "trees": (pz * tree, pz * tree), "epilogues": (pz * (sb + 4 * sb + sb + 16 + 16), pz * (sb + 8)),
             "virtual banks": (q * vb, q * (32 + 16 + 8)),
@@ -357,12 +363,12 @@ def buffers(shape, n_steps, act_words, sc_words, n_blocks, load=(3, 128), add_pa
 
 
 def estimate(shape, ps, n_steps, act_words, sc_words, sum_bits, add_bits, n_blocks=64, load=(3, 128),
-             add_pairs=None, sc_bits=8, act_bufs=2, tap_bits=32, stream=False, load_pairs=False):
+             add_pairs=None, sc_bits=8, act_bufs=2, tap_bits=32, stream=False, load_pairs=False, adds=(True, False)):
     """``{"lut", "ff", "bram36", "uram", "dsp", "model", "logic"}`` of the sized kernel (``stream``: a
     program with streamed blocks, :func:`block_steps`)."""
     from ...resources import build
     m = build(*buffers(shape, n_steps, act_words, sc_words, n_blocks, load, add_pairs, sc_bits, act_bufs, tap_bits,
                        stream), ps)
-    lg = logic(shape, sum_bits, add_bits, add_pairs, stream, load_pairs)
+    lg = logic(shape, sum_bits, add_bits, add_pairs, stream, load_pairs, adds)
     return {"lut": m.lut + sum(v[0] for v in lg.values()), "ff": m.ff + sum(v[1] for v in lg.values()),
             "bram36": math.ceil(m.bram36), "uram": m.uram, "dsp": m.dsp, "model": m, "logic": lg}
