@@ -88,6 +88,16 @@ def fuse(net, pc):
     return fnet, place, act_words, sc_words
 
 
+def kernel_net(net):
+    """The program the kernel runs: ``net``, or with ``net_bits: 4`` (a board-sized config) its Adds
+    fused into their convs (:func:`fuse`, as :func:`hlsnn.engines.sparse_cluster.network.kernel.tables`
+    places it)."""
+    p = net.params
+    if "net_sub" not in p or p.get("net_bits") != 4:
+        return net
+    return fuse(net, int(p["net_banks"]))[0]
+
+
 def row(op, pz, pc):
     """The fused Add's ``NetFuse`` row (``network_data.h.j2``) of a conv op: ``on, sa, sb, shift, relu,
     gap, lo, hi, sc_base`` (all 0 and the int8 range for a conv without one)."""

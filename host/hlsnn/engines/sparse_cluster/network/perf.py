@@ -35,7 +35,7 @@ def op_cycles(net, tables, ii=None):
     kernel's conv depth (``ii``: the derived IIs above 1, :func:`hlsnn.perf.schedule.ii_of`), over the
     program the kernel runs (net_bits 4: a conv with its Add fused, :mod:`.fuseadd`, one row
     ``conv + add``: the Add costs no cycle of its own)."""
-    from .kernel import kernel_net
+    from .fuseadd import kernel_net
     net = kernel_net(net)
     fused = {op.name: op.f["fadd"]["name"] for op in net.ops if "fadd" in op.f}
     return [(f"{nm}+{fused[nm]}", "conv + add", c) if nm in fused else (nm, kind, c)
