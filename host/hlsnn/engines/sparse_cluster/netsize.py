@@ -16,8 +16,10 @@ replicas of each bank (every write goes to all ``S``, a load reads its own), so 
 step is ``P * Q`` products. The step schedule (:func:`schedule`): per block of ``P`` outputs,
 each physical bank's taps that some lane of the block needs (a non-zero weight) in order;
 step ``k``'s virtual bank ``(r, b)`` (index ``r * B + b``) reads bank ``b``'s tap ``k * S +
-r``. A block takes ``max_b ceil(n_b / S)`` steps (``n_b`` bank ``b``'s needed taps), the
-fewest any schedule with ``S`` reads per bank can take.
+r``. A block takes ``max_b ceil(n_b / S)`` steps (``n_b`` bank ``b``'s needed taps) a pixel, the
+fewest any schedule with ``S`` reads per bank can take for each pixel apart; with ``net_bits: 4`` a
+block may stream its output rows instead (:func:`block_steps`: a row's pixels one after another in
+each bank's reads, ``ceil(OW T / S)`` steps a row; :func:`stream_plan` picks the blocks).
 
 **Products.** Lanes ``2i`` and ``2i + 1`` take the same value at slot ``j``: their two
 products share it, and for the first ``K`` slots (``net_pack``) one DSP48 forms both: its A
