@@ -101,7 +101,8 @@ def size(p, board, source=None, sub=None) -> dict:
         if sub:
             return shape
         e = estimate(shape, board.ps, NOMINAL_STEPS, NOMINAL_WORDS, NOMINAL_WORDS,
-                     NOMINAL_SUM_BITS4 if bits == 4 else NOMINAL_SUM_BITS, 24, tap_bits=sum(nominal_tap_bits(p)))
+                     NOMINAL_SUM_BITS4 if bits == 4 else NOMINAL_SUM_BITS, 24, tap_bits=sum(nominal_tap_bits(p)),
+                     stream=bits == 4)        # net_bits 4: the nominal program streams (block_steps)
         if within_margins(e, res, ("lut", "ff", "bram36", "dsp")):
             return shape
     return dict(net_lanes=pz, net_banks=pz, net_sub=1, net_pack=min(pz, dsp // (pz // per)), **extra)
