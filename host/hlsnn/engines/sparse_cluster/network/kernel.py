@@ -277,7 +277,7 @@ def tables(net, pz, pc, pm, plan=None):
                          vals=[int(d[k]) for k in FIELDS], names=FIELDS))
         if four:
             from .fuseadd import row as fuse_row
-            fuse_rows.append(fuse_row(op, pz, pc) if op.kind == "conv" else fuse_row(op, pz, pz))
+            fuse_rows.append(fuse_row(op, pz, pc))
     if sum_bits > 62:
         raise InputError(f"network kernel: a layer's sum needs {sum_bits} bits (at most 62)")
     if not steps:
@@ -344,7 +344,7 @@ def render(net, out_dir):
                sized=bool(t["sized"]), w_cyclic=sparseperf.w_cyclic(t), nq=t["nq"], tap_bits=netsize.tap_bits(t["steps"]), sub=t["nq"] // pc, n_chunks=len(t["weights"][0]),
                pack=(t["sized"] or {}).get("net_pack", 0), bits4=(t["sized"] or {}).get("net_bits") == 4, tree4=netsize.tree4(t["nq"]), fast_load=t["load_iters"] != t["in_elems"],
                unfold_c=(t["unfold"] or {}).get("c", 1), fast_add=t["fast_add"],
-               load_pairs=load_pairs(net, t["sized"], t["unfold"]),
+               load_pairs=t["load_iters"] * 2 == t["in_hw"],                 # load_pairs: two pixels a cycle
                rounding=ROUNDING[p["rounding"]], add_rounding=ROUNDING[net.input["rounding"]],
                act_bufs=t["act_bufs"], act_words=t["act_words"], sc_words=t["sc_words"], in_elems=t["in_elems"],
                in_words=-(-t["in_elems"] // 8), in_slot=t["in_slot"], in_dual="true" if t["in_dual"] else "false",
