@@ -301,3 +301,28 @@ def test_the_4_bit_kernel_on_csim_and_the_sim_board(compiled):
         np.testing.assert_array_equal(sim(x), got)
         assert sim.last_kernel_starts == 1
     assert np.array_equal(got, _qonnx(x))
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+def test_a_program_with_fused_and_unfused_adds_on_csim(compiled, monkeypatch):
+    """Only the first Add fused (network/fuseadd.py's candidates cut to one): the kernel renders both the
+    fused epilogue and the two-pixel Add loop, and its C-simulation gives the layer path's bits, with the
+    perf model's loop counts (the fused Add's pixels in NetMac, the others' in NetAdd)."""
+    import hlsnn
+    from hlsnn.deploy import datasets
+    from hlsnn.engines.shift_mac.network import perf as netperf
+    from hlsnn.engines.sparse_cluster.network import fuseadd
+    whole = fuseadd.candidates
+    monkeypatch.setattr(fuseadd, "candidates", lambda net, wide=(): dict(list(whole(net, wide).items())[:1]))
+    x = datasets.load("digits32", layout="nchw").x_test[:4]
+    k_run = hlsnn.load(compiled["w4a4"], "csim", network=True)
+    np.testing.assert_array_equal(k_run(x), hlsnn.load(compiled["w4a4"], "emu", network=False)(x))
+    k = k_run._kernel
+    assert sum(r[0] for r in k.tables["fuse_rows"]) == 1 and k.tables["has_add"]
+    counted = {}
+    for c, (it, _) in k.counters.items():
+        counted[c.split(".")[0]] = counted.get(c.split(".")[0], 0) + it
+    assert counted == {c: len(x) * v for c, v in netperf.iterations(k_run.network, k.tables).items()}
+    assert "NetAdd" in counted
+    assert not k.strict or all(b["sites"] <= b["ports"] for b in k.strict_report["banks"])
