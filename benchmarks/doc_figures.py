@@ -411,6 +411,7 @@ CM = "docs/network-kernels.md"          # the network kernels' tables (the compi
 CMP = "docs/compiled-models.md"         # the task page: ResNet-8 per assignment and board
 R8 = "configs/models/resnet8_digits32.yaml"
 R8S = "configs/models/resnet8_digits32_sparse75.yaml"      # trained, 75% zeros in the sized kernel's shape
+R8W4 = "configs/models/resnet8_w4a4_digits32.yaml"          # Brevitas W4A4 (issue 82): w8 and w4a4
 DIGITS = "configs/models/digits_cnn.yaml"
 DSCNN = "tests/data/torch/tiny/dscnn_ts17.yaml"
 MNET6 = "tests/data/torch/tiny/mobilenet_relu6_ts17.yaml"
@@ -518,6 +519,13 @@ FIGURES = [
     # the zeros the board-sized kernel skips: PTQ fixed8 against the model trained in the kernel's shape
     Figure(SPARSE, "| 0% | 98.61% (float 98.33%) | {kernel_ms:.2f} ms | {e2e_ms:.2f} ms |", Net(R8, "fixed8_z2")),
     Figure(SPARSE, "| 75.2% | 99.72% (float 100%) | {kernel_ms:.2f} ms | {e2e_ms:.2f} ms |", Net(R8S, "sparse75_z2")),
+    # the W4A4 ResNet-8 on the int8 and the 4-bit kernel (issue 82; benchmarks/bench_w4a4_bound.py for the other shapes)
+    Figure(SPARSE, "| `w8` on `sparse8net_pynq-z2` (two int8 products a DSP) | 512 | {kernel_ms:.3f} ms | {e2e_ms:.3f} ms |",
+           Net(R8W4, "w8")),
+    Figure(SPARSE, "| `w4a4` on `sparse4net_pynq-z2` (four int4 products a DSP) | 1,024 | {kernel_ms:.3f} ms | "
+           "{e2e_ms:.3f} ms |", Net(R8W4, "w4a4")),
+    Figure(SPARSE, "| four, one weight word a lane in LUT ROMs (`sparse4net_pynq-z2`) | {kernel_ms:.3f} ms | {_} | {_} | "
+           "{bram} | {lut:,} |", Net(R8W4, "w4a4")),
     Figure("docs/tutorials/train.md", "99.72% on the test images (float 100%), {e2e_ms:.2f} ms end to end",
            Net(R8S, "sparse75_z2")),
     Figure("docs/tutorials/train.md", "against {e2e_ms:.2f} ms for the dense int8 model", Net(R8, "fixed8_z2")),

@@ -249,6 +249,23 @@ def v_tree(q=TREE_Q, w=PROD, s=TREE_SUM, name="lane_tree"):
     return "\n".join(out) + "\n"
 
 
+def v_split(sub=4, lw=TREE4_PROD + 4, s=TREE4_SUM):
+    """The 4-bit kernel's split of a streamed step (network.cpp.j2 with ``stream``, netsize.split_logic):
+    the tree's per-read sums ``u[r]`` (level 4, ``lw`` bits), the reads ``r >= split`` masked and summed
+    (``nx``), the pixel's sum ``tot - nx`` registered, and the accumulator's next value (``tot``, ``nx`` or 0)."""
+    terms = " + ".join(f"((split <= {r}) ? $signed(u[{r * lw} +: {lw}]) : {s}'sd0)" for r in range(1, sub))
+    return f"""\
+// A lane's split (sparse_cluster NetMac, net_bits 4, streamed blocks): nx = the reads r >= split of
+// the step ({sub} per-read sums of {lw} bits), fin = tot - nx (registered), the accumulator's next value
+module lane_split (input clk, input last, input rowend, input [2:0] split, input [{sub * lw - 1}:0] u,
+                   input signed [{s - 1}:0] tot, output reg signed [{s - 1}:0] fin, output signed [{s - 1}:0] acc_in);
+  wire signed [{s - 1}:0] nx = {terms};
+  always @(posedge clk) fin <= tot - nx;
+  assign acc_in = last ? (rowend ? {s}'sd0 : nx) : tot;
+endmodule
+"""
+
+
 def v_twohot(xb, s1b, eb, pb):
     return f"""\
 // A two-hot shift-add lane (shift_mac ShiftMacStep, two-hot mode): C = x << s1 (shifter 1, delta
@@ -381,6 +398,7 @@ def primitives():
     trees = netsize.logic({"net_lanes": 2, "net_banks": TREE_Q, "net_sub": 1, "net_pack": 0}, TREE_SUM, 16)["trees"]
     trees4 = netsize.logic({"net_lanes": 1, "net_banks": TREE4_Q, "net_sub": 1, "net_pack": 0, "net_bits": 4},
                            TREE4_SUM, 16)["trees"]         # one lane of the 4-bit kernel
+    split4 = netsize.split_logic({"net_sub": 4, "net_banks": 16}, TREE4_SUM)   # one lane of the 4-bit kernel
     x = bfpnet.X_BITS
     bfp_lut = (BFP_N - 1) * (bfpnet._cmp(x) + bfpnet._sel(x)) + BFP_N * (x + bfpnet._stages(BFP_E, 63))
     return [
@@ -439,6 +457,11 @@ def primitives():
                   finn={"lut": finn_tree_luts(4, 4, TREE4_Q, TREE4_SUM), "src": "(W+A)*(2Q-1) + acc_bits"},
                   widths=f"kQ = {TREE4_Q} (16 banks x 4 replicas), ap_int<8> products, level k ap_int<8 + k>, "
                          f"sum_t {TREE4_SUM} bits"),
+        Primitive("lane split, net_bits 4, streamed steps", "the next pixel's reads masked and summed, the "
+                  "pixel's sum, the accumulator's next value", "lane_split", v_split(),
+                  model={"lut": split4[0], "ff": split4[1], "dsp": 0},
+                  model_src="netsize.split_logic: (S-1) masks + (S-2) adders + 2 sb",
+                  widths=f"S = 4 reads, level-4 sums ap_int<{TREE4_PROD + 4}>, sum_t {TREE4_SUM} bits"),
         Primitive("two-hot shift-add lane", "x << s1, x << e2, add or subtract (shift_mac, two-hot)", "twohot",
                   v_twohot(xb, s1b, p["exp_bits"], pb),
                   model={"lut": parts["shifter_1"] + parts["shifter_2"] + parts["adder"], "ff": None, "dsp": 0},

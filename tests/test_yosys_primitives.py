@@ -54,7 +54,7 @@ def test_dsp_pair_uses_one_dsp_and_the_lut_product_none(yp):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("top", ["mul_lut", "dsp_pair", "dsp_pair_offset", "lane_tree", "twohot", "pot", "bfp_align",
-                                 "mul4_lut", "dsp_quad", "mul4s_lut", "dsp_quad_s", "lane_tree4",
+                                 "mul4_lut", "dsp_quad", "mul4s_lut", "dsp_quad_s", "lane_tree4", "lane_split",
                                  "srs_out", "srs_bank"])
 def test_model_constant_within_the_stated_margin(yp, top):
     """Each primitive synthesized in every run of the table (xc7, xc7 -abc9, xcup): the model's
@@ -156,7 +156,7 @@ def _unpack(u, bits, n):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("top", ["mul_lut", "twohot", "pot", "lane_tree", "bfp_align", "lane_tree4"])
+@pytest.mark.parametrize("top", ["mul_lut", "twohot", "pot", "lane_tree", "bfp_align", "lane_tree4", "lane_split"])
 def test_verilog_computes_what_the_kernel_does(yp, top):
     """Each module against Python integers, at corners and seeded random operands: the LUT
     product w * x; the two-hot lane (x << s1) +/- (x << e2); the PoT product +/-(x << e) or 0
@@ -191,6 +191,16 @@ def test_verilog_computes_what_the_kernel_does(yp, top):
         vecs = [{"first": 1, "p": _pack(ps, 8)} for ps in prods]
         want = [{"acc": sum(ps)} for ps in prods]
         got = yp.simulate(p, vecs, 7, ["acc"])
+    elif top == "lane_split":     # net_bits 4, streamed: the reads r >= split carried to the next pixel
+        vecs = [{"last": rng.randint(0, 1), "rowend": rng.randint(0, 1), "split": rng.randint(1, 4),
+                 "u": _pack(us, 12), "tot": rng.randint(-(1 << 16), 1 << 16)}
+                for us in ([rng.choice((-2048, 2047, rng.randint(-1792, 1792))) for _ in range(4)] for _ in range(16))]
+        want = []
+        for v in vecs:
+            us = _unpack(v["u"], 12, 4)
+            nx = sum(us[r] for r in range(v["split"], 4))
+            want.append({"fin": v["tot"] - nx, "acc_in": (0 if v["rowend"] else nx) if v["last"] else v["tot"]})
+        got = yp.simulate(p, vecs, 1, ["fin", "acc_in"])
     else:
         blocks = [([rng.randint(-2048, 2047) if rng.random() < 0.7 else rng.randint(-10, 10) for _ in range(4)],
                    [rng.randint(-(1 << 53), (1 << 53) - 1) for _ in range(4)]) for _ in range(12)]

@@ -103,6 +103,10 @@ def allocate(net, pc=1):
             op.f["main"], op.f["short"] = a, b
             main_uses[a].append(i)
             sc_uses[b].append(i)
+        elif op.kind == "conv" and "fadd" in op.f:      # a conv with its Add fused (sparse_cluster.network.fuseadd):
+            op.f["main"], op.f["short"] = ins[0], ins[1]  # the Add's shortcut read from sc
+            main_uses[ins[0]].append(i)
+            sc_uses[ins[1]].append(i)
         elif op.kind == "linwide":                      # rule linear_wide reads the exact sum from sc (.linwide)
             op.f["main"], op.f["short"] = None, ins[0]
             sc_uses[ins[0]].append(i)

@@ -97,7 +97,8 @@ RULES = (
     Rule("add_clip", "4q", "netmode", ("Clip", "Quant"),
          "hlsnn.engines.network.joins.addclip.fields", {_C: "AddPixels"},
          (_T + "test_lowbit_pack.py::test_a_clip_after_an_add_is_taken_only_for_engine_readers",
-          _T + "test_lowbit_pack.py::test_the_w4a4_resnet_is_qonnx_bit_for_bit_in_one_start_on_both_kernels"),
+          _T + "test_lowbit_pack.py::test_the_w4a4_resnet_is_qonnx_bit_for_bit_in_one_start_on_both_kernels",
+          _T + "test_lowbit_pack.py::test_the_4_bit_kernel_on_csim_and_the_sim_board"),   # fused in NetMac (fuseadd)
          "a low-bit clamp after a residual Add as the Add's output clamp at the consumer's radix"),
     Rule("residual_codes", "4r", "netmode", ("Add",),
          "hlsnn.engines.network.tokens.attention.lower_host", _k("AddPixels"),

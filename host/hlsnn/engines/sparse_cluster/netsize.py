@@ -16,8 +16,10 @@ replicas of each bank (every write goes to all ``S``, a load reads its own), so 
 step is ``P * Q`` products. The step schedule (:func:`schedule`): per block of ``P`` outputs,
 each physical bank's taps that some lane of the block needs (a non-zero weight) in order;
 step ``k``'s virtual bank ``(r, b)`` (index ``r * B + b``) reads bank ``b``'s tap ``k * S +
-r``. A block takes ``max_b ceil(n_b / S)`` steps (``n_b`` bank ``b``'s needed taps), the
-fewest any schedule with ``S`` reads per bank can take.
+r``. A block takes ``max_b ceil(n_b / S)`` steps (``n_b`` bank ``b``'s needed taps) a pixel, the
+fewest any schedule with ``S`` reads per bank can take for each pixel apart; with ``net_bits: 4`` a
+block may stream its output rows instead (:func:`block_steps`: a row's pixels one after another in
+each bank's reads, ``ceil(OW T / S)`` steps a row; :func:`stream_plan` picks the blocks).
 
 **Products.** Lanes ``2i`` and ``2i + 1`` take the same value at slot ``j``: their two
 products share it, and for the first ``K`` slots (``net_pack``) one DSP48 forms both: its A
@@ -99,7 +101,8 @@ def size(p, board, source=None, sub=None) -> dict:
         if sub:
             return shape
         e = estimate(shape, board.ps, NOMINAL_STEPS, NOMINAL_WORDS, NOMINAL_WORDS,
-                     NOMINAL_SUM_BITS4 if bits == 4 else NOMINAL_SUM_BITS, 24, tap_bits=sum(nominal_tap_bits(p)))
+                     NOMINAL_SUM_BITS4 if bits == 4 else NOMINAL_SUM_BITS, 24, tap_bits=sum(nominal_tap_bits(p)),
+                     stream=bits == 4)        # net_bits 4: the nominal program streams (block_steps)
         if within_margins(e, res, ("lut", "ff", "bram36", "dsp")):
             return shape
     return dict(net_lanes=pz, net_banks=pz, net_sub=1, net_pack=min(pz, dsp // (pz // per)), **extra)
@@ -123,37 +126,105 @@ def products(shape) -> str:
             f"{pz * (q - k)} LUT-built ({lut} LUTs each)")
 
 
+def tap_lists(codes, pc, pz):
+    """Per block of ``pz`` outputs of one conv op's weights ``codes`` (Z, ncb*pc, kh, kw): its
+    weights ``wb`` and per bank the list of taps ``(cb, ky, kx)`` some lane of the block needs."""
+    z, cc, kh, kw = codes.shape
+    ncb = cc // pc
+    out = []
+    for b0 in range(0, z, pz):
+        wb = np.asarray(codes[b0:b0 + pz], np.int64)
+        out.append((wb, [[(cb, ky, kx) for cb in range(ncb) for ky in range(kh) for kx in range(kw)
+                          if np.any(wb[:, cb * pc + b, ky, kx])] for b in range(pc)]))
+    return out
+
+
 def schedule(codes, pc, sub, pz):
     """The steps of one conv op's weights ``codes`` (Z, ncb*pc, kh, kw) on ``pc`` banks with
     ``sub`` reads each: per block of ``pz`` outputs a list of ``(taps, weights)``, ``taps`` one
     ``(cb, ky, kx)`` or None per virtual bank ``r * pc + b``, ``weights`` (lanes, pc*sub) the
     lanes' weights of those taps (module docstring)."""
-    z, cc, kh, kw = codes.shape
-    ncb = cc // pc
+    return [[st[:2] for st in block_steps(wb, lists, pc, sub, pz)] for wb, lists in tap_lists(codes, pc, pz)]
+
+
+def period(lists) -> int:
+    """``T``: the most taps one bank of a block reads for a pixel (at least 1)."""
+    return max(1, max(len(t) for t in lists))
+
+
+def stream_steps(t, sub, ow) -> int:
+    """The table steps of a block of period ``t`` streamed with ``sub`` reads a bank (:func:`block_steps`):
+    a period of ``lcm(t, sub) / sub`` steps when a row's ``ceil(ow t / sub)`` steps are whole periods, else
+    the row's: a row's last step is always the table's last, so a block ends there and the next block's
+    table follows it (the kernel needs no table of blocks' starts)."""
+    per, row = t // math.gcd(t, sub), -(-ow * t // sub)
+    return per if row % per == 0 else row
+
+
+def row_steps(t, sub, ow, stream) -> int:
+    """A block's steps for one output row of ``ow`` pixels: ``ceil(ow t / sub)`` streamed, else
+    ``ow ceil(t / sub)`` (each pixel its own steps)."""
+    return -(-ow * t // sub) if stream else ow * -(-t // sub)
+
+
+def block_steps(wb, lists, pc, sub, pz, stream=None):
+    """The steps of one block (its weights ``wb``, its banks' tap ``lists``): ``[(taps, weights,
+    last, split, wrap)]``. Plain (``stream`` None): ``ceil(T / sub)`` steps a pixel, read ``r`` of
+    bank ``b`` in step ``k`` its tap ``k sub + r``; ``last`` (the pixel's outputs are done) and
+    ``wrap`` (the table's next step is the block's first) on the last step, ``split`` = ``sub``.
+
+    **Streamed** (``stream`` = ``(ow, sw)``, ``T = period(lists) >= sub``): the pixels of an output
+    row follow one another in each bank's stream of reads with no gap, bank ``b``'s position ``i``
+    the tap ``i mod T`` of the row's pixel ``i // T`` (a bank with fewer taps reads nothing at the
+    rest), so a row takes ``ceil(ow T / sub)`` steps, not ``ow ceil(T / sub)``. As ``T >= sub``, a
+    step holds the end of at most one pixel: its reads ``r < split`` are the current pixel's, the
+    others the next one's (``last``: the current pixel ends in this step). The next pixel of a row
+    is ``sw`` input columns on: its taps are the current pixel's at ``kx + sw`` (an address ``sw``
+    higher), so the kernel reads every tap from the current pixel's window. The table holds
+    :func:`stream_steps` steps (the pattern repeats every ``lcm(T, sub)`` positions) and every row
+    starts again at the block's first step, its last step's reads of a next pixel discarded."""
     q = pc * sub
-    blocks = []
-    for b0 in range(0, z, pz):
-        wb = np.asarray(codes[b0:b0 + pz], np.int64)
-        lists = []
+    t = period(lists)
+    n = stream_steps(t, sub, stream[0]) if stream else -(-t // sub)
+    steps = []
+    for k in range(n):
+        taps = [None] * q
+        w = np.zeros((pz, q), np.int64)
+        cur = k * sub // t if stream else 0
+        end = t * (cur + 1) - k * sub if stream else (sub if k + 1 == n else sub + 1)   # reads left in the pixel
         for b in range(pc):
-            taps = [(cb, ky, kx) for cb in range(ncb) for ky in range(kh) for kx in range(kw)
-                    if np.any(wb[:, cb * pc + b, ky, kx])]
-            lists.append(taps)
-        n = max(1, max(-(-len(t) // sub) for t in lists))
-        steps = []
-        for k in range(n):
-            taps = [None] * q
-            w = np.zeros((pz, q), np.int64)
-            for b in range(pc):
-                for r in range(sub):
-                    i = k * sub + r
-                    if i < len(lists[b]):
-                        cb, ky, kx = lists[b][i]
-                        taps[r * pc + b] = (cb, ky, kx)
-                        w[:wb.shape[0], r * pc + b] = wb[:, cb * pc + b, ky, kx]
-            steps.append((taps, w))
-        blocks.append(steps)
-    return blocks
+            for r in range(sub):
+                i = (k * sub + r) % t if stream else k * sub + r
+                if i < len(lists[b]):
+                    cb, ky, kx = lists[b][i]
+                    w[:wb.shape[0], r * pc + b] = wb[:, cb * pc + b, ky, kx]
+                    nxt = stream and (k * sub + r) // t > cur
+                    taps[r * pc + b] = (cb, ky, kx + stream[1]) if nxt else (cb, ky, kx)
+        steps.append((taps, w, int(end <= sub), min(end, sub), int(k + 1 == n)))
+    return steps
+
+
+def stream_plan(blocks, sub, n_plain, cols=64):
+    """Which blocks to stream (:func:`block_steps`): ``blocks`` ``[(key, T, oh, ow)]``; a block with
+    ``T > sub`` and ``T`` not a multiple of ``sub`` saves ``oh (ow ceil(T / sub) - ceil(ow T / sub))``
+    cycles for ``stream_steps - ceil(T / sub)`` more table steps. The step table and each lane's
+    LUT weight words are LUTRAM ROMs of ``cols``-word columns: the blocks that save the most cycles
+    a step are streamed while the table stays within the columns the plain table fills
+    (``ceil(n_plain / cols)``), so streaming costs no LUT ROM column. The keys chosen, a set."""
+    cand = []
+    for key, t, oh, ow in blocks:
+        if t > sub and t % sub:
+            extra = stream_steps(t, sub, ow) - -(-t // sub)
+            gain = oh * (row_steps(t, sub, ow, False) - row_steps(t, sub, ow, True))
+            if gain > 0:
+                cand.append((-gain / max(extra, 1), key, extra))
+    room = cols * max(1, -(-n_plain // cols)) - n_plain
+    chosen = set()
+    for _, key, extra in sorted(cand, key=lambda c: (c[0], str(c[1]))):
+        if extra <= room:
+            chosen.add(key)
+            room -= extra
+    return chosen
 
 
 #: net_bits 4: a product's bits (``|w * x| <= 112 < 2**7``: the quad's fields, the LUT products)
@@ -173,7 +244,23 @@ def tree4(q) -> list:
     return out
 
 
-def logic(shape, sum_bits, add_bits, add_pairs=None) -> dict:
+def split_logic(shape, sum_bits) -> tuple:
+    """``(LUT, FF)`` per lane of a streamed program's split (net_bits 4, :func:`block_steps`): the
+    reads ``r >= split`` masked (``S - 1`` sums of the tree's per-read level, ``kPc`` slots each) and
+    summed (``S - 2`` adders two bits wider), the pixel's sum ``tot - nx`` and the accumulator's
+    third input (``sb`` bits each), and the pixel's sum registered (``sb`` FFs)."""
+    sub, pc = shape["net_sub"], shape["net_banks"]
+    lvl = dict(enumerate(tree4(pc * sub), 1)).get(max(1, pc.bit_length() - 1), (0, PROD4_BITS))[1]
+    return (sub - 1) * lvl + max(0, sub - 2) * (lvl + 2) + 2 * sum_bits, sum_bits
+
+
+#: net_bits 4, the image load two pixels a cycle (:func:`hlsnn.engines.sparse_cluster.network.kernel.load_pairs`):
+#: per physical bank the second pixel's column (a 10-bit add and the wrap's compare and select), its
+#: address add (10 bits), its value's zero select (8) and the second port's write data select (8)
+LOAD_PAIR_LUT, LOAD_PAIR_FF = 2 * 10 + 10 + 8 + 8, 16
+
+
+def logic(shape, sum_bits, add_bits, add_pairs=None, stream=False, load_pairs=False, adds=(True, False)) -> dict:
     """``{part: (LUT, FF)}`` of the sized kernel's logic outside its memories and DSPs, with
     ``P`` lanes, ``B`` banks, ``Q = B * S`` virtual banks, ``K`` packed slots, ``sb`` a lane's
     sum's bits, ``wb`` a residual sum's: the LUT-built products (``P * (Q - K)`` of
@@ -184,11 +271,17 @@ def logic(shape, sum_bits, add_bits, add_pairs=None) -> dict:
     its tap's address (two 32-bit adds) and padding test (four 8-bit compares) and the zero
     select; per physical bank the write data select, the residual Add (as the layer-rule
     kernel's; twice with ``add_pairs``, two pixels a cycle: default ``S >= 2``); the AXI and
-    control allowances of :mod:`hlsnn.engines.shift_mac.network.perf`."""
+    control allowances of :mod:`hlsnn.engines.shift_mac.network.perf`; with ``stream`` (a program
+    with streamed blocks, net_bits 4) each lane's split (:func:`split_logic`); with ``load_pairs`` the
+    image load's second pixel a cycle (:data:`LOAD_PAIR_LUT` a bank); ``adds``: ``(the Add loop is
+    rendered, some Add is fused into its conv)`` (net_bits 4, :mod:`~hlsnn.engines.sparse_cluster.network.fuseadd`):
+    without the loop no bank has the Add's logic, and a fused Add gives each lane the Add's (as a bank's,
+    ``7 wb``, its pool register ``wb`` and its shortcut word's address add, 16)."""
     from ..network.perf import AXI_LITE, AXI_MASTER, CONTROL
     pz, pc, sub, k = shape["net_lanes"], shape["net_banks"], shape["net_sub"], shape["net_pack"]
     q, sb, wb = pc * sub, sum_bits, add_bits
-    adds = 2 if (sub >= 2 if add_pairs is None else add_pairs) else 1
+    fused = (pz * (3 * wb + 4 * wb + wb + 16), pz * 2 * wb) if shape.get("net_bits") == 4 and adds[1] else None
+    adds = (2 if (sub >= 2 if add_pairs is None else add_pairs) else 1) if adds[0] else 0
     fabric = pz * (q - k)
     four = shape.get("net_bits") == 4                 # lane quads: four int4 products a DSP (lowbit)
     dsps = pz // (4 if four else 2) * k
@@ -200,7 +293,12 @@ def logic(shape, sum_bits, add_bits, add_pairs=None) -> dict:
     vb = 2 * 32 + 4 * 8 + 8 + (NIB_LUT if signed else 0)
     # a lane's tree: Q sums of sb bits (int8), or (net_bits 4) its levels' adders (tree4) and the accumulator's add
     tree = sum(n * b for n, b in tree4(q)) + sb if four else q * sb
-    return {"fabric products": (fabric * mul[0], fabric * mul[1]), "dsp packing": (dsps * pack[0], dsps * pack[1]),
+    out = {"split sums": tuple(pz * v for v in split_logic(shape, sb))} if four and stream else {}
+    if load_pairs:
+        out["load pairs"] = (pc * LOAD_PAIR_LUT, pc * LOAD_PAIR_FF)
+    if fused:
+        out["fused adds"] = fused
+    return {**out, "fabric products": (fabric * mul[0], fabric * mul[1]), "dsp packing": (dsps * pack[0], dsps * pack[1]),
             "trees": (pz * tree, pz * tree), "epilogues": (pz * (sb + 4 * sb + sb + 16 + 16), pz * (sb + 8)),
             "virtual banks": (q * vb, q * (32 + 16 + 8)),
             "banks": (pc * (16 + adds * (3 * wb + 4 * wb)), pc * (24 + adds * 2 * wb)),
@@ -226,7 +324,7 @@ def tap_bits(steps):
 
 
 def buffers(shape, n_steps, act_words, sc_words, n_blocks, load=(3, 128), add_pairs=None, sc_bits=8, act_bufs=2,
-            tap_bits=32):
+            tap_bits=32, stream=False):
     """The sized kernel's arrays and multipliers as :mod:`hlsnn.resources` rows (the C++'s
     declarations and BIND_STORAGE pragmas); ``load``: the image's words (banks, words a bank);
     ``sc_bits``: a shortcut word's width (wider with a chained Add's sum, ``kScBits``); ``act_bufs``:
@@ -245,7 +343,8 @@ def buffers(shape, n_steps, act_words, sc_words, n_blocks, load=(3, 128), add_pa
                    note="shortcut buffer, channel banks"),
             Buffer("kTaps", "net_top", "array", tap_bits, (q, n_steps), partition=((1, "complete"),), static=True,
                    impl="lutram", note="the step table: per virtual bank its tap's offset, ky, kx (LUTRAM ROMs)"),
-            Buffer("kLast", "net_top", "array", 8, (n_steps,), static=True, note="a block's last step"),
+            Buffer("kLast", "net_top", "array", 8, (n_steps,), static=True,
+                   note="a pixel's last step (net_bits 4: the wrap and the split too)"),
             Buffer("kW", "net_top", "array", 64, (pz, nw - wl, n_steps), partition=((1, "complete"), (2, "complete")),
                    static=True, impl="bram", used=nw > wl, note="resident weights, " + ("sixteen slots' int4" if four
                                                                     else "eight slots' int8") + " a 64-bit word, per lane"),
@@ -267,10 +366,12 @@ def buffers(shape, n_steps, act_words, sc_words, n_blocks, load=(3, 128), add_pa
 
 
 def estimate(shape, ps, n_steps, act_words, sc_words, sum_bits, add_bits, n_blocks=64, load=(3, 128),
-             add_pairs=None, sc_bits=8, act_bufs=2, tap_bits=32):
-    """``{"lut", "ff", "bram36", "uram", "dsp", "model", "logic"}`` of the sized kernel."""
+             add_pairs=None, sc_bits=8, act_bufs=2, tap_bits=32, stream=False, load_pairs=False, adds=(True, False)):
+    """``{"lut", "ff", "bram36", "uram", "dsp", "model", "logic"}`` of the sized kernel (``stream``: a
+    program with streamed blocks, :func:`block_steps`)."""
     from ...resources import build
-    m = build(*buffers(shape, n_steps, act_words, sc_words, n_blocks, load, add_pairs, sc_bits, act_bufs, tap_bits), ps)
-    lg = logic(shape, sum_bits, add_bits, add_pairs)
+    m = build(*buffers(shape, n_steps, act_words, sc_words, n_blocks, load, add_pairs, sc_bits, act_bufs, tap_bits,
+                       stream), ps)
+    lg = logic(shape, sum_bits, add_bits, add_pairs, stream, load_pairs, adds)
     return {"lut": m.lut + sum(v[0] for v in lg.values()), "ff": m.ff + sum(v[1] for v in lg.values()),
             "bram36": math.ceil(m.bram36), "uram": m.uram, "dsp": m.dsp, "model": m, "logic": lg}

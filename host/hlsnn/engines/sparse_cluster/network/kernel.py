@@ -109,15 +109,25 @@ def schedule(codes, pc, pm, pz):
     return blocks
 
 
-def tables(net, pz, pc, pm):
+def tables(net, pz, pc, pm, plan=None):
     """The descriptor rows, the step table, the weight/bias/shift ROMs and the widths (a
     board-sized kernel: ``pm`` virtual banks, each lane's weights in 64-bit words of eight
-    slots, :mod:`hlsnn.engines.sparse_cluster.netsize`)."""
+    slots, :mod:`hlsnn.engines.sparse_cluster.netsize`). With ``net_bits: 4`` the blocks
+    :func:`hlsnn.engines.sparse_cluster.netsize.stream_plan` picks (``plan``: the keys ``(op
+    name, block)``; None: picked from this program's plain tables) stream their pixels
+    (:func:`~hlsnn.engines.sparse_cluster.netsize.block_steps`)."""
     from .. import netsize
     sz = sized(net.params)
     sub = pm // pc if sz else 1
     nq = pc * sub                                  # the banks a step's taps are read from
     four = bool(sz) and sz.get("net_bits") == 4    # lowbit: int4 weights, sixteen slots a word, uint4 inputs
+    if four and plan is None:                      # the plain tables first: their blocks and steps choose
+        if sub < 2 or pc & (pc - 1):               # the split sums need kPc a power of two (netsize.tree4)
+            return tables(net, pz, pc, pm, frozenset())
+        t0 = tables(net, pz, pc, pm, frozenset())
+        plan = netsize.stream_plan(t0["stream_blocks"], sub, len(t0["steps"]))
+        return tables(net, pz, pc, pm, frozenset(plan)) if plan else t0
+    stream_blocks = []                             # lowbit: the blocks that may stream
     xmode = {}                                     # lowbit: per conv u4, s5 (signed inputs) or nib (int8 in nibbles)
     if four:
         from .. import lowbit
@@ -130,8 +140,13 @@ def tables(net, pz, pc, pm):
         wl = [[[] for _ in range(-(-pm // slots))] for _ in range(pz)]
     if pc % pz:
         raise InputError(f"network kernel: {pc} channel banks is not a multiple of {pz} output lanes")
-    place, act_words, sc_words = allocate(net, pc)
+    if four:                                       # lowbit: the Adds fused into their convs (.fuseadd)
+        from .fuseadd import fuse
+        net, place, act_words, sc_words = fuse(net, pc)
+    else:
+        place, act_words, sc_words = allocate(net, pc)
     name = lambda t: net.aliases.get(t, t)         # noqa: E731
+    fuse_rows = []                                 # lowbit: per op its fused Add (NetFuse, .fuseadd.row)
     rows, steps = [], []
     if not sz:
         wl = [[[] for _ in range(pm)] for _ in range(pz)]
@@ -187,9 +202,26 @@ def tables(net, pz, pc, pm):
                 raise InputError(f"network kernel: {op.name}: output shift {shift.min()}..{shift.max()} beyond +-60")
             woff = len(steps)
             sched = (lambda cd: netsize.schedule(cd, pc, sub, pz)) if sz else (lambda cd: schedule(cd, pc, pm, pz))
-            blocks = sched(codes)
+            rows_it = None
+            if four:                           # (taps, weights, last, split, wrap) a step (netsize.block_steps)
+                can = not two and xm != "nib" and f is op.f
+                blocks, rows_it = [], 0
+                for bi, (wb, lists) in enumerate(netsize.tap_lists(codes, pc, pz)):
+                    if can:
+                        stream_blocks.append(((op.name, bi), netsize.period(lists), d["oh"], d["ow"]))
+                    on = (op.name, bi) in plan
+                    blk = netsize.block_steps(wb, lists, pc, sub, pz, (d["ow"], d["sw"]) if on else None)
+                    if xm == "nib":            # the hi nibbles' steps end no pixel, then the lo nibbles' steps
+                        blk = [st[:2] + (0, sub, 0) for st in blk] + blk
+                    rows_it += d["oh"] * netsize.row_steps(netsize.period(lists), sub, d["ow"], on) * \
+                        (2 if xm == "nib" else 1)
+                    blocks.append(blk)
+            else:
+                blocks = sched(codes)
             first_lo = [None] * len(blocks)
-            if two:                            # per block: the hi steps, then the lo steps (rule two_term_input)
+            if four and xm == "nib":           # lowbit: the first lo step of each block
+                first_lo = [len(b) // 2 for b in blocks]
+            elif two:                          # per block: the hi steps, then the lo steps (rule two_term_input)
                 first_lo = [len(b) for b in blocks]
                 blocks = [bh + bl for bh, bl in zip(blocks, sched(lo_codes))]
             elif xm == "nib":                  # lowbit: per block the steps on hi nibbles, then on lo ones
@@ -197,12 +229,13 @@ def tables(net, pz, pc, pm):
                 blocks = [b + b for b in blocks]
             hw, w = f["h"] * f["w"], f["w"]
             for bi, blk in enumerate(blocks):
-                for k, (taps, lanes) in enumerate(blk):
+                for k, (taps, lanes, *flags) in enumerate(blk):
                     bank_taps = [(0, 0, 0) if tp is None else (tp[0] * hw + tp[1] * w + tp[2], tp[1], tp[2])
                                  for tp in taps]
                     if sz and max(abs(t[0]) for t in bank_taps) >= 1 << 15:
                         raise InputError(f"network kernel: {op.name}: a tap's offset beyond 16 bits")
-                    steps.append((bank_taps, int(k + 1 == len(blk))))
+                    # kLast: the pixel's last step; lowbit also the table's wrap (bit 1) and the split (bits 2..)
+                    steps.append((bank_taps, flags[0] | flags[2] << 1 | flags[1] << 2 if four else int(k + 1 == len(blk))))
                     shl.append(int(k == first_lo[bi]))
                     nib.append(0 if xm != "nib" else 1 if k < first_lo[bi] else 2)
                     if sz:                     # lanes: (pz, pm) weights; eight slots' int8 a word (sixteen int4)
@@ -225,7 +258,7 @@ def tables(net, pz, pc, pm):
             nb = len(blocks)
             n_steps = len(steps) - woff
             d.update(step_chan=0, cg=cg, steps=n_steps, zb=nb, zlast=z - (nb - 1) * pz, woff=woff, boff=boff,
-                     n_iter=f["oh"] * f["ow"] * n_steps, relu=int(f["relu"]))
+                     n_iter=f["oh"] * f["ow"] * n_steps if rows_it is None else rows_it, relu=int(f["relu"]))
             wins += win["bases"]
             boff += nb
         elif op.kind in attention.KINDS:               # attention's loops (hlsnn.engines.network.tokens.attnkernel)
@@ -239,12 +272,16 @@ def tables(net, pz, pc, pm):
                 d.update(clo=f["clip"][0], chi=f["clip"][1])
             if op.kind == "add" and fast_add:           # two pixels a cycle (network.cpp.j2 AddPairs)
                 d["n_iter"] //= 2
-        rows.append(dict(comment=f"{op.name}: {op.kind} {' + '.join(op.ins)} -> {op.out}",
+        rows.append(dict(comment=f"{op.name}: {op.kind} {' + '.join(op.ins)} -> {op.out}"
+                         + (f" (with {op.f['fadd']['name']})" if "fadd" in op.f else ""),
                          vals=[int(d[k]) for k in FIELDS], names=FIELDS))
+        if four:
+            from .fuseadd import row as fuse_row
+            fuse_rows.append(fuse_row(op, pz, pc))
     if sum_bits > 62:
         raise InputError(f"network kernel: a layer's sum needs {sum_bits} bits (at most 62)")
     if not steps:
-        steps.append(([(0, 0, 0)] * nq, 1))
+        steps.append(([(0, 0, 0)] * nq, 1 | 1 << 1 | sub << 2 if four else 1))
         shl.append(0)
         nib.append(0)
         for lane in range(pz):
@@ -254,10 +291,11 @@ def tables(net, pz, pc, pm):
     from ...network.program import _chw
     hwf = lambda s: int(np.prod(_chw(s)[1:]))                                   # noqa: E731
     return dict(rows=rows, act_bufs=act_bufs(place), steps=steps, act_words=act_words, sc_words=sc_words, place=place,
-                pz=pz, pc=pc, pm=pm, shl=shl, nib=nib,
+                pz=pz, pc=pc, pm=pm, shl=shl, nib=nib, stream_blocks=stream_blocks, stream=sorted(plan or ()),
+                fuse_rows=fuse_rows, has_add=any(op.kind == "add" for op in net.ops),
                 unfold=unfold, sized=sz, nq=nq, fast_add=fast_add,
-                load_iters=hwf(net.shapes[inp]) if sz and unfold and hwf(net.shapes[inp]) % 8 == 0 else
-                _size(net.shapes[inp]),
+                load_iters=hwf(net.shapes[inp]) // (2 if load_pairs(net, sz, unfold) else 1)
+                if sz and unfold and hwf(net.shapes[inp]) % 8 == 0 else _size(net.shapes[inp]),
                 weights=[[np.asarray(m, np.uint64 if sz else np.int64) for m in lane] for lane in wl],
                 biases=[np.asarray(x or [0], np.int64) for x in bl],
                 shifts=[np.asarray(x or [0], np.int64) for x in sl], win_base=np.asarray(wins or [0], np.int64),
@@ -266,6 +304,12 @@ def tables(net, pz, pc, pm):
                 out_slot=place[out][0], in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
                 in_hw=hwf(net.shapes[inp]), out_hw=hwf(net.shapes[out]), luts=luts, **({} if lut_banks is None else {"lut_banks": lut_banks}),
                 ln_g=ln_g, ln_b=ln_b, attn=attn)
+
+
+def load_pairs(net, sz, unfold) -> bool:
+    """net_bits 4: the unfolded image load takes two pixels of a row a cycle (``LoadImage``: two writes a
+    replica, its two ports, ``ram_t2p``): an input of even width, two replicas a bank or more."""
+    return bool(sz) and sz.get("net_bits") == 4 and sz["net_sub"] >= 2 and bool(unfold) and unfold["w"] % 2 == 0
 
 
 def _words(a, per_line=8):
@@ -287,6 +331,8 @@ def render(net, out_dir):
     p = net.params
     pz, pc, pm = shape(p)
     t = tables(net, pz, pc, pm)
+    from .fuseadd import kernel_net
+    net = kernel_net(net)                          # the program the kernel runs (lowbit: its Adds fused, .fuseadd)
     guard = c_ident(net.name).upper()
     ctx = dict(banner=f"Generated by hlsnn {__version__} from the compiled model {net.name} for {net.accel}; "
                       f"do not edit.", net_name=net.name, accel=net.accel, guard=guard, cfg="NetCfg", top=TOP,
@@ -298,6 +344,7 @@ def render(net, out_dir):
                sized=bool(t["sized"]), w_cyclic=sparseperf.w_cyclic(t), nq=t["nq"], tap_bits=netsize.tap_bits(t["steps"]), sub=t["nq"] // pc, n_chunks=len(t["weights"][0]),
                pack=(t["sized"] or {}).get("net_pack", 0), bits4=(t["sized"] or {}).get("net_bits") == 4, tree4=netsize.tree4(t["nq"]), fast_load=t["load_iters"] != t["in_elems"],
                unfold_c=(t["unfold"] or {}).get("c", 1), fast_add=t["fast_add"],
+               load_pairs=t["load_iters"] * 2 == t["in_hw"],                 # load_pairs: two pixels a cycle
                rounding=ROUNDING[p["rounding"]], add_rounding=ROUNDING[net.input["rounding"]],
                act_bufs=t["act_bufs"], act_words=t["act_words"], sc_words=t["sc_words"], in_elems=t["in_elems"],
                in_words=-(-t["in_elems"] // 8), in_slot=t["in_slot"], in_dual="true" if t["in_dual"] else "false",
@@ -307,6 +354,9 @@ def render(net, out_dir):
                last=_ints([st[1] for st in t["steps"]]), b_words=len(t["biases"][0]),
                weights=[[_words(m) if t["sized"] else _ints(m) for m in lane] for lane in t["weights"]],
                w_lut=(t["sized"] or {}).get("net_wlut", 0),                # each lane's last words in LUT ROMs (kWl)
+               stream=bool(t["stream"]),                                   # lowbit: streamed blocks (netsize.block_steps)
+               fuse=any(r[0] for r in t["fuse_rows"]), fuse_rows=t["fuse_rows"], has_add=t["has_add"],   # .fuseadd
+               split_level=max(1, pc.bit_length() - 1),                    # the tree's level of the per-read sums
                biases=[_ints(b) for b in t["biases"]],
                shifts=[_ints(s) for s in t["shifts"]], win_base=_ints(t["win_base"]),
                max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_add_iter=_most(t, 2), max_move_iter=_most(t, 3), max_cat_iter=_most(t, 4), max_tr_iter=_most(t, 5),

@@ -32,8 +32,14 @@ CONV_DEPTH = 12
 
 def op_cycles(net, tables, ii=None):
     """``[(name, kind, cycles)]`` per image: :func:`hlsnn.engines.shift_mac.network.perf.op_cycles` with this
-    kernel's conv depth (``ii``: the derived IIs above 1, :func:`hlsnn.perf.schedule.ii_of`)."""
-    return shiftperf.op_cycles(net, tables, CONV_DEPTH, ii=ii)
+    kernel's conv depth (``ii``: the derived IIs above 1, :func:`hlsnn.perf.schedule.ii_of`), over the
+    program the kernel runs (net_bits 4: a conv with its Add fused, :mod:`.fuseadd`, one row
+    ``conv + add``: the Add costs no cycle of its own)."""
+    from .fuseadd import kernel_net
+    net = kernel_net(net)
+    fused = {op.name: op.f["fadd"]["name"] for op in net.ops if "fadd" in op.f}
+    return [(f"{nm}+{fused[nm]}", "conv + add", c) if nm in fused else (nm, kind, c)
+            for nm, kind, c in shiftperf.op_cycles(net, tables, CONV_DEPTH, ii=ii)]
 
 
 def w_cyclic(tables):
@@ -118,7 +124,9 @@ def resources(net, tables, ps):
                              ((tables["unfold"] or {}).get("c", 1), -(-tables["in_elems"] // 8))
                              if tables["load_iters"] != tables["in_elems"] else (1, -(-tables["in_elems"] // 8)),
                              tables["fast_add"], tables.get("sc_bits", 8), tables.get("act_bufs", 2),
-                             sum(netsize.tap_bits(tables["steps"])))
+                             sum(netsize.tap_bits(tables["steps"])), bool(tables.get("stream")),
+                             tables["load_iters"] * 2 == tables.get("in_hw"),
+                             (tables.get("has_add", True), any(r[0] for r in tables.get("fuse_rows", ()))))
         lg = dict(e["logic"], **shiftperf.wpool_logic(net, tables["pc"], net.input["bits"], tables["add_bits"]),
                   **shiftperf.mean_logic(net, tables),
                   **linwide_logic(net, tables["pc"], net.input["bits"], tables["add_bits"]), **split_logic(net, tables),
