@@ -130,5 +130,10 @@ def check(p, source):
         raise ConfigError(source, "bfp_systolic.net_pack", p["net_pack"],
                           f"must be 0 with mantissa_bits = {p['mantissa_bits']}: two mantissas share a DSP48 "
                           f"only at 8 bits or fewer")
+    if p.get("net_slots") and not (p["net_pack"] and p["net_maps"] and pc % 2 == 0):
+        raise ConfigError(source, "bfp_systolic.net_slots", p["net_slots"],
+                          f"needs net_pack: 1, net_maps: 1 and an even net_banks (got net_pack = {p['net_pack']}, "
+                          f"net_maps = {p['net_maps']}, net_banks = {pc}): the slots read two taps of a half of the "
+                          f"banks a cycle and take the patch exponents from the leading-one maps")
     if p["net_pack"] and pz % 2:
         raise ConfigError(source, "bfp_systolic.net_lanes", pz, "must be even with net_pack: 1 (lanes pair on a DSP)")

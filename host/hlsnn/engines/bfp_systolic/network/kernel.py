@@ -50,7 +50,7 @@ from ....errors import InputError
 from ....names import c_ident
 from ...network import kernel as netkernel
 from ..emulator import zero_row_exponent
-from . import expmap, reduce as netreduce
+from . import expmap, reduce as netreduce, slots as netslots
 from .perf import FAMILIES, MAC_DEPTH, add_lanes, families, packed, pool_odd, third_storage  # noqa: F401  (kernel's API)
 from .lower import ELEM_BITS, EXACT_BITS, WIDE_BITS, elem_bits, pack as netbfp_pack, taps as netbfp_taps
 from ...network.kernel import (ROUNDING, TOP, _ints, _most, _size, act_bufs, allocate, descriptor_head,
@@ -81,7 +81,8 @@ FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", 
           "odd",                                # a channel mean (netbfp rule bfp_round_odd, .reduce), a gate's product (bfp_gate_odd,
 #                                                 .gatero) rounded to odd; attention's ops (.attnkern) use the
 #                                                 shared fields (oh: an output radix, kh: a second shift)
-          "fa")                                 # a conv's fused residual Add (.fuse: 1, 2 with its ReLU)
+          "fa",                                 # a conv's fused residual Add (.fuse: 1, 2 with its ReLU)
+          "uoff")                               # a conv's first cycle in the slot schedule's unit tables (.slots)
 #: attention's op kinds on pairs (.attnkern: the pair attention rules (bfp_attn_gather to bfp_softmax), bfp_scale, bfp_layer_norm of .attnpairs)
 ATTN_KINDS = ("gather", "addc", "actmm", "softmax", "pscale", "plnorm")
 
@@ -207,8 +208,20 @@ def tables(net, pz, pc):
                             load=(place[inp][0], inp) if load_map else None, pool=pool_odd(net))
     for ci, ai in fused:                           # .fuse: the conv writes the sums, the Add runs no iterations
         fuse.apply(rows[first[ci]]["d"], rows[first[ai]]["d"], pz)
+    act_words, act3_words = _third(net, place, act_words, pc)
+    from .anymean import mean_fields
+    has_exp = any(r["d"]["op"] == 0 and r["d"]["sa"] > 0 for r in rows)
+    units = None                                   # .slots: products over (tap, channel) slots
+    if netslots.eligible(net, p, pz, pc, has_exp, act3_words, mean_fields(net)["has_mean"]):
+        for r in rows:
+            if r["d"].get("_g") is not None:
+                r["d"]["_g"]["pairs"] = r["d"]["dw"] == 1 and not r["d"]["sb"]
+        wl, units, tz_slots = netslots.relayout([r["d"] for r in rows], [r["d"].get("_g") for r in rows], pz, pc,
+                                                TZ_DISTANCE, FUSE_LANES)
     for r in rows:                                 # the descriptors' values, the leading-one maps marked
         dr = r.pop("d")
+        dr.pop("_g", None)
+        dr.setdefault("uoff", 0)
         r["vals"] = [int(dr[k]) for k in FIELDS]
     if sum_bits > p["acc_bits"]:
         raise InputError(f"network kernel (bfp): a patch's sum needs {sum_bits} bits, beyond acc_bits = "
@@ -217,18 +230,17 @@ def tables(net, pz, pc):
     cat = lambda parts: np.concatenate(parts) if parts else np.zeros(1, np.int64)      # noqa: E731
     from ...network.program import _chw
     hw = lambda s: int(np.prod(_chw(s)[1:]))                                   # noqa: E731
-    act_words, act3_words = _third(net, place, act_words, pc)
     return dict(rows=rows, act_bufs=act_bufs(place), act_words=act_words, act3_words=act3_words, sc_words=sc_words,
                 elem_bits=elem_bits(net),                                # rule bfp_prelu_exact (.prelu): 53, else 26
                 place=place, pz=pz,
                 pc=pc, unfold=unfold,
-                weights=[[cat(b) for b in lane] for lane in wl], wexps=[cat(x) for x in el],
+                weights=[[cat(b) for b in lane] for lane in wl] if units is None else wl, units=units, wexps=[cat(x) for x in el],
                 biases=[cat(x) for x in bl], taps=taps or [(0, 0, 0, 0, 0), (0, 0, 0, 0, 0)], sum_bits=sum_bits,
                 max_pix=max_pix, max_blocks=max_blocks, tz_slots=tz_slots, map_words=map_words,
                 # a board-sized kernel's unfolded load: a word (two values) a cycle, an even row width
                 load_pairs=load_pairs, load_map=load_map, unfold_kw=(unfold or {}).get("kw", 0),
                 # a conv with an exponent pass (sa > 0): ConvExp rendered (.expmap: every other conv reads a map)
-                has_exp=any(r["vals"][0] == 0 and r["vals"][FIELDS.index("sa")] > 0 for r in rows),
+                has_exp=has_exp,
                 maps=bool(p.get("net_maps")), fuse=bool(fused),
                 pool_bits=WIDE_BITS + 2 + int(max_hw - 1).bit_length() + 1, gap_words=gap_words,
                 in_slot=place[inp][0], in_dual=place[inp][1], out_slot=place[out][0],
@@ -376,6 +388,7 @@ def _conv_row(op, f, j, d, shape_bits, roms, offs, most):
              zlast=zfirst + zp - (nb - 1) * pz, woff=woff, boff=boff, n_iter=ohw * nb * steps + TZ_DISTANCE - 1 + nb,
              sa=ohw * (-(-steps // 2)), shift=int(ch["be"]), blocks_per_group=nb, group_words=toff,
              relu=int(f["relu"]))
+    d["_g"] = dict(wpad=wpad, ncg=ncg, cend=cend, kh=kh, kw=kw, dh=dh, dw=dw, h=f["h"], w=f["w"], nb=nb, ohw=ohw)
     return tz_slots, sum_bits, max_pix, max_blocks
 
 
@@ -404,6 +417,9 @@ def render(net, out_dir):
                load_map=t["load_map"], unfold_c=(t["unfold"] or {}).get("c", 1), has_exp=t["has_exp"],
                pool_map=t["maps"] and pool_odd(net),     # .expmap: the pool's map (AddPoolOdd's gmax)
                wpairs=pair_words(t["weights"]) if packed(p) else [],
+               slots=t["units"] is not None, n_slots=len(t["weights"][0]), n_units=len((t["units"] or {}).get("pair", [0])),
+               **{f"u_{k}": [_ints(v) for v in t["units"][k]] for k in ("off", "ky", "kx", "n") if t["units"]},
+               u_pair=_ints(t["units"]["pair"]) if t["units"] else "",
                rounding=ROUNDING[p["rounding"]], act_bufs=t["act_bufs"], act_words=t["act_words"],
                act3_words=t["act3_words"], act3_type=third_storage(t["act3_words"], t["elem_bits"])[0],
                act3_impl=third_storage(t["act3_words"], t["elem_bits"])[1],

@@ -1,0 +1,170 @@
+"""Reduction slots over (tap, channel): a board-sized bfp_systolic network kernel's conv
+schedule with ``3Q/2`` products per lane a cycle (``net_slots``; issue 83).
+
+The products of a lane are ``S = 3H`` *slots* a cycle (``H = Q/2``, the banks of a *half*:
+banks ``0 .. H-1`` and ``H .. Q-1``), in three *units* of ``H`` slots: unit 0 takes half 0's
+element at the cycle's tap of half 0, unit 1 half 1's at its tap, unit 2 the element of the
+*next* tap across (``kx + 1``) of one half (the cycle's *pair*). The sums are exact integer sums
+of the same products (netbfp rule bfp_conv's patch rounding, rule bfp_gemm's sums: the accumulator
+wraps like the emulator's), so the order in which the taps meet does not move a bit.
+
+**Two elements a bank a cycle.** ``ConvMac`` writes the output's buffer in the loop that reads the
+input's, and the buffer of each is chosen at run time (the descriptor's ``src``, ``dst``): a
+bank's ports then serve one read and one write a cycle, not two reads and a write. So a bank is
+kept as two memories, its even and its odd words (``act[s][j][0]``: element ``2i`` at word ``i``,
+``act[s][j][1]``: element ``2i + 1``; a simple dual-port RAMB18 each, 512 x 36: the BRAM of the
+one bank they replace), and a cycle reads *adjacent* elements ``a`` and ``a + 1`` of a half, one
+from each: the taps ``kx`` and ``kx + 1`` of one window row (``dw = 1``; a tensor's row is
+contiguous in its bank). The element at ``a`` is the even memory's where ``a`` is even, the odd
+one's where it is odd (a 2:1 select on each bank); unit 2 selects between the two halves' second
+elements.
+
+**Schedule** (:func:`schedule`). A conv's window rows are *reads* per half: per channel block
+``cb`` and row ``ky``, the row's taps in pairs ``(kx, kx + 1)`` and a single where ``kw`` is odd
+(a dilated window, ``dw > 1``, or the pool buffer's one-tap patch: singles). A cycle takes one
+read of each half, at most one of them a pair (unit 2 is one); each half's pairs come first in
+one half and last in the other, so a 3 x 3 conv of 16 channels is 6 cycles a block (today's 9),
+of 32 channels 12 (18), of 64 24 (36); a half with no channels (a block of at most ``H``) reads
+nothing. ``steps`` (a block's cycles) is then raised where something else runs slower than the
+products (padding cycles of no reads and zero weights): a conv that reads a leading-one map
+(:mod:`.expmap`, one tap a cycle: ``kh * kw`` per pixel) takes at least ``ceil(kh * kw / zb)``
+cycles a block, and a conv with a fused residual Add (:mod:`.fuse`) at least ``P / FUSE_LANES``.
+
+**Tables** (rendered into ``network_data.h``): per cycle of each conv (from its descriptor's
+``uoff``) and half ``h``: ``kUOff[h]`` (the read's address from the window's corner, as the tap
+table's ``kTapOff``), ``kUKy[h]``, ``kUKx[h]`` (its position), ``kUN[h]`` (its live banks, 0: no
+read), and ``kUPair`` (0, or ``h + 1``: half ``h``'s read is a pair); the weight ROMs ``kWPairs[i][s]``
+per lane pair ``i`` and slot ``s = u * H + k`` (unit ``u``'s bank ``k`` of its half), one word per
+cycle of each block, block-major as before.
+
+Where it runs: a board-sized, packed kernel whose program is convolutions and residual Adds
+(and the unfolded load, a global pool through the pool buffer), every conv of one pack reading a
+leading-one map (no exponent pass: ``ConvExp`` reads two taps of a bank a cycle) and no third
+activation buffer (:func:`eligible`); elsewhere the kernel keeps its bank-per-slot schedule.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def requested(p):
+    """True where the config asks for the slot schedule (``net_slots: 1``)."""
+    return bool(p.get("net_slots"))
+
+
+def eligible(net, p, pz, pc, has_exp, act3_words, has_mean):
+    """True where the kernel of ``net`` runs the slot schedule (module docstring)."""
+    if not (requested(p) and p.get("net_pack") and pc % 2 == 0 and not has_exp and not act3_words and not has_mean):
+        return False
+    kinds = {op.kind for op in net.ops}
+    if not kinds <= {"conv", "add"}:
+        return False
+    return all(op.f.get("packs", 1) == 1 for op in net.ops if op.kind == "conv")
+
+
+def _reads(g, half, hb):
+    """Half ``half``'s reads of the conv of geometry ``g``: ``[(cb, ky, kx, pair)]``, pairs first."""
+    pairs, singles = [], []
+    for cb in range(g["ncg"]):
+        if min(hb, max(0, g["cend"] - cb * 2 * hb - half * hb)) == 0:
+            continue
+        for ky in range(g["kh"]):
+            kx = 0
+            while kx < g["kw"]:
+                if g["pairs"] and kx + 1 < g["kw"]:
+                    pairs.append((cb, ky, kx, True))
+                    kx += 2
+                else:
+                    singles.append((cb, ky, kx, False))
+                    kx += 1
+    return pairs + singles
+
+
+def schedule(g, hb):
+    """The conv's cycles (module docstring): ``[(read of half 0 or None, read of half 1 or None)]``,
+    at most one of them a pair."""
+    r0 = _reads(g, 0, hb)
+    r1 = _reads(g, 1, hb)
+    r1 = [x for x in r1 if not x[3]] + [x for x in r1 if x[3]]   # half 1: singles first
+    cycles = []
+    while r0 or r1:
+        a0 = r0.pop(0) if r0 else None
+        a1 = r1.pop(0) if r1 else None
+        if a0 and a1 and a0[3] and a1[3]:                         # two pairs: half 1's split
+            cb, ky, kx, _ = a1
+            r1.append((cb, ky, kx + 1, False))
+            a1 = (cb, ky, kx, False)
+        cycles.append((a0, a1))
+    return cycles or [(None, None)]
+
+
+def steps_of(g, cycles, d, pz, fuse_lanes):
+    """A block's cycles: the schedule's, raised for the map's taps and a fused Add's writes."""
+    n = len(cycles)
+    if d.get("mr"):
+        n = max(n, -(-(d["kh"] * d["kw"]) // g["nb"]))
+    if d.get("fa"):
+        n = max(n, pz // fuse_lanes)
+    return n
+
+
+def relayout(rows, geoms, pz, pc, tz_distance, fuse_lanes):
+    """Rewrite the conv rows (``rows``: descriptor dicts ``d`` in program order; ``geoms``: per
+    conv row its geometry and padded weights, else None) for the slot schedule: each conv's
+    ``steps``, ``n_iter``, ``woff``, ``uoff``; returns ``(weights, units, tz_slots)``: per lane
+    and slot the ROM words, the unit tables (``off``, ``ky``, ``kx``, ``n``: per half a list;
+    ``pair``), the ring's pixels."""
+    hb = pc // 2
+    ns = 3 * hb
+    wl = [[[] for _ in range(ns)] for _ in range(pz)]
+    units = dict(off=([], []), ky=([], []), kx=([], []), n=([], []), pair=[])
+    woff, tz_slots = 0, 2
+    for d, g in zip(rows, geoms):
+        if g is None:
+            d["uoff"] = 0
+            continue
+        cyc = schedule(g, hb)
+        steps = steps_of(g, cyc, d, pz, fuse_lanes)
+        cyc = cyc + [(None, None)] * (steps - len(cyc))
+        d["uoff"] = len(units["pair"])
+        for a0, a1 in cyc:
+            pair = 0
+            for h, a in enumerate((a0, a1)):
+                if a is None:
+                    vals = (0, 0, 0, 0)
+                else:
+                    cb, ky, kx, pr = a
+                    vals = (cb * g["h"] * g["w"] + ky * g["dh"] * g["w"] + kx * g["dw"], ky * g["dh"], kx * g["dw"],
+                            min(hb, max(0, g["cend"] - cb * pc - h * hb)))
+                    pair = h + 1 if pr else pair
+                for key, v in zip(("off", "ky", "kx", "n"), vals):
+                    units[key][h].append(v)
+            units["pair"].append(pair)
+        wpad, kw = g["wpad"], g["kw"]                     # (nb * pz, ncg * pc, kh * kw)
+        nz = wpad.shape[0]
+        slot = np.zeros((ns, nz, steps), np.int64)
+        for c, (a0, a1) in enumerate(cyc):
+            for u, (a, h, second) in enumerate(((a0, 0, 0), (a1, 1, 0),
+                                                (a0 if a0 and a0[3] else a1 if a1 and a1[3] else None,
+                                                 0 if a0 and a0[3] else 1, 1))):
+                if a is None:
+                    continue
+                cb, ky, kx, _ = a
+                tap = ky * kw + kx + second
+                for k in range(hb):
+                    ch = cb * pc + h * hb + k
+                    if ch < wpad.shape[1]:
+                        slot[u * hb + k, :, c] = wpad[:, ch, tap]
+        for lane in range(pz):
+            for s in range(ns):
+                wl[lane][s].append(slot[s, lane::pz].reshape(-1))
+        d["n_iter"] += g["ohw"] * g["nb"] * (steps - d["steps"])
+        d.update(steps=steps, woff=woff)
+        woff += g["nb"] * steps
+        if g["ohw"] > 1:
+            tz_slots = max(tz_slots, 2 + -(-tz_distance // (g["nb"] * steps)))
+    cat = lambda parts: np.concatenate(parts) if parts else np.zeros(1, np.int64)      # noqa: E731
+    for key in ("off", "ky", "kx", "n"):
+        units[key] = [u or [0] for u in units[key]]
+    units["pair"] = units["pair"] or [0]
+    return [[cat(b) for b in lane] for lane in wl], units, tz_slots
