@@ -255,8 +255,6 @@ def _net_shape(p, board, source):
     pick, so its config hash does not move with the sizer); absent for 'layer' (the configs'
     hashes stay)."""
     keys = ("net_lanes", "net_banks", "net_pack", "net_add", "net_maps")
-    if not p.get("net_slots"):           # absent unless on (.network.slots): the configs' hashes stay
-        p.pop("net_slots", None)
     if p["net_shape"] != "board":
         if p.get("net_slots"):
             raise ConfigError(source, f"{NAME}.net_slots", p["net_slots"], "is only read with net_shape: board")
@@ -264,6 +262,7 @@ def _net_shape(p, board, source):
             if p.pop(k) is not None:
                 raise ConfigError(source, f"{NAME}.{k}", p.get(k), "is only read with net_shape: board")
         p.pop("net_shape")
+        p.pop("net_slots", None)
         return
     from . import netsize
     if all(p[k] is None for k in keys):
@@ -272,6 +271,8 @@ def _net_shape(p, board, source):
         if p[k] is None:
             p[k] = v
     netsize.check(p, source)
+    if not p.get("net_slots"):           # absent unless on (.network.slots): the configs' hashes stay
+        p.pop("net_slots", None)
 
 
 #: Estimated logic (LUT, FF), not synthesis: per tile, per column, and for streams and control.

@@ -52,6 +52,7 @@ from ...network import kernel as netkernel
 from ..emulator import zero_row_exponent
 from . import expmap, reduce as netreduce, slots as netslots
 from .perf import FAMILIES, MAC_DEPTH, add_lanes, families, packed, pool_odd, third_storage  # noqa: F401  (kernel's API)
+from .resmodel import lane_tree
 from .lower import ELEM_BITS, EXACT_BITS, WIDE_BITS, elem_bits, pack as netbfp_pack, taps as netbfp_taps
 from ...network.kernel import (ROUNDING, TOP, _ints, _most, _size, act_bufs, allocate, descriptor_head,
                                pool_or_add)
@@ -98,6 +99,19 @@ def pair_words(weights):
     def word(w0, w1):
         return _ints((np.asarray(w1, np.int64) & 0xFF) << 8 | np.asarray(w0, np.int64) & 0xFF)
     return [[word(w0, w1) for w0, w1 in zip(weights[2 * i], weights[2 * i + 1])] for i in range(len(weights) // 2)]
+
+
+def quad_words(weights):
+    """The slot schedule's packed weight ROMs (``kWQuads``, :mod:`.slots`): per lane pair ``i`` and
+    slot pair ``m``, slot ``2m``'s pair word (:func:`pair_words`) in bits 15..0 and slot ``2m + 1``'s
+    in bits 31..16 of a 32-bit word, as C text."""
+    def word(w0, w1):
+        return (np.asarray(w1, np.int64) & 0xFF) << 8 | np.asarray(w0, np.int64) & 0xFF
+    out = []
+    for i in range(len(weights) // 2):
+        pw = [word(a, b) for a, b in zip(weights[2 * i], weights[2 * i + 1])]
+        out.append([_ints(pw[2 * m + 1] << 16 | pw[2 * m]) for m in range(len(pw) // 2)])
+    return out
 
 
 def tables(net, pz, pc):
@@ -416,7 +430,8 @@ def render(net, out_dir):
                maps=t["maps"], map_words=t["map_words"], fuse=t["fuse"], fuse_lanes=FUSE_LANES, exp_lead=expmap.EXP_LEAD, load_pairs=t["load_pairs"],
                load_map=t["load_map"], unfold_c=(t["unfold"] or {}).get("c", 1), has_exp=t["has_exp"],
                pool_map=t["maps"] and pool_odd(net),     # .expmap: the pool's map (AddPoolOdd's gmax)
-               wpairs=pair_words(t["weights"]) if packed(p) else [],
+               wpairs=(quad_words(t["weights"]) if t["units"] else pair_words(t["weights"])) if packed(p) else [],
+               lane_tree=lane_tree(len(t["weights"][0])),
                slots=t["units"] is not None, n_slots=len(t["weights"][0]), n_units=len((t["units"] or {}).get("pair", [0])),
                **{f"u_{k}": [_ints(v) for v in t["units"][k]] for k in ("off", "ky", "kx", "n") if t["units"]},
                u_pair=_ints(t["units"]["pair"]) if t["units"] else "",

@@ -81,7 +81,15 @@ def buffers(net, tables):
     nw, nb = len(tables["weights"][0][0]), len(tables["biases"][0])
     nt = len(tables["taps"])
     a3 = tables.get("act3_words", 0)                  # a third buffer of its own size (bfpkernel._third)
-    bufs = [Buffer("act", "net_top", "array", ELEM_BITS + 10, (2 if a3 else tables.get("act_bufs", 2), pc,
+    units = tables.get("units")                       # .slots: a bank's even and odd words apart, the unit tables
+    ns = slot_count(pc) if units else pc              # the weight ROMs per lane (pair): banks, or slots
+    bufs = [Buffer("act", "net_top", "array", ELEM_BITS + 10, (tables.get("act_bufs", 2), pc, 2,
+                                                                -(-tables["act_words"] // 2)),
+                   partition=((1, "complete"), (2, "complete"), (3, "complete")), static=True, storage="ram_s2p",
+                   note=f"ping-pong activation buffers, channel banks, a bank's even and odd words apart (.slots): "
+                        f"{ELEM_BITS}-bit mantissa + 10-bit exponent")
+            if units else
+            Buffer("act", "net_top", "array", ELEM_BITS + 10, (2 if a3 else tables.get("act_bufs", 2), pc,
                                                                 tables["act_words"]),
                    partition=((1, "complete"), (2, "complete")), static=True, storage="ram_t2p",
                    note=f"ping-pong activation buffers, channel banks: {ELEM_BITS}-bit mantissa + 10-bit exponent"),
@@ -89,7 +97,11 @@ def buffers(net, tables):
                    static=True, note="shortcut buffer, channel banks"),
             Buffer("gap", "net_top", "array", 64, (pc, tables["gap_words"]), partition=((1, "complete"),),
                    static=True, note=f"pool buffer: a global pool's sums, {WIDE_BITS}-bit mantissas"),
-            (Buffer("kWPairs", "net_top", "array", 16, (pz // 2, pc, nw), partition=((1, "complete"), (2, "complete")),
+            (Buffer("kWQuads", "net_top", "array", 32, (pz // 2, ns // 2, nw), partition=((1, "complete"), (2, "complete")),
+                    static=True, note="resident weight mantissas, a lane pair's two a 16-bit half, one ROM per two DSPs "
+                                      "(.slots: slots 2m and 2m + 1, read at one address)")
+             if packed(net.params) and units else
+             Buffer("kWPairs", "net_top", "array", 16, (pz // 2, ns, nw), partition=((1, "complete"), (2, "complete")),
                     static=True, note="resident weight mantissas, a lane pair's two a word, one ROM per DSP")
              if packed(net.params) else
              Buffer("kWeights", "net_top", "array", wbits, (pz, pc, nw), partition=((1, "complete"), (2, "complete")),
@@ -112,13 +124,21 @@ def buffers(net, tables):
                    note="their product exponents"),
             *[Buffer(name, "net_top", "array", bits, (nt,), partition=((1, f"cyclic {TAP_CYCLIC}"),), static=True,
                      note=note) for name, bits, note in TAP_TABLES]]
+    if units:                                         # .slots: per cycle and half the read's tap and banks
+        n = len(units["pair"])
+        bufs += [Buffer("kUOff", "net_top", "array", 32, (2, n), partition=((1, "complete"),), static=True,
+                        note="the slot schedule's reads: address from the window's corner (.slots)"),
+                 *[Buffer(name, "net_top", "array", 8, (2, n), partition=((1, "complete"),), static=True,
+                          note=note) for name, note in (("kUKy", "its position"), ("kUKx", ""), ("kUN", "its live banks"))],
+                 Buffer("kUPair", "net_top", "array", 8, (n,), static=True, note="the cycle's pair: 0, or its half + 1")]
     if a3:
         kind, impl = third_storage(a3, ELEM_BITS)
         bufs.append(Buffer("act3", "net_top", "array", ELEM_BITS + 10, (pc, a3), partition=((1, "complete"),),
                            static=True, storage=kind, impl=impl,
                            note="the third activation buffer, its own size: CBAM's small tensors"))
-    muls = [Multiplier("w1:w0*x", "ConvMac", 25, m, count=pz // 2 * pc,
-                       note=f"{pz // 2} lane pairs x {pc} banks: two {m} x {m}-bit mantissa products per DSP")
+    muls = [Multiplier("w1:w0*x", "ConvMac", 25, m, count=pz // 2 * ns,
+                       note=f"{pz // 2} lane pairs x {ns} {'slots' if units else 'banks'}: two {m} x {m}-bit "
+                            f"mantissa products per DSP")
             if packed(net.params) else
             Multiplier("x*w", "ConvMac", m, m, count=pz * pc,
                        note=f"{pz} lanes x {pc} banks: {m} x {m}-bit mantissa products")]
@@ -330,7 +350,10 @@ def datapath(net, tables):
     exp_tree = 2 * pc * (_cmp(x) + _sel(x))             # 2Q - 1 in the tree, one with the carried value
     conv_exp = (2 * pc * elem + exp_tree + x + 2 * _cmp(x) + 2 * (32 + 4 * _cmp(16)), 2 * pc * (c + x) + 2 * pc * x)
     mac_bank = (_sel(c + 10) + x + srs_luts(c, m, 63, m), c + 2 * m)
-    mac_lane = (pc * sb + sb + srs_luts(m, a, 63, a) + 3 * a + -(-a // 2)   # tree, accumulator, bias, AddSat, ReLU
+    units = tables.get("units")              # .slots: ns rounders and products a lane, the reads' selects
+    ns = slot_count(pc) if units else pc
+    tree = sum(n * b for n, b in lane_tree(ns)) if packed(net.params) else ns * sb   # packed: levels' widths
+    mac_lane = (tree + sb + srs_luts(m, a, 63, a) + 3 * a + -(-a // 2)   # tree, accumulator, bias, AddSat, ReLU
                 + 2 * a + x + (_cmp(x) + _sel(x))                           # the max rule: leading one, its tree
                 + x + srs_luts(a, m, 63, m) + _cmp(8),                      # the write path: output stage, lane window
                 3 * sb + 3 * a + 2 * x + m)
@@ -345,9 +368,9 @@ def datapath(net, tables):
     pick = 0 if kh == 1 else 2 * (_sel(w + 10) if kh == 2 else (w + 10) * _mux(kh))
     has = families(tables)                    # the op families the kernel renders
     parts = {**({"conv_exp": conv_exp} if tables.get("has_exp", True) else {}),
-             "conv_mac_banks": (pc * mac_bank[0], pc * mac_bank[1]),
+             "conv_mac_banks": (pc * mac_bank[0], pc * mac_bank[1]) if not units else _slot_banks(pc, ns, c, m, x),
              "conv_mac_lanes": (pz * mac_lane[0], pz * mac_lane[1]),
-             **({"conv_pack": (pz // 2 * pc * PACK_LUT, pz // 2 * pc * PACK_FF)} if packed(net.params) else {}),
+             **({"conv_pack": (pz // 2 * ns * PACK_LUT, pz // 2 * ns * PACK_FF)} if packed(net.params) else {}),
              **({"maxpool": (pc * maxpool[0], pc * maxpool[1])} if has["has_pool"] else {}),
              **({"add": (ka * (add[0] + pick), ka * add[1])} if has["has_add"] else {}),
              "axi": (2 * AXI_MASTER[0] + AXI_LITE[0], 2 * AXI_MASTER[1] + AXI_LITE[1]), "control": CONTROL}
@@ -402,6 +425,39 @@ def datapath(net, tables):
     if any(getattr(op, "kind", "") in ("gather", "actmm", "softmax", "plnorm") for op in getattr(net, "ops", ())):
         parts["attention"] = attn_logic(net, tables)
     return parts
+
+
+def slot_count(pc):
+    """The products of a lane a cycle in the slot schedule (:mod:`.slots`): three units of ``pc / 2``."""
+    return 3 * (pc // 2)
+
+
+#: a packed lane's product: ``|w x| <= 2**14`` (mantissas in ``[-128, 127]``), 16 bits signed
+PROD_BITS = 16
+
+
+def lane_tree(q) -> list:
+    """A packed lane's adder tree of its ``q`` products a cycle, level by level as the kernel writes
+    it (``network.cpp.j2``, ``lane_tree``): ``[(sums, bits)]``, level ``k`` (from 1) the ``ceil(n / 2)``
+    pairwise sums of the ``n`` values of the level before (an odd last one passed on), each
+    ``PROD_BITS + k`` bits: a sum of at most ``2**k`` products below ``2**14`` in magnitude lies below
+    ``2**(14 + k)``, so every level is exact (as :func:`hlsnn.engines.sparse_cluster.netsize.tree4`)."""
+    out, n, k = [], q, 0
+    while n > 1:
+        n, k = -(-n // 2), k + 1
+        out.append((n, PROD_BITS + k))
+    return out
+
+
+def _slot_banks(pc, ns, c, m, x):
+    """``conv_mac_banks`` of the slot schedule (:mod:`.slots`): per bank the even word's source select
+    (act or the pool buffer) and the two selects by the address's parity (the tap's element, the next
+    one's); per bank of a half unit 2's select between the halves' second elements; per slot the
+    exponent difference and the patch rounding ``ShiftRoundSat<C, M>``; per half the read's address
+    adders (``a``, ``(a + 1) >> 1``), its padding tests and the second tap's (``16``-bit compares)."""
+    lut = (pc * 3 * _sel(c + 10) + pc // 2 * _sel(c + 10) + ns * (x + srs_luts(c, m, 63, m))
+           + 2 * (2 * 32 + 6 * _cmp(16)))
+    return lut, pc * 2 * (c + 10) + ns * (c + 2 * m)
 
 
 def resources(net, tables, ps):
