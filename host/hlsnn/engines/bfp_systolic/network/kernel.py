@@ -83,7 +83,8 @@ FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", 
 #                                                 .gatero) rounded to odd; attention's ops (.attnkern) use the
 #                                                 shared fields (oh: an output radix, kh: a second shift)
           "fa",                                 # a conv's fused residual Add (.fuse: 1, 2 with its ReLU)
-          "uoff")                               # a conv's first cycle in the slot schedule's unit tables (.slots)
+          "uoff", "moff")                       # a conv's first cycle in the slot schedule's unit tables and map
+#                                                 taps (.slots)
 #: attention's op kinds on pairs (.attnkern: the pair attention rules (bfp_attn_gather to bfp_softmax), bfp_scale, bfp_layer_norm of .attnpairs)
 ATTN_KINDS = ("gather", "addc", "actmm", "softmax", "pscale", "plnorm")
 
@@ -231,11 +232,12 @@ def tables(net, pz, pc):
             if r["d"].get("_g") is not None:
                 r["d"]["_g"]["pairs"] = r["d"]["dw"] == 1 and not r["d"]["sb"]
         wl, units, tz_slots = netslots.relayout([r["d"] for r in rows], [r["d"].get("_g") for r in rows], pz, pc,
-                                                TZ_DISTANCE, FUSE_LANES)
+                                                TZ_DISTANCE, FUSE_LANES, expmap.EXP_LEAD)
     for r in rows:                                 # the descriptors' values, the leading-one maps marked
         dr = r.pop("d")
         dr.pop("_g", None)
         dr.setdefault("uoff", 0)
+        dr.setdefault("moff", 0)
         r["vals"] = [int(dr[k]) for k in FIELDS]
     if sum_bits > p["acc_bits"]:
         raise InputError(f"network kernel (bfp): a patch's sum needs {sum_bits} bits, beyond acc_bits = "
@@ -435,6 +437,9 @@ def render(net, out_dir):
                slots=t["units"] is not None, n_slots=len(t["weights"][0]), n_units=len((t["units"] or {}).get("pair", [0])),
                **{f"u_{k}": [_ints(v) for v in t["units"][k]] for k in ("off", "ky", "kx", "n") if t["units"]},
                u_pair=_ints(t["units"]["pair"]) if t["units"] else "",
+               n_mtaps=len(t["units"]["mtaps"]) if t["units"] else 0,
+               **{f"m_{k}": _ints([x[i] for x in t["units"]["mtaps"]]) for i, k in enumerate(("off", "ky", "kx", "pair"))
+                  if t["units"]},
                rounding=ROUNDING[p["rounding"]], act_bufs=t["act_bufs"], act_words=t["act_words"],
                act3_words=t["act3_words"], act3_type=third_storage(t["act3_words"], t["elem_bits"])[0],
                act3_impl=third_storage(t["act3_words"], t["elem_bits"])[1],

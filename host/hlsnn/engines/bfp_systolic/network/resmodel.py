@@ -109,7 +109,11 @@ def buffers(net, tables):
             Buffer("kWExp", "net_top", "array", 8, (pz, nb), partition=((1, "complete"),), static=True),
             Buffer("kBiasM", "net_top", "array", wbits, (pz, nb), partition=((1, "complete"),), static=True),
             Buffer("pexp", "Conv", "array", 12, (tables["max_pix"],), static=True, note="a conv's patch exponents"),
-            *([Buffer("lmap", "net_top", "array", 12, (2, tables["map_words"]), partition=((1, "complete"),),
+            *([Buffer("lmap", "net_top", "array", 12, (2, 2, -(-tables["map_words"] // 2)),
+                      partition=((1, "complete"), (2, "complete")), static=True, storage="ram_t2p", impl="bram",
+                      note="the leading-one maps of activation buffers 0 and 1 (.expmap), even and odd words apart "
+                           "(.slots)")] if tables.get("maps") and units else
+              [Buffer("lmap", "net_top", "array", 12, (2, tables["map_words"]), partition=((1, "complete"),),
                       static=True, storage="ram_t2p", impl="bram",
                       note="the leading-one maps of activation buffers 0 and 1 (.expmap)")] if tables.get("maps") else []),
             *([Buffer("omap", "LoadImage", "array", 12, (2, tables["in_hw"] // 2), partition=((1, "complete"),),
@@ -131,6 +135,10 @@ def buffers(net, tables):
                  *[Buffer(name, "net_top", "array", 8, (2, n), partition=((1, "complete"),), static=True,
                           note=note) for name, note in (("kUKy", "its position"), ("kUKx", ""), ("kUN", "its live banks"))],
                  Buffer("kUPair", "net_top", "array", 8, (n,), static=True, note="the cycle's pair: 0, or its half + 1")]
+        nm = len(units.get("mtaps") or [0])
+        bufs += [Buffer("kMOff", "net_top", "array", 32, (nm,), static=True,
+                        note="the exponent side's map taps, two across a cycle (.slots)"),
+                 *[Buffer(name, "net_top", "array", 8, (nm,), static=True, note="") for name in ("kMKy", "kMKx", "kMPair")]]
     if a3:
         kind, impl = third_storage(a3, ELEM_BITS)
         bufs.append(Buffer("act3", "net_top", "array", ELEM_BITS + 10, (pc, a3), partition=((1, "complete"),),
@@ -394,8 +402,10 @@ def datapath(net, tables):
         parts["pool_odd"] = (odd + 64 * _mux(pc) + gmap, 64 + 64 + x + (x if gmap else 0))
     if tables.get("maps"):                   # .expmap: the exponent side and the write side's leading ones
         parts["conv_map"] = (2 * (32 + 4 * _cmp(16)) + x + _cmp(x) + _sel(x) + 3 * x       # address, padding, max, clamp
-                             + pz * (m + m + x) + (pz - 1) * (_cmp(x) + _sel(x)) + _cmp(x) + _sel(x),
-                             32 + 3 * x + pz * x)
+                             + pz * (m + m + x) + (pz - 1) * (_cmp(x) + _sel(x)) + _cmp(x) + _sel(x)
+                             # .slots: the pair's second word: its address adder, padding tests, the two maxima's
+                             + (32 + 2 * _cmp(16) + _cmp(x) + _sel(x) if units else 0),
+                             32 + 3 * x + pz * x + (x if units else 0))
     if tables.get("maps") and has["has_add"]:   # .expmap.add_writes: the Add writes its output's map
         ka_ = add_lanes(net.params, pc)
         lop = w + w + x + -(-w // 6) + _sel(x)                       # ELop of the element: |m|, leading one, +e
@@ -451,11 +461,12 @@ def lane_tree(q) -> list:
 
 def _slot_banks(pc, ns, c, m, x):
     """``conv_mac_banks`` of the slot schedule (:mod:`.slots`): per bank the even word's source select
-    (act or the pool buffer) and the two selects by the address's parity (the tap's element, the next
-    one's); per bank of a half unit 2's select between the halves' second elements; per slot the
-    exponent difference and the patch rounding ``ShiftRoundSat<C, M>``; per half the read's address
-    adders (``a``, ``(a + 1) >> 1``), its padding tests and the second tap's (``16``-bit compares)."""
-    lut = (pc * 3 * _sel(c + 10) + pc // 2 * _sel(c + 10) + ns * (x + srs_luts(c, m, 63, m))
+    (act or the pool buffer) and the select of the tap's element by the address's parity (units 0 and
+    1); per slot of unit 2 its element, a 4:1 select of the four (even, odd word of either half) by
+    the cycle's pair and the pair's parity; per slot the exponent difference and the patch rounding
+    ``ShiftRoundSat<C, M>``; per half the read's address adders (``a``, ``(a + 1) >> 1``), its padding
+    tests and the second tap's (``16``-bit compares)."""
+    lut = (pc * 2 * _sel(c + 10) + pc // 2 * (c + 10) * _mux(4) + ns * (x + srs_luts(c, m, 63, m))
            + 2 * (2 * 32 + 6 * _cmp(16)))
     return lut, pc * 2 * (c + 10) + ns * (c + 2 * m)
 

@@ -101,30 +101,52 @@ def schedule(g, hb):
 def steps_of(g, cycles, d, pz, fuse_lanes):
     """A block's cycles: the schedule's, raised for the map's taps and a fused Add's writes."""
     n = len(cycles)
-    if d.get("mr"):
-        n = max(n, -(-(d["kh"] * d["kw"]) // g["nb"]))
+    if d.get("mr"):                                       # the exponent side's cycles a pixel
+        n = max(n, -(-(d["lead"] - g["exp_lead"]) // g["nb"]))
     if d.get("fa"):
         n = max(n, pz // fuse_lanes)
     return n
 
 
-def relayout(rows, geoms, pz, pc, tz_distance, fuse_lanes):
+def map_taps(g):
+    """A map-reading conv's exponent side (:mod:`.expmap`) a cycle at a time: per window row ``ky``
+    its taps in pairs ``(kx, kx + 1)`` (``dw = 1``: map words ``a`` and ``a + 1``, one from each of the
+    map's even and odd memories) and a single where ``kw`` is odd; ``[(off, ky, kx, pair)]``."""
+    out = []
+    for ky in range(g["kh"]):
+        kx = 0
+        while kx < g["kw"]:
+            pair = g["dw"] == 1 and kx + 1 < g["kw"]
+            out.append((ky * g["dh"] * g["w"] + kx * g["dw"], ky * g["dh"], kx * g["dw"], int(pair)))
+            kx += 2 if pair else 1
+    return out
+
+
+def relayout(rows, geoms, pz, pc, tz_distance, fuse_lanes, exp_lead):
     """Rewrite the conv rows (``rows``: descriptor dicts ``d`` in program order; ``geoms``: per
     conv row its geometry and padded weights, else None) for the slot schedule: each conv's
-    ``steps``, ``n_iter``, ``woff``, ``uoff``; returns ``(weights, units, tz_slots)``: per lane
-    and slot the ROM words, the unit tables (``off``, ``ky``, ``kx``, ``n``: per half a list;
-    ``pair``), the ring's pixels."""
+    ``steps``, ``n_iter``, ``woff``, ``uoff`` and, reading a map, ``moff`` and ``lead`` (the map's
+    taps two a cycle, :func:`map_taps`); returns ``(weights, units, tz_slots)``: per lane and slot
+    the ROM words, the unit tables (``off``, ``ky``, ``kx``, ``n``: per half a list; ``pair``;
+    ``mtaps``: the exponent side's), the ring's pixels."""
     hb = pc // 2
     ns = 3 * hb
     wl = [[[] for _ in range(ns)] for _ in range(pz)]
-    units = dict(off=([], []), ky=([], []), kx=([], []), n=([], []), pair=[])
+    units = dict(off=([], []), ky=([], []), kx=([], []), n=([], []), pair=[], mtaps=[])
     woff, tz_slots = 0, 2
     for d, g in zip(rows, geoms):
+        d["moff"] = 0
         if g is None:
             d["uoff"] = 0
             continue
+        if d.get("mr"):                                   # the exponent side: a pair of map words a cycle
+            mt = map_taps(g) if not d.get("sb") else [(0, 0, 0, 0)]
+            d["moff"] = len(units["mtaps"])
+            units["mtaps"] += mt
+            d["n_iter"] += len(mt) + exp_lead - d["lead"]
+            d["lead"] = len(mt) + exp_lead
         cyc = schedule(g, hb)
-        steps = steps_of(g, cyc, d, pz, fuse_lanes)
+        steps = steps_of(dict(g, exp_lead=exp_lead), cyc, d, pz, fuse_lanes)
         cyc = cyc + [(None, None)] * (steps - len(cyc))
         d["uoff"] = len(units["pair"])
         for a0, a1 in cyc:
@@ -167,4 +189,5 @@ def relayout(rows, geoms, pz, pc, tz_distance, fuse_lanes):
     for key in ("off", "ky", "kx", "n"):
         units[key] = [u or [0] for u in units[key]]
     units["pair"] = units["pair"] or [0]
+    units["mtaps"] = units["mtaps"] or [(0, 0, 0, 0)]
     return [[cat(b) for b in lane] for lane in wl], units, tz_slots
