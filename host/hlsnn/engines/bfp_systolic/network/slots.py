@@ -63,7 +63,8 @@ def eligible(net, p, pz, pc, has_exp, act3_words, has_mean):
 
 
 def _reads(g, half, hb):
-    """Half ``half``'s reads of the conv of geometry ``g``: ``[(cb, ky, kx, pair)]``, pairs first."""
+    """Half ``half``'s reads of the conv of geometry ``g``: ``([pairs], [singles])``, each read
+    ``(cb, ky, kx, pair)``."""
     pairs, singles = [], []
     for cb in range(g["ncg"]):
         if min(hb, max(0, g["cend"] - cb * 2 * hb - half * hb)) == 0:
@@ -77,24 +78,55 @@ def _reads(g, half, hb):
                 else:
                     singles.append((cb, ky, kx, False))
                     kx += 1
-    return pairs + singles
+    return pairs, singles
+
+
+def _bound(p0, s0, p1, s1):
+    """The fewest cycles left for ``p`` pairs and ``s`` singles of each half: each half reads once a
+    cycle, a cycle takes three taps (splitting pairs lets the pairs' count fall, not the taps')."""
+    return max(p0 + s0, p1 + s1, -(-(2 * p0 + s0 + 2 * p1 + s1) // 3))
+
+
+#: a half's move in a cycle: its next pair, a single, a pair's first tap alone (its second a single
+#: left), or nothing: (pairs taken, singles taken, is a pair)
+_MOVES = {"P": (1, 0, True), "S": (0, 1, False), "X": (1, -1, False), "-": (0, 0, False)}
 
 
 def schedule(g, hb):
     """The conv's cycles (module docstring): ``[(read of half 0 or None, read of half 1 or None)]``,
-    at most one of them a pair."""
-    r0 = _reads(g, 0, hb)
-    r1 = _reads(g, 1, hb)
-    r1 = [x for x in r1 if not x[3]] + [x for x in r1 if x[3]]   # half 1: singles first
+    at most one of them a pair. Greedy: each cycle the moves of the two halves (at most one pair;
+    a pair split where two would meet) that leave the fewest cycles by :func:`_bound`, the more taps
+    first among as many."""
+    reads = [_reads(g, 0, hb), _reads(g, 1, hb)]
     cycles = []
-    while r0 or r1:
-        a0 = r0.pop(0) if r0 else None
-        a1 = r1.pop(0) if r1 else None
-        if a0 and a1 and a0[3] and a1[3]:                         # two pairs: half 1's split
-            cb, ky, kx, _ = a1
-            r1.append((cb, ky, kx + 1, False))
-            a1 = (cb, ky, kx, False)
-        cycles.append((a0, a1))
+    while any(p or s for p, s in reads):
+        n = [(len(p), len(s)) for p, s in reads]
+        best = None
+        for m0 in _MOVES:
+            for m1 in _MOVES:
+                (a0, b0, q0), (a1, b1, q1) = _MOVES[m0], _MOVES[m1]
+                if (q0 and q1) or (m0 == "-" and m1 == "-"):
+                    continue
+                rest = [(n[0][0] - a0, n[0][1] - b0), (n[1][0] - a1, n[1][1] - b1)]
+                if any(x < 0 for r in rest for x in r) or any(m == "X" and k[0] == 0 for m, k in ((m0, n[0]), (m1, n[1]))):
+                    continue
+                taps = sum(2 if q else (1 if m != "-" else 0) for m, q in ((m0, q0), (m1, q1)))
+                key = (_bound(*rest[0], *rest[1]), -taps, m0 == "X", m1 == "X")
+                if best is None or key < best[0]:
+                    best = (key, m0, m1)
+        cyc = []
+        for (pairs, singles), m in zip(reads, best[1:]):
+            if m == "P":
+                cyc.append(pairs.pop(0))
+            elif m == "S":
+                cyc.append(singles.pop(0))
+            elif m == "X":                              # the pair's first tap now, its second a single
+                cb, ky, kx, _ = pairs.pop(0)
+                singles.append((cb, ky, kx + 1, False))
+                cyc.append((cb, ky, kx, False))
+            else:
+                cyc.append(None)
+        cycles.append(tuple(cyc))
     return cycles or [(None, None)]
 
 
