@@ -19,6 +19,10 @@ A pair's two mantissas are one 16-bit ROM word (``kWPairs``): the weight ROMs st
 ``P x Q`` products then take ``P x Q / 2`` DSPs and :data:`~hlsnn.engines.sparse_cluster.netsize.PACK_LUT`
 LUTs each for the split.
 
+**Slots** (``net_slots: 1``, asked for by the config): ``3Q/2`` products a lane a cycle over (tap,
+channel) slots (:mod:`.network.slots`); the sizer tries those shapes first (the Add down to
+``Q/4`` lanes) and leaves the key out where none fits.
+
 **Sizing** (:func:`size`, at config load, when the config gives none of ``net_lanes``,
 ``net_banks``, ``net_pack``: a compiled model records the pick, so its config hash does not move
 with the sizer): packing wherever ``mantissa_bits <= 8``; of the shapes in :func:`shapes`, the one

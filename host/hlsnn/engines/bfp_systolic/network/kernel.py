@@ -11,8 +11,10 @@ layer kernel's 176 (8 x 11 tiles x 2), leaving room for the rest of the design. 
 and ``Q``; lanes ``2i`` and ``2i + 1`` sharing a DSP48 per bank, ``net_pack``, their mantissas
 one 16-bit ROM word, ``kWPairs``; the Add's lanes ``net_add``; the leading-one maps
 ``net_maps``, :mod:`.expmap`; an unfolded stem's image a word a cycle, ``load_pairs``, with
-the stem's leading-one map, ``load_map``; and a residual Add fused into the write path of the
-conv that feeds it, the conv's descriptor ``fa``, :mod:`.fuse`).
+the stem's leading-one map, ``load_map``; a residual Add fused into the write path of the
+conv that feeds it, the conv's descriptor ``fa``, :mod:`.fuse`; and, asked for by ``net_slots``,
+``3Q/2`` products a lane a cycle over (tap, channel) slots, :mod:`.slots`: its schedule's tables,
+the weights per slot two slots a ROM word, ``kWQuads``, the descriptors' ``uoff``, ``moff``).
 
 **Buffers**: :func:`hlsnn.engines.network.kernel.allocate` (two ping-pong buffers and a shortcut
 buffer in ``Q`` channel banks; a third activation buffer where two do not hold the network, declared
