@@ -109,3 +109,29 @@ def test_the_slot_schedule_keeps_the_bits(slotted):
     k_run = check_kernel_run(slotted, "bfp8", x, board=True)
     y = np.asarray(k_run(x))
     assert len({tuple(r) for r in y}) == len(x)
+
+
+def test_the_resource_model_counts_what_the_slot_kernel_declares(slotted, tmp_path):
+    """The slot kernel's arrays as the resource model counts them are the ones the rendered C++
+    declares: the unit and map-tap tables, two slots' weights a 32-bit ROM word (kWQuads), a bank's
+    even and odd words two simple dual-port memories (act, lmap: half the words each); and its
+    multipliers are the DSPs the C++ declares (HLSNN_OPS: 8 lane pairs x 24 slots)."""
+    import re
+    from hlsnn.engines.bfp_systolic.network import kernel as bfpkernel, perf as bfpperf
+    net, t = _tables(slotted)
+    bfpkernel.render(net, tmp_path)
+    cpp = "".join((tmp_path / f).read_text() for f in ("network.cpp", "network.h", "network_data.h"))
+    bufs, muls = bfpperf.buffers(net, t)
+    by = {b.name: b for b in bufs}
+    for name in ("kWQuads", "kUOff", "kUKy", "kUKx", "kUN", "kUPair", "kMOff", "kMKy", "kMKx", "kMPair"):
+        dims = "".join(f"[{d}]" for d in by[name].dims)
+        assert re.search(rf"\b{name}{re.escape(dims)} = ", cpp), (name, dims)
+    assert "kWPairs" not in by and not re.search(r"\bkWPairs\[", cpp)
+    assert by["kWQuads"].width == 32 and "static const uint32_t kWQuads" in cpp
+    half = int(re.search(r"kActHalf = (\d+);", cpp).group(1))
+    assert by["act"].dims == (2, 16, 2, half) and by["act"].storage == "ram_s2p"
+    assert "static ActHalf act[2][Cfg::kPc][2];" in cpp and "type = ram_s2p impl = bram" in cpp
+    words = int(re.search(r"kMapWords = (\d+);", cpp).group(1))
+    assert by["lmap"].dims == (2, 2, (words + 1) // 2) and "static MapHalf lmap[2][2];" in cpp
+    (mac,) = [m for m in muls if m.function == "ConvMac"]
+    assert mac.count == 8 * 24 and "HLSNN_OPS(ConvMac, Cfg::kPz / 2 * Cfg::kSlots" in cpp

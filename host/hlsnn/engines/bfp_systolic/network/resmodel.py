@@ -464,10 +464,11 @@ def _slot_banks(pc, ns, c, m, x):
     (act or the pool buffer) and the select of the tap's element by the address's parity (units 0 and
     1); per slot of unit 2 its element, a 4:1 select of the four (even, odd word of either half) by
     the cycle's pair and the pair's parity; per slot the exponent difference and the patch rounding
-    ``ShiftRoundSat<C, M>``; per half the read's address adders (``a``, ``(a + 1) >> 1``), its padding
-    tests and the second tap's (``16``-bit compares)."""
+    ``ShiftRoundSat<C, M>``; per bank its live-channel compare (``k < kUN``, 8 bits); per half the
+    read's address adders (``a``, ``(a + 1) >> 1``), its padding tests and the second tap's (``16``-bit
+    compares)."""
     lut = (pc * 2 * _sel(c + 10) + pc // 2 * (c + 10) * _mux(4) + ns * (x + srs_luts(c, m, 63, m))
-           + 2 * (2 * 32 + 6 * _cmp(16)))
+           + pc * _cmp(8) + 2 * (2 * 32 + 6 * _cmp(16)))
     return lut, pc * 2 * (c + 10) + ns * (c + 2 * m)
 
 
