@@ -94,9 +94,10 @@ def test_every_conv_runs_on_the_slot_schedule(slotted):
     steps = [dict(zip(bfpkernel.FIELDS, r["vals"]))["steps"] for r in t["rows"]]
     # c1, the unfolded stem (its 3 columns in banks 0..2, 3 taps down): 3; c2: half 0 holds both
     # blocks' channels, 2 rows of a pair: 4; c3: 5 rows of (2 pairs + single) in each half, 50 taps of
-    # 8 banks three a cycle: 17; c4: singles of half 0: 9; c5: 1x1, one read a half: 1; c6: 4 rows of
-    # 2 pairs, two channel blocks in half 0: 16
-    assert steps == [3, 4, 17, 9, 1, 16]
+    # 8 banks three a cycle: 17; c4: singles of half 0: 9; c5: 1x1, one read a half, but a block's
+    # 16 outputs are written 8 a cycle (resmodel.WRITE_LANES): 2; c6: 4 rows of 2 pairs, two channel
+    # blocks in half 0: 16
+    assert steps == [3, 4, 17, 9, 2, 16]
 
 
 @pytest.mark.csim

@@ -54,7 +54,7 @@ from ...network import kernel as netkernel
 from ..emulator import zero_row_exponent
 from . import expmap, reduce as netreduce, slots as netslots
 from .perf import FAMILIES, MAC_DEPTH, add_lanes, families, packed, pool_odd, third_storage  # noqa: F401  (kernel's API)
-from .resmodel import lane_tree
+from .resmodel import lane_tree, write_lanes
 from .lower import ELEM_BITS, EXACT_BITS, WIDE_BITS, elem_bits, pack as netbfp_pack, taps as netbfp_taps
 from ...network.kernel import (ROUNDING, TOP, _ints, _most, _size, act_bufs, allocate, descriptor_head,
                                pool_or_add)
@@ -234,7 +234,7 @@ def tables(net, pz, pc):
             if r["d"].get("_g") is not None:
                 r["d"]["_g"]["pairs"] = r["d"]["dw"] == 1 and not r["d"]["sb"]
         wl, units, tz_slots = netslots.relayout([r["d"] for r in rows], [r["d"].get("_g") for r in rows], pz, pc,
-                                                TZ_DISTANCE, FUSE_LANES, expmap.EXP_LEAD)
+                                                TZ_DISTANCE, FUSE_LANES, expmap.EXP_LEAD, write_lanes(pz, True))
     for r in rows:                                 # the descriptors' values, the leading-one maps marked
         dr = r.pop("d")
         dr.pop("_g", None)
@@ -435,7 +435,7 @@ def render(net, out_dir):
                load_map=t["load_map"], unfold_c=(t["unfold"] or {}).get("c", 1), has_exp=t["has_exp"],
                pool_map=t["maps"] and pool_odd(net),     # .expmap: the pool's map (AddPoolOdd's gmax)
                wpairs=(quad_words(t["weights"]) if t["units"] else pair_words(t["weights"])) if packed(p) else [],
-               lane_tree=lane_tree(len(t["weights"][0])),
+               lane_tree=lane_tree(len(t["weights"][0])), write_lanes=write_lanes(pz, t["units"] is not None),
                slots=t["units"] is not None, n_slots=len(t["weights"][0]), n_units=len((t["units"] or {}).get("pair", [0])),
                **{f"u_{k}": [_ints(v) for v in t["units"][k]] for k in ("off", "ky", "kx", "n") if t["units"]},
                u_pair=_ints(t["units"]["pair"]) if t["units"] else "",

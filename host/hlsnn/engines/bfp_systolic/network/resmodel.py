@@ -23,6 +23,16 @@ def packed(p):
 FUSE_LANES = 2
 
 
+#: the slot schedule's (:mod:`.slots`) write path: a block's ``P`` outputs rounded and written this
+#: many lanes a cycle (``P / WRITE_LANES`` cycles, behind the block's products; the unfused convs)
+WRITE_LANES = 8
+
+
+def write_lanes(pz, slots):
+    """The lanes a cycle of a conv's write path: :data:`WRITE_LANES` with the slot schedule, else all ``P``."""
+    return min(pz, WRITE_LANES) if slots else pz
+
+
 def add_lanes(p, pc):
     """The residual Add's channels a cycle ``kA`` (``net_add``: a board-sized kernel's, a divisor
     of the ``pc`` banks; else ``pc``): a block of ``pc`` channels takes ``pc / kA`` parts."""
@@ -361,9 +371,10 @@ def datapath(net, tables):
     units = tables.get("units")              # .slots: ns rounders and products a lane, the reads' selects
     ns = slot_count(pc) if units else pc
     tree = sum(n * b for n, b in lane_tree(ns)) if packed(net.params) else ns * sb   # packed: levels' widths
+    kw = write_lanes(pz, units)              # the write path's lanes a cycle (.slots: parts of a block)
     mac_lane = (tree + sb + srs_luts(m, a, 63, a) + 3 * a + -(-a // 2)   # tree, accumulator, bias, AddSat, ReLU
                 + 2 * a + x + (_cmp(x) + _sel(x))                           # the max rule: leading one, its tree
-                + x + srs_luts(a, m, 63, m) + _cmp(8),                      # the write path: output stage, lane window
+                + (x + srs_luts(a, m, 63, m) + _cmp(8)) * kw // pz,         # the write path (kw of the P lanes)
                 3 * sb + 3 * a + 2 * x + m)
     greater = 2 * (E + E + x + _stages(E, 53)) + _cmp(E) + -(-E // 3) + _cmp(x) + 8
     maxpool = (greater + 2 * _sel(64), 2 * 64)
@@ -377,6 +388,8 @@ def datapath(net, tables):
     has = families(tables)                    # the op families the kernel renders
     parts = {**({"conv_exp": conv_exp} if tables.get("has_exp", True) else {}),
              "conv_mac_banks": (pc * mac_bank[0], pc * mac_bank[1]) if not units else _slot_banks(pc, ns, c, m, x),
+             # .slots: the write path's kw lanes pick the part's results (A + X bits from P / kw), per bank its part's test
+             **({"conv_write": (kw * (a + x) * _mux(pz // kw) + pc * _cmp(8), kw * (a + x))} if kw < pz else {}),
              "conv_mac_lanes": (pz * mac_lane[0], pz * mac_lane[1]),
              **({"conv_pack": (pz // 2 * ns * PACK_LUT, pz // 2 * ns * PACK_FF)} if packed(net.params) else {}),
              **({"maxpool": (pc * maxpool[0], pc * maxpool[1])} if has["has_pool"] else {}),
@@ -402,7 +415,7 @@ def datapath(net, tables):
         parts["pool_odd"] = (odd + 64 * _mux(pc) + gmap, 64 + 64 + x + (x if gmap else 0))
     if tables.get("maps"):                   # .expmap: the exponent side and the write side's leading ones
         parts["conv_map"] = (2 * (32 + 4 * _cmp(16)) + x + _cmp(x) + _sel(x) + 3 * x       # address, padding, max, clamp
-                             + pz * (m + m + x) + (pz - 1) * (_cmp(x) + _sel(x)) + _cmp(x) + _sel(x)
+                             + kw * (m + m + x) + (kw - 1) * (_cmp(x) + _sel(x)) + _cmp(x) + _sel(x)
                              # .slots: the pair's second word: its address adder, padding tests, the two maxima's
                              + (32 + 2 * _cmp(16) + _cmp(x) + _sel(x) if units else 0),
                              32 + 3 * x + pz * x + (x if units else 0))

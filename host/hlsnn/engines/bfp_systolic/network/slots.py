@@ -28,7 +28,10 @@ of 32 channels 12 (18), of 64 24 (36); a half with no channels (a block of at mo
 nothing. ``steps`` (a block's cycles) is then raised where something else runs slower than the
 products (padding cycles of no reads and zero weights): a conv that reads a leading-one map
 (:mod:`.expmap`, one tap a cycle: ``kh * kw`` per pixel) takes at least ``ceil(kh * kw / zb)``
-cycles a block, and a conv with a fused residual Add (:mod:`.fuse`) at least ``P / FUSE_LANES``.
+cycles a block, and its writes: a conv with a fused residual Add (:mod:`.fuse`) at least ``P /
+FUSE_LANES``, any other ``P / WRITE_LANES`` (its results rounded and written ``WRITE_LANES`` lanes a
+cycle, :data:`.resmodel.WRITE_LANES`: half the write path's LUTs; its last pixel's writes as many
+cycles a block).
 
 **Tables** (rendered into ``network_data.h``): per cycle of each conv (from its descriptor's
 ``uoff``) and half ``h``: ``kUOff[h]`` (the read's address from the window's corner, as the tap
@@ -130,14 +133,13 @@ def schedule(g, hb):
     return cycles or [(None, None)]
 
 
-def steps_of(g, cycles, d, pz, fuse_lanes):
-    """A block's cycles: the schedule's, raised for the map's taps and a fused Add's writes."""
+def steps_of(g, cycles, d, pz, fuse_lanes, write_lanes):
+    """A block's cycles: the schedule's, raised for the map's taps and the block's writes (a fused
+    Add's ``P / fuse_lanes``, else ``P / write_lanes``)."""
     n = len(cycles)
     if d.get("mr"):                                       # the exponent side's cycles a pixel
         n = max(n, -(-(d["lead"] - g["exp_lead"]) // g["nb"]))
-    if d.get("fa"):
-        n = max(n, pz // fuse_lanes)
-    return n
+    return max(n, pz // (fuse_lanes if d.get("fa") else write_lanes))
 
 
 def map_taps(g):
@@ -154,7 +156,7 @@ def map_taps(g):
     return out
 
 
-def relayout(rows, geoms, pz, pc, tz_distance, fuse_lanes, exp_lead):
+def relayout(rows, geoms, pz, pc, tz_distance, fuse_lanes, exp_lead, write_lanes):
     """Rewrite the conv rows (``rows``: descriptor dicts ``d`` in program order; ``geoms``: per
     conv row its geometry and padded weights, else None) for the slot schedule: each conv's
     ``steps``, ``n_iter``, ``woff``, ``uoff`` and, reading a map, ``moff`` and ``lead`` (the map's
@@ -178,7 +180,9 @@ def relayout(rows, geoms, pz, pc, tz_distance, fuse_lanes, exp_lead):
             d["n_iter"] += len(mt) + exp_lead - d["lead"]
             d["lead"] = len(mt) + exp_lead
         cyc = schedule(g, hb)
-        steps = steps_of(dict(g, exp_lead=exp_lead), cyc, d, pz, fuse_lanes)
+        steps = steps_of(dict(g, exp_lead=exp_lead), cyc, d, pz, fuse_lanes, write_lanes)
+        if not d.get("fa"):                               # the last pixel's writes: P / write_lanes cycles a block
+            d["n_iter"] += g["nb"] * (pz // write_lanes - 1)
         cyc = cyc + [(None, None)] * (steps - len(cyc))
         d["uoff"] = len(units["pair"])
         for a0, a1 in cyc:
