@@ -32,7 +32,7 @@ MODEL = ROOT / "configs" / "models" / "resnet8_digits32.yaml"
 NET_ROWS = {"| two-hot, power of two (`shift_mac`, 128": ("twohot",),
             "| two-hot / power of two, sized to the chip": ("twohot_z2", "pot_z2"),
             "| fixed8 / sparse50": ("fixed8", "sparse50"),
-            "| bfp16 / bfp8 (`bfp_systolic`, 128 DSP, 100 / 200 MHz) | PYNQ-Z2": ("bfp16", "bfp8_z2"),
+            "| bfp16 / bfp8 (`bfp_systolic`, 128 / 192 DSP, 100 / 200 MHz) | PYNQ-Z2": ("bfp16", "bfp8_z2"),
             "| bfp8 (`bfp_systolic`, 128 DSP) | ZCU104": ("bfp8",),
             "| fixed8, sized to the chip (`sparse_cluster`, 192 DSP": ("fixed8_z2",),
             "| fixed8, sized to the chip (`sparse_cluster`, 320 / 640": ("fixed8_zu3", "fixed8_zcu104", "fixed8_kv260"),

@@ -157,6 +157,8 @@ def test_shipped_accel_config_loads(path):
         keys -= {k for k in ("max_code", "net_dsp") if not raw[cfg.engine].get(k)}    # only when given
     if cfg.engine == "bfp_systolic" and "net_shape" not in raw[cfg.engine]:     # only with net_shape: board
         keys -= {"net_shape", "net_lanes", "net_banks", "net_pack", "net_add", "net_maps"}
+    if cfg.engine == "bfp_systolic" and not cfg.params.get("net_slots"):
+        keys -= {"net_slots"}                       # kept only when on (.network.slots): the other configs' hashes stay
     assert set(cfg.params) == keys
     for res, used in cfg.estimates["resources"].items():
         # the shift-MAC engine uses no DSPs by design, and only sparse_cluster binds buffers to

@@ -501,13 +501,13 @@ def test_a_global_pools_sums_held_rounded_to_odd_keep_the_bits(compiled, monkeyp
 @pytest.mark.csim
 @pytest.mark.strict_csim
 def test_the_board_sized_pynq_z2_kernel_gives_the_emulators_bits(compiled):
-    """Issue 83: bfp8net_pynq-z2 sized to the board (16 lanes x 16 banks, lane pairs on one
-    DSP48 each, the Add 8 channels a cycle, leading-one maps, the image a word a cycle) on the
-    strict C-simulation and the simulated board, add1 and add2 fused into their convs' write paths:
-    the layer-by-layer emulator's bits in one start,
-    every bank within its ports, the cycle model's iterations, 128 DSPs doing 256 products, and
-    every ResNet-8 conv taking its patch exponents from a leading-one map (the image load's, a
-    conv's, an Add's or the pool's), so the kernel has no exponent pass."""
+    """Issue 83: bfp8net_pynq-z2 sized to the board (16 lanes x 24 (tap, channel) slots over 16
+    banks, .slots; lane pairs on one DSP48 each, the Add 4 channels a cycle, leading-one maps, the
+    image a word a cycle) on the strict C-simulation and the simulated board, add1 and add2 fused
+    into their convs' write paths: the layer-by-layer emulator's bits in one start, every bank
+    (a bank's even and odd memories) within its ports, the cycle model's iterations, 192 DSPs doing
+    384 products, and every ResNet-8 conv taking its patch exponents from a leading-one map (the
+    image load's, a conv's, an Add's or the pool's), so the kernel has no exponent pass."""
     from netfixtures import check_kernel_run
     from hlsnn.engines.bfp_systolic.network.kernel import FIELDS
     path = compiled("resnet8_digits32", "bfp8_z2")
@@ -515,8 +515,16 @@ def test_the_board_sized_pynq_z2_kernel_gives_the_emulators_bits(compiled):
     k = k_run._kernel
     assert k.strict and checked_raw(k.strict_report) == {"act": 16, "tz": 16, "e3z": 16, "gap": 16, "pexp": 16,
                                                          "lmap": 16, "omap": 16, "sc": 16}
-    assert k.strict_report["operators"] == [{"loop": "ConvMac", "mul": 128, "div": 0, "dsp": 128}]
+    assert k.strict_report["operators"] == [{"loop": "ConvMac", "mul": 192, "div": 0, "dsp": 192}]
     rows = {r["comment"].split(":")[0]: dict(zip(FIELDS, r["vals"])) for r in k.tables["rows"]}
+    # a block's cycles on the slot schedule: a half of 8 banks read once a cycle, a 3x3 window row a
+    # pair of taps and a single: 6 reads a half per 16 channels (9 today); the stem's 3 taps down (3
+    # unfolded columns in the banks: no pairs), a 1x1 one read per 16 channels but at least 2 (a
+    # block's 16 outputs written 8 a cycle); s1b's at least 8 (its fused Add writes a block's 16 lanes
+    # two a cycle), fc one pixel of 64 channels: 4
+    assert k.tables["units"] is not None
+    assert {n: r["steps"] for n, r in rows.items() if r["op"] == 0} == {
+        "stem": 3, "s1a": 6, "s1b": 8, "s2a": 6, "s2s": 2, "s2b": 12, "s3a": 12, "s3s": 2, "s3b": 24, "fc": 4}
     # every conv reads a map (.expmap): the stem the unfolded image load's, s2a, s2s, s3a, s3s an
     # Add's, fc the pool's (AddPoolOdd's gmax), the others a conv's; so no exponent pass is rendered
     convs = {"stem", "s1a", "s1b", "s2a", "s2s", "s2b", "s3a", "s3s", "s3b", "fc"}

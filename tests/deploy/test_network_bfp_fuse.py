@@ -55,11 +55,18 @@ def test_the_fused_rows(fused):
     rows = [dict(zip(bfpkernel.FIELDS, r["vals"])) for r in t["rows"]]
     by = {r["comment"].split(":")[0]: row for r, row in zip(t["rows"], rows)}
     (c2, a1), (c4, a2) = [(n, m) for n, m in zip(list(by)[:-1], list(by)[1:]) if by[m]["op"] == 2]
-    assert by[c2]["fa"] == 0 and by[a1]["n_iter"] == 64 * 3       # 24 channels 8 a cycle, 64 pixels
+    ka = net.params["net_add"]                                    # the Add's channels a cycle
+    assert by[c2]["fa"] == 0 and by[a1]["n_iter"] == 64 * -(-24 // ka)     # 24 channels ka a cycle, 64 pixels
     assert by[c4]["fa"] == 1 and by[a2]["n_iter"] == 0 and t["fuse"]
-    assert (by[c4]["zb"], by[c4]["zlast"], by[c4]["steps"]) == (2, 8, 18)
+    # a block's cycles: one tap of 16 channels a cycle; with the slot schedule (.slots, the shipped config's
+    # net_slots) one read of each half of 8 banks a cycle: half 0 holds channels of both channel blocks, each
+    # window row a pair of taps and a single: 2 x 3 x 2 reads
+    steps = 12 if t["units"] else 18
+    assert (by[c4]["zb"], by[c4]["zlast"], by[c4]["steps"]) == (2, 8, steps)
     assert by[c4]["dst"] == by[a2]["dst"] != by[c4]["src"] and by[c4]["mw"] == 1 and by[a2]["mw"] == 0
-    assert by[c4]["n_iter"] == 64 * 2 * 18 + 16 - 1 + 2 * 8 + by[c4]["lead"]    # the last pixel's writes: 2 blocks x 8
+    assert by[c4]["n_iter"] == 64 * 2 * steps + 16 - 1 + 2 * 8 + by[c4]["lead"]  # the last pixel's writes: 2 blocks x 8
+    # the map's taps a pixel: 9, or (slots) a pair and a single a row
+    assert by[c4]["lead"] == (6 if t["units"] else 9) + 16
 
 
 @pytest.mark.csim
@@ -70,7 +77,8 @@ def test_the_fused_add_keeps_the_bits(fused):
     from hlsnn.deploy.datasets import load
     x = load("digits", layout="nchw").x_test[:6]
     k_run = check_kernel_run(fused, "bfp8", x, board=True)
-    assert k_run._kernel.counters["NetAdd"][0] == 6 * 64 * 3         # add1's alone
+    ka = k_run.network.params["net_add"]                             # the Add's channels a cycle
+    assert k_run._kernel.counters["NetAdd"][0] == 6 * 64 * -(-24 // ka)    # add1's alone
     y = np.asarray(k_run(x))
     assert len({tuple(r) for r in y}) == len(x)                      # six images, six different outputs
 

@@ -26,21 +26,36 @@ def test_the_sized_shape_fits_and_no_larger_one_does(name, tmp_path):
     (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(d))
     cfg = hlsnn.load_config(tmp_path / f"{name}.yaml")
     p, board = dict(cfg.params), cfg.board
-    pz, pc, pack = p["net_lanes"], p["net_banks"], p["net_pack"]
+    pz, pc, pack, sl = p["net_lanes"], p["net_banks"], p["net_pack"], p.get("net_slots", 0)
     assert pack == (p["mantissa_bits"] <= 8)
-    e = netsize.estimate(p, pz, pc, pack, board.ps, p["net_add"], p["net_maps"])
+    e = netsize.estimate(p, pz, pc, pack, board.ps, p["net_add"], p["net_maps"], sl)
     assert within_margins(e, board.resources, KEYS)
-    assert e["dsp"] == pz * pc // (2 if pack else 1)
+    per = lambda z, c, s: z * (3 * c // 2 if s else c)      # noqa: E731  (a lane's products a cycle: banks, or slots)
+    assert e["dsp"] == per(pz, pc, sl) // (2 if pack else 1)
     for qz, qc in netsize.shapes():
-        if qz * qc > pz * pc:          # more products a cycle: no variant of it fits
-            assert not any(within_margins(netsize.estimate(p, qz, qc, pack, board.ps, a, m), board.resources, KEYS)
-                           for a in (qc, qc // 2) for m in (0, 1)), (qz, qc)
+        for s in ((0, 1) if p.get("net_slots") else (0,)):
+            if per(qz, qc, s) > per(pz, pc, sl):       # more products a cycle: no variant of it fits
+                assert not any(within_margins(netsize.estimate(p, qz, qc, pack, board.ps, a, m, s), board.resources,
+                                              KEYS)
+                               for a in (qc, qc // 2, qc // 4) for m in (0, 1) if not s or m), (qz, qc, s)
 
 
-def test_the_pynq_z2_bfp8_network_kernel_is_16_lanes_by_16_banks_packed():
-    """The shipped board-sized config: 256 mantissa products a cycle on 128 DSP48E1s."""
+def test_the_pynq_z2_bfp8_network_kernel_is_16_lanes_by_24_slots_packed():
+    """The shipped board-sized config: 16 lanes x 24 (tap, channel) slots over 16 banks (.network.slots),
+    384 mantissa products a cycle on 192 DSP48E1s; the residual Add 4 channels a cycle."""
     p = hlsnn.load_config(ROOT / "configs" / "accel" / "bfp8net_pynq-z2.yaml").params
-    assert (p["net_lanes"], p["net_banks"], p["net_pack"], p["net_add"], p["net_maps"]) == (16, 16, 1, 8, 1)
+    assert (p["net_lanes"], p["net_banks"], p["net_pack"], p["net_add"], p["net_maps"], p["net_slots"]) == \
+        (16, 16, 1, 4, 1, 1)
+
+
+def test_slots_asked_for_where_they_cannot_run_fall_back_and_leave_the_hash(tmp_path):
+    """net_slots: 1 with 16-bit mantissas (no packing, which the slots need): the sizer's pick without
+    slots, and no net_slots key left in the params (a config without slots keeps its hash)."""
+    d = yaml.safe_load((ROOT / "configs" / "accel" / "bfp8net_pynq-z2.yaml").read_text())
+    d["bfp_systolic"].update(mantissa_bits=16, acc_bits=48)
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(d))
+    p = hlsnn.load_config(tmp_path / "s.yaml").params
+    assert p["net_pack"] == 0 and "net_slots" not in p
 
 
 def test_the_packed_pair_splits_exactly():
@@ -64,10 +79,13 @@ def test_the_packed_pair_splits_exactly():
     ({"net_shape": "board", "net_banks": 16, "net_add": 32}, "net_add", "must divide net_banks"),
     ({"net_lanes": 16}, "net_lanes", "only read with net_shape: board"),
     ({"net_shape": "board", "net_pack": 1, "mantissa_bits": 16, "acc_bits": 48}, "net_pack", "8 bits or fewer"),
+    ({"net_slots": 1}, "net_slots", "only read with net_shape: board"),
+    ({"net_shape": "board", "net_slots": 1, "net_lanes": 16, "net_banks": 16, "net_pack": 1, "net_add": 8,
+      "net_maps": 0}, "net_slots", "needs net_pack: 1, net_maps: 1"),
 ])
 def test_a_shape_the_kernel_cannot_run_is_refused(tmp_path, extra, key, says):
     d = yaml.safe_load((ROOT / "configs" / "accel" / "bfp8net_pynq-z2.yaml").read_text())
-    for k in ("net_shape",):
+    for k in ("net_shape", "net_slots"):
         d["bfp_systolic"].pop(k, None)
     d["bfp_systolic"].update(extra)
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(d))

@@ -19,6 +19,10 @@ A pair's two mantissas are one 16-bit ROM word (``kWPairs``): the weight ROMs st
 ``P x Q`` products then take ``P x Q / 2`` DSPs and :data:`~hlsnn.engines.sparse_cluster.netsize.PACK_LUT`
 LUTs each for the split.
 
+**Slots** (``net_slots: 1``, asked for by the config): ``3Q/2`` products a lane a cycle over (tap,
+channel) slots (:mod:`.network.slots`); the sizer tries those shapes first (the Add down to
+``Q/4`` lanes) and leaves the key out where none fits.
+
 **Sizing** (:func:`size`, at config load, when the config gives none of ``net_lanes``,
 ``net_banks``, ``net_pack``: a compiled model records the pick, so its config hash does not move
 with the sizer): packing wherever ``mantissa_bits <= 8``; of the shapes in :func:`shapes`, the one
@@ -70,14 +74,16 @@ def can_pack(p):
     return int(p["mantissa_bits"]) <= 8
 
 
-def nominal(p, pz, pc, pack, add=None, maps=0):
+def nominal(p, pz, pc, pack, add=None, maps=0, slots=0):
     """``(net, tables)`` of the nominal program (module docstring) on ``pz`` lanes by ``pc``
-    banks: the fields :func:`hlsnn.engines.bfp_systolic.network.perf.resources` reads."""
+    banks (``slots``: the slot schedule's, :mod:`.network.slots`): the fields
+    :func:`hlsnn.engines.bfp_systolic.network.perf.resources` reads."""
     from .network.widths import ELEM_BITS, WIDE_BITS
     params = dict(mantissa_bits=int(p["mantissa_bits"]), acc_bits=int(p["acc_bits"]),
                   net_lanes=pz, net_banks=pc, net_pack=int(pack), net_add=add or pc, net_maps=int(maps))
     net = SimpleNamespace(ops=[], params=params)
-    nw = -(-NOMINAL_WEIGHTS // (pz * pc))
+    ns = 3 * (pc // 2) if slots else pc        # a lane's products a cycle (resmodel.slot_count)
+    nw = -(-NOMINAL_WEIGHTS // (pz * ns))
     nb = -(-NOMINAL_OUT_CHANNELS // pz)
     words = max(1024, NOMINAL_ACT_ELEMS // pc)
     rows = [{"vals": [0]}, {"vals": [2]}]          # a conv and a residual Add (kernel.FIELDS' "op")
@@ -87,15 +93,16 @@ def nominal(p, pz, pc, pack, add=None, maps=0):
                   taps=[0] * NOMINAL_TAPS, prelu=None, maps=bool(maps), map_words=NOMINAL_PIX,
                   load_map=bool(maps), in_hw=NOMINAL_PIX, unfold_kw=3,     # ResNet-8's stem: its map in the load
                   has_exp=not maps,              # with maps every ResNet-8 conv reads one: no exponent pass
-                  fuse=True)                     # a residual Add in its conv's write path (.network.fuse)
+                  fuse=True,                     # a residual Add in its conv's write path (.network.fuse)
+                  units=dict(pair=[0] * NOMINAL_TAPS) if slots else None)    # the slot schedule's cycles
     return net, tables
 
 
-def estimate(p, pz, pc, pack, ps, add=None, maps=0):
+def estimate(p, pz, pc, pack, ps, add=None, maps=0, slots=0):
     """The nominal kernel's resources on ``pz`` lanes by ``pc`` banks, the Add's ``add`` lanes
     (``{"lut", "ff", ...}``)."""
     from .network import resmodel
-    return resmodel.resources(*nominal(p, pz, pc, pack, add, maps), ps)
+    return resmodel.resources(*nominal(p, pz, pc, pack, add, maps, slots), ps)
 
 
 def size(p, board) -> dict:
@@ -103,12 +110,14 @@ def size(p, board) -> dict:
     (packed where it can) when nothing larger fits."""
     from ...resources import within_margins
     pack = can_pack(p)
+    slots = int(bool(p.get("net_slots")) and pack)     # asked for (net_slots: 1): the slot schedule's shapes first
     for pz, pc in shapes():
-        for add, maps in ((pc, 1), (pc // 2, 1), (pc, 0), (pc // 2, 0)):
-            if within_margins(estimate(p, pz, pc, pack, board.ps, add, maps), board.resources,
+        for sl, add, maps in ([(1, pc, 1), (1, pc // 2, 1), (1, pc // 4, 1)] if slots else []) + [
+                (0, pc, 1), (0, pc // 2, 1), (0, pc, 0), (0, pc // 2, 0)]:
+            if within_margins(estimate(p, pz, pc, pack, board.ps, add, maps, sl), board.resources,
                               ("lut", "ff", "bram36", "dsp")):
-                return dict(net_lanes=pz, net_banks=pc, net_pack=int(pack), net_add=add, net_maps=maps)
-    return dict(net_lanes=LANES, net_banks=BANKS, net_pack=int(pack), net_add=BANKS // 2, net_maps=0)
+                return dict(net_lanes=pz, net_banks=pc, net_pack=int(pack), net_add=add, net_maps=maps, net_slots=sl)
+    return dict(net_lanes=LANES, net_banks=BANKS, net_pack=int(pack), net_add=BANKS // 2, net_maps=0, net_slots=0)
 
 
 def fill(p):
@@ -130,5 +139,10 @@ def check(p, source):
         raise ConfigError(source, "bfp_systolic.net_pack", p["net_pack"],
                           f"must be 0 with mantissa_bits = {p['mantissa_bits']}: two mantissas share a DSP48 "
                           f"only at 8 bits or fewer")
+    if p.get("net_slots") and not (p["net_pack"] and p["net_maps"] and pc % 2 == 0):
+        raise ConfigError(source, "bfp_systolic.net_slots", p["net_slots"],
+                          f"needs net_pack: 1, net_maps: 1 and an even net_banks (got net_pack = {p['net_pack']}, "
+                          f"net_maps = {p['net_maps']}, net_banks = {pc}): the slots read two taps of a half of the "
+                          f"banks a cycle and take the patch exponents from the leading-one maps")
     if p["net_pack"] and pz % 2:
         raise ConfigError(source, "bfp_systolic.net_lanes", pz, "must be even with net_pack: 1 (lanes pair on a DSP)")

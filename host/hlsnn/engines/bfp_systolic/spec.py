@@ -72,6 +72,10 @@ SCHEMA = {
                       "products (hlsnn.engines.bfp_systolic.network.expmap), 0 from the exponent pass (default: sized)", default=None, lo=0, hi=1),
     "net_add": Field("int", "net_shape board: the residual Add's channels a cycle, a divisor of net_banks (default: "
                      "sized)", default=None, lo=1, hi=64, pow2=True),
+    "net_slots": Field("int", "net_shape board: 1 where each lane takes 3 x net_banks / 2 products a cycle over "
+                       "(tap, channel) slots, two adjacent taps of half the banks read in one cycle "
+                       "(hlsnn.engines.bfp_systolic.network.slots; needs net_pack and net_maps), 0 one tap of "
+                       "net_banks channels (default: 0)", default=None, lo=0, hi=1),
 }
 
 #: Pipeline stages of a shadow row's post in ``Steps`` (perf/bfp_systolic.py's depth table):
@@ -252,10 +256,13 @@ def _net_shape(p, board, source):
     hashes stay)."""
     keys = ("net_lanes", "net_banks", "net_pack", "net_add", "net_maps")
     if p["net_shape"] != "board":
+        if p.get("net_slots"):
+            raise ConfigError(source, f"{NAME}.net_slots", p["net_slots"], "is only read with net_shape: board")
         for k in keys:
             if p.pop(k) is not None:
                 raise ConfigError(source, f"{NAME}.{k}", p.get(k), "is only read with net_shape: board")
         p.pop("net_shape")
+        p.pop("net_slots", None)
         return
     from . import netsize
     if all(p[k] is None for k in keys):
@@ -264,6 +271,8 @@ def _net_shape(p, board, source):
         if p[k] is None:
             p[k] = v
     netsize.check(p, source)
+    if not p.get("net_slots"):           # absent unless on (.network.slots): the configs' hashes stay
+        p.pop("net_slots", None)
 
 
 #: Estimated logic (LUT, FF), not synthesis: per tile, per column, and for streams and control.

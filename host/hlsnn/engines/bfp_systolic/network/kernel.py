@@ -11,8 +11,10 @@ layer kernel's 176 (8 x 11 tiles x 2), leaving room for the rest of the design. 
 and ``Q``; lanes ``2i`` and ``2i + 1`` sharing a DSP48 per bank, ``net_pack``, their mantissas
 one 16-bit ROM word, ``kWPairs``; the Add's lanes ``net_add``; the leading-one maps
 ``net_maps``, :mod:`.expmap`; an unfolded stem's image a word a cycle, ``load_pairs``, with
-the stem's leading-one map, ``load_map``; and a residual Add fused into the write path of the
-conv that feeds it, the conv's descriptor ``fa``, :mod:`.fuse`).
+the stem's leading-one map, ``load_map``; a residual Add fused into the write path of the
+conv that feeds it, the conv's descriptor ``fa``, :mod:`.fuse`; and, asked for by ``net_slots``,
+``3Q/2`` products a lane a cycle over (tap, channel) slots, :mod:`.slots`: its schedule's tables,
+the weights per slot two slots a ROM word, ``kWQuads``, the descriptors' ``uoff``, ``moff``).
 
 **Buffers**: :func:`hlsnn.engines.network.kernel.allocate` (two ping-pong buffers and a shortcut
 buffer in ``Q`` channel banks; a third activation buffer where two do not hold the network, declared
@@ -50,8 +52,9 @@ from ....errors import InputError
 from ....names import c_ident
 from ...network import kernel as netkernel
 from ..emulator import zero_row_exponent
-from . import expmap, reduce as netreduce
+from . import expmap, reduce as netreduce, slots as netslots
 from .perf import FAMILIES, MAC_DEPTH, add_lanes, families, packed, pool_odd, third_storage  # noqa: F401  (kernel's API)
+from .resmodel import lane_tree, write_lanes
 from .lower import ELEM_BITS, EXACT_BITS, WIDE_BITS, elem_bits, pack as netbfp_pack, taps as netbfp_taps
 from ...network.kernel import (ROUNDING, TOP, _ints, _most, _size, act_bufs, allocate, descriptor_head,
                                pool_or_add)
@@ -81,7 +84,9 @@ FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", 
           "odd",                                # a channel mean (netbfp rule bfp_round_odd, .reduce), a gate's product (bfp_gate_odd,
 #                                                 .gatero) rounded to odd; attention's ops (.attnkern) use the
 #                                                 shared fields (oh: an output radix, kh: a second shift)
-          "fa")                                 # a conv's fused residual Add (.fuse: 1, 2 with its ReLU)
+          "fa",                                 # a conv's fused residual Add (.fuse: 1, 2 with its ReLU)
+          "uoff", "moff")                       # a conv's first cycle in the slot schedule's unit tables and map
+#                                                 taps (.slots)
 #: attention's op kinds on pairs (.attnkern: the pair attention rules (bfp_attn_gather to bfp_softmax), bfp_scale, bfp_layer_norm of .attnpairs)
 ATTN_KINDS = ("gather", "addc", "actmm", "softmax", "pscale", "plnorm")
 
@@ -97,6 +102,19 @@ def pair_words(weights):
     def word(w0, w1):
         return _ints((np.asarray(w1, np.int64) & 0xFF) << 8 | np.asarray(w0, np.int64) & 0xFF)
     return [[word(w0, w1) for w0, w1 in zip(weights[2 * i], weights[2 * i + 1])] for i in range(len(weights) // 2)]
+
+
+def quad_words(weights):
+    """The slot schedule's packed weight ROMs (``kWQuads``, :mod:`.slots`): per lane pair ``i`` and
+    slot pair ``m``, slot ``2m``'s pair word (:func:`pair_words`) in bits 15..0 and slot ``2m + 1``'s
+    in bits 31..16 of a 32-bit word, as C text."""
+    def word(w0, w1):
+        return (np.asarray(w1, np.int64) & 0xFF) << 8 | np.asarray(w0, np.int64) & 0xFF
+    out = []
+    for i in range(len(weights) // 2):
+        pw = [word(a, b) for a, b in zip(weights[2 * i], weights[2 * i + 1])]
+        out.append([_ints(pw[2 * m + 1] << 16 | pw[2 * m]) for m in range(len(pw) // 2)])
+    return out
 
 
 def tables(net, pz, pc):
@@ -207,8 +225,21 @@ def tables(net, pz, pc):
                             load=(place[inp][0], inp) if load_map else None, pool=pool_odd(net))
     for ci, ai in fused:                           # .fuse: the conv writes the sums, the Add runs no iterations
         fuse.apply(rows[first[ci]]["d"], rows[first[ai]]["d"], pz)
+    act_words, act3_words = _third(net, place, act_words, pc)
+    from .anymean import mean_fields
+    has_exp = any(r["d"]["op"] == 0 and r["d"]["sa"] > 0 for r in rows)
+    units = None                                   # .slots: products over (tap, channel) slots
+    if netslots.eligible(net, p, pz, pc, has_exp, act3_words, mean_fields(net)["has_mean"]):
+        for r in rows:
+            if r["d"].get("_g") is not None:
+                r["d"]["_g"]["pairs"] = r["d"]["dw"] == 1 and not r["d"]["sb"]
+        wl, units, tz_slots = netslots.relayout([r["d"] for r in rows], [r["d"].get("_g") for r in rows], pz, pc,
+                                                TZ_DISTANCE, FUSE_LANES, expmap.EXP_LEAD, write_lanes(pz, True))
     for r in rows:                                 # the descriptors' values, the leading-one maps marked
         dr = r.pop("d")
+        dr.pop("_g", None)
+        dr.setdefault("uoff", 0)
+        dr.setdefault("moff", 0)
         r["vals"] = [int(dr[k]) for k in FIELDS]
     if sum_bits > p["acc_bits"]:
         raise InputError(f"network kernel (bfp): a patch's sum needs {sum_bits} bits, beyond acc_bits = "
@@ -217,18 +248,17 @@ def tables(net, pz, pc):
     cat = lambda parts: np.concatenate(parts) if parts else np.zeros(1, np.int64)      # noqa: E731
     from ...network.program import _chw
     hw = lambda s: int(np.prod(_chw(s)[1:]))                                   # noqa: E731
-    act_words, act3_words = _third(net, place, act_words, pc)
     return dict(rows=rows, act_bufs=act_bufs(place), act_words=act_words, act3_words=act3_words, sc_words=sc_words,
                 elem_bits=elem_bits(net),                                # rule bfp_prelu_exact (.prelu): 53, else 26
                 place=place, pz=pz,
                 pc=pc, unfold=unfold,
-                weights=[[cat(b) for b in lane] for lane in wl], wexps=[cat(x) for x in el],
+                weights=[[cat(b) for b in lane] for lane in wl] if units is None else wl, units=units, wexps=[cat(x) for x in el],
                 biases=[cat(x) for x in bl], taps=taps or [(0, 0, 0, 0, 0), (0, 0, 0, 0, 0)], sum_bits=sum_bits,
                 max_pix=max_pix, max_blocks=max_blocks, tz_slots=tz_slots, map_words=map_words,
                 # a board-sized kernel's unfolded load: a word (two values) a cycle, an even row width
                 load_pairs=load_pairs, load_map=load_map, unfold_kw=(unfold or {}).get("kw", 0),
                 # a conv with an exponent pass (sa > 0): ConvExp rendered (.expmap: every other conv reads a map)
-                has_exp=any(r["vals"][0] == 0 and r["vals"][FIELDS.index("sa")] > 0 for r in rows),
+                has_exp=has_exp,
                 maps=bool(p.get("net_maps")), fuse=bool(fused),
                 pool_bits=WIDE_BITS + 2 + int(max_hw - 1).bit_length() + 1, gap_words=gap_words,
                 in_slot=place[inp][0], in_dual=place[inp][1], out_slot=place[out][0],
@@ -376,6 +406,7 @@ def _conv_row(op, f, j, d, shape_bits, roms, offs, most):
              zlast=zfirst + zp - (nb - 1) * pz, woff=woff, boff=boff, n_iter=ohw * nb * steps + TZ_DISTANCE - 1 + nb,
              sa=ohw * (-(-steps // 2)), shift=int(ch["be"]), blocks_per_group=nb, group_words=toff,
              relu=int(f["relu"]))
+    d["_g"] = dict(wpad=wpad, ncg=ncg, cend=cend, kh=kh, kw=kw, dh=dh, dw=dw, h=f["h"], w=f["w"], nb=nb, ohw=ohw)
     return tz_slots, sum_bits, max_pix, max_blocks
 
 
@@ -403,7 +434,14 @@ def render(net, out_dir):
                maps=t["maps"], map_words=t["map_words"], fuse=t["fuse"], fuse_lanes=FUSE_LANES, exp_lead=expmap.EXP_LEAD, load_pairs=t["load_pairs"],
                load_map=t["load_map"], unfold_c=(t["unfold"] or {}).get("c", 1), has_exp=t["has_exp"],
                pool_map=t["maps"] and pool_odd(net),     # .expmap: the pool's map (AddPoolOdd's gmax)
-               wpairs=pair_words(t["weights"]) if packed(p) else [],
+               wpairs=(quad_words(t["weights"]) if t["units"] else pair_words(t["weights"])) if packed(p) else [],
+               lane_tree=lane_tree(len(t["weights"][0])), write_lanes=write_lanes(pz, t["units"] is not None),
+               slots=t["units"] is not None, n_slots=len(t["weights"][0]), n_units=len((t["units"] or {}).get("pair", [0])),
+               **{f"u_{k}": [_ints(v) for v in t["units"][k]] for k in ("off", "ky", "kx", "n") if t["units"]},
+               u_pair=_ints(t["units"]["pair"]) if t["units"] else "",
+               n_mtaps=len(t["units"]["mtaps"]) if t["units"] else 0,
+               **{f"m_{k}": _ints([x[i] for x in t["units"]["mtaps"]]) for i, k in enumerate(("off", "ky", "kx", "pair"))
+                  if t["units"]},
                rounding=ROUNDING[p["rounding"]], act_bufs=t["act_bufs"], act_words=t["act_words"],
                act3_words=t["act3_words"], act3_type=third_storage(t["act3_words"], t["elem_bits"])[0],
                act3_impl=third_storage(t["act3_words"], t["elem_bits"])[1],

@@ -17,7 +17,10 @@ count):
   (``ConvMac``: every block of ``P`` output channels of a pixel takes the pixel's taps; a
   pixel's writes, one block a cycle, start ``TZ_DISTANCE`` (:data:`MAC_DEPTH`) iterations after
   its last product and run beside the later pixels' products, the last pixel's after them)
-  plus :data:`MAC_DEPTH` (``B = ceil(Z/P)``); ``kh x kw`` are the taps (a dilated window's
+  plus :data:`MAC_DEPTH` (``B = ceil(Z/P)``; with the slot schedule, ``net_slots``, ``steps`` is a
+  block's cycles of :func:`.slots.schedule`, one read of each half of the banks a cycle, raised to
+  the map's taps a cycle (pairs of map words) over ``B`` and to a fused Add's ``P / FUSE_LANES``;
+  ``kh * kw`` map taps are then ``kh * ceil(kw / 2)``); ``kh x kw`` are the taps (a dilated window's
   alone: its holes cost nothing); a conv that reads a leading-one map (:mod:`.expmap`, ``mr``)
   has no exponent pass and its multiply pass ``kh * kw + EXP_LEAD`` iterations more (the map's
   taps of its first pixel run ahead of the products). A conv of ``n`` packs of groups (the layer path's GEMM per

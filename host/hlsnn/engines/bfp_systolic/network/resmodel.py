@@ -23,6 +23,16 @@ def packed(p):
 FUSE_LANES = 2
 
 
+#: the slot schedule's (:mod:`.slots`) write path: a block's ``P`` outputs rounded and written this
+#: many lanes a cycle (``P / WRITE_LANES`` cycles, behind the block's products; the unfused convs)
+WRITE_LANES = 8
+
+
+def write_lanes(pz, slots):
+    """The lanes a cycle of a conv's write path: :data:`WRITE_LANES` with the slot schedule, else all ``P``."""
+    return min(pz, WRITE_LANES) if slots else pz
+
+
 def add_lanes(p, pc):
     """The residual Add's channels a cycle ``kA`` (``net_add``: a board-sized kernel's, a divisor
     of the ``pc`` banks; else ``pc``): a block of ``pc`` channels takes ``pc / kA`` parts."""
@@ -81,7 +91,15 @@ def buffers(net, tables):
     nw, nb = len(tables["weights"][0][0]), len(tables["biases"][0])
     nt = len(tables["taps"])
     a3 = tables.get("act3_words", 0)                  # a third buffer of its own size (bfpkernel._third)
-    bufs = [Buffer("act", "net_top", "array", ELEM_BITS + 10, (2 if a3 else tables.get("act_bufs", 2), pc,
+    units = tables.get("units")                       # .slots: a bank's even and odd words apart, the unit tables
+    ns = slot_count(pc) if units else pc              # the weight ROMs per lane (pair): banks, or slots
+    bufs = [Buffer("act", "net_top", "array", ELEM_BITS + 10, (tables.get("act_bufs", 2), pc, 2,
+                                                                -(-tables["act_words"] // 2)),
+                   partition=((1, "complete"), (2, "complete"), (3, "complete")), static=True, storage="ram_s2p",
+                   note=f"ping-pong activation buffers, channel banks, a bank's even and odd words apart (.slots): "
+                        f"{ELEM_BITS}-bit mantissa + 10-bit exponent")
+            if units else
+            Buffer("act", "net_top", "array", ELEM_BITS + 10, (2 if a3 else tables.get("act_bufs", 2), pc,
                                                                 tables["act_words"]),
                    partition=((1, "complete"), (2, "complete")), static=True, storage="ram_t2p",
                    note=f"ping-pong activation buffers, channel banks: {ELEM_BITS}-bit mantissa + 10-bit exponent"),
@@ -89,7 +107,11 @@ def buffers(net, tables):
                    static=True, note="shortcut buffer, channel banks"),
             Buffer("gap", "net_top", "array", 64, (pc, tables["gap_words"]), partition=((1, "complete"),),
                    static=True, note=f"pool buffer: a global pool's sums, {WIDE_BITS}-bit mantissas"),
-            (Buffer("kWPairs", "net_top", "array", 16, (pz // 2, pc, nw), partition=((1, "complete"), (2, "complete")),
+            (Buffer("kWQuads", "net_top", "array", 32, (pz // 2, ns // 2, nw), partition=((1, "complete"), (2, "complete")),
+                    static=True, note="resident weight mantissas, a lane pair's two a 16-bit half, one ROM per two DSPs "
+                                      "(.slots: slots 2m and 2m + 1, read at one address)")
+             if packed(net.params) and units else
+             Buffer("kWPairs", "net_top", "array", 16, (pz // 2, ns, nw), partition=((1, "complete"), (2, "complete")),
                     static=True, note="resident weight mantissas, a lane pair's two a word, one ROM per DSP")
              if packed(net.params) else
              Buffer("kWeights", "net_top", "array", wbits, (pz, pc, nw), partition=((1, "complete"), (2, "complete")),
@@ -97,7 +119,11 @@ def buffers(net, tables):
             Buffer("kWExp", "net_top", "array", 8, (pz, nb), partition=((1, "complete"),), static=True),
             Buffer("kBiasM", "net_top", "array", wbits, (pz, nb), partition=((1, "complete"),), static=True),
             Buffer("pexp", "Conv", "array", 12, (tables["max_pix"],), static=True, note="a conv's patch exponents"),
-            *([Buffer("lmap", "net_top", "array", 12, (2, tables["map_words"]), partition=((1, "complete"),),
+            *([Buffer("lmap", "net_top", "array", 12, (2, 2, -(-tables["map_words"] // 2)),
+                      partition=((1, "complete"), (2, "complete")), static=True, storage="ram_t2p", impl="bram",
+                      note="the leading-one maps of activation buffers 0 and 1 (.expmap), even and odd words apart "
+                           "(.slots)")] if tables.get("maps") and units else
+              [Buffer("lmap", "net_top", "array", 12, (2, tables["map_words"]), partition=((1, "complete"),),
                       static=True, storage="ram_t2p", impl="bram",
                       note="the leading-one maps of activation buffers 0 and 1 (.expmap)")] if tables.get("maps") else []),
             *([Buffer("omap", "LoadImage", "array", 12, (2, tables["in_hw"] // 2), partition=((1, "complete"),),
@@ -112,13 +138,25 @@ def buffers(net, tables):
                    note="their product exponents"),
             *[Buffer(name, "net_top", "array", bits, (nt,), partition=((1, f"cyclic {TAP_CYCLIC}"),), static=True,
                      note=note) for name, bits, note in TAP_TABLES]]
+    if units:                                         # .slots: per cycle and half the read's tap and banks
+        n = len(units["pair"])
+        bufs += [Buffer("kUOff", "net_top", "array", 32, (2, n), partition=((1, "complete"),), static=True,
+                        note="the slot schedule's reads: address from the window's corner (.slots)"),
+                 *[Buffer(name, "net_top", "array", 8, (2, n), partition=((1, "complete"),), static=True,
+                          note=note) for name, note in (("kUKy", "its position"), ("kUKx", ""), ("kUN", "its live banks"))],
+                 Buffer("kUPair", "net_top", "array", 8, (n,), static=True, note="the cycle's pair: 0, or its half + 1")]
+        nm = len(units.get("mtaps") or [0])
+        bufs += [Buffer("kMOff", "net_top", "array", 32, (nm,), static=True,
+                        note="the exponent side's map taps, two across a cycle (.slots)"),
+                 *[Buffer(name, "net_top", "array", 8, (nm,), static=True, note="") for name in ("kMKy", "kMKx", "kMPair")]]
     if a3:
         kind, impl = third_storage(a3, ELEM_BITS)
         bufs.append(Buffer("act3", "net_top", "array", ELEM_BITS + 10, (pc, a3), partition=((1, "complete"),),
                            static=True, storage=kind, impl=impl,
                            note="the third activation buffer, its own size: CBAM's small tensors"))
-    muls = [Multiplier("w1:w0*x", "ConvMac", 25, m, count=pz // 2 * pc,
-                       note=f"{pz // 2} lane pairs x {pc} banks: two {m} x {m}-bit mantissa products per DSP")
+    muls = [Multiplier("w1:w0*x", "ConvMac", 25, m, count=pz // 2 * ns,
+                       note=f"{pz // 2} lane pairs x {ns} {'slots' if units else 'banks'}: two {m} x {m}-bit "
+                            f"mantissa products per DSP")
             if packed(net.params) else
             Multiplier("x*w", "ConvMac", m, m, count=pz * pc,
                        note=f"{pz} lanes x {pc} banks: {m} x {m}-bit mantissa products")]
@@ -330,9 +368,13 @@ def datapath(net, tables):
     exp_tree = 2 * pc * (_cmp(x) + _sel(x))             # 2Q - 1 in the tree, one with the carried value
     conv_exp = (2 * pc * elem + exp_tree + x + 2 * _cmp(x) + 2 * (32 + 4 * _cmp(16)), 2 * pc * (c + x) + 2 * pc * x)
     mac_bank = (_sel(c + 10) + x + srs_luts(c, m, 63, m), c + 2 * m)
-    mac_lane = (pc * sb + sb + srs_luts(m, a, 63, a) + 3 * a + -(-a // 2)   # tree, accumulator, bias, AddSat, ReLU
+    units = tables.get("units")              # .slots: ns rounders and products a lane, the reads' selects
+    ns = slot_count(pc) if units else pc
+    tree = sum(n * b for n, b in lane_tree(ns)) if packed(net.params) else ns * sb   # packed: levels' widths
+    kw = write_lanes(pz, units)              # the write path's lanes a cycle (.slots: parts of a block)
+    mac_lane = (tree + sb + srs_luts(m, a, 63, a) + 3 * a + -(-a // 2)   # tree, accumulator, bias, AddSat, ReLU
                 + 2 * a + x + (_cmp(x) + _sel(x))                           # the max rule: leading one, its tree
-                + x + srs_luts(a, m, 63, m) + _cmp(8),                      # the write path: output stage, lane window
+                + (x + srs_luts(a, m, 63, m) + _cmp(8)) * kw // pz,         # the write path (kw of the P lanes)
                 3 * sb + 3 * a + 2 * x + m)
     greater = 2 * (E + E + x + _stages(E, 53)) + _cmp(E) + -(-E // 3) + _cmp(x) + 8
     maxpool = (greater + 2 * _sel(64), 2 * 64)
@@ -345,9 +387,11 @@ def datapath(net, tables):
     pick = 0 if kh == 1 else 2 * (_sel(w + 10) if kh == 2 else (w + 10) * _mux(kh))
     has = families(tables)                    # the op families the kernel renders
     parts = {**({"conv_exp": conv_exp} if tables.get("has_exp", True) else {}),
-             "conv_mac_banks": (pc * mac_bank[0], pc * mac_bank[1]),
+             "conv_mac_banks": (pc * mac_bank[0], pc * mac_bank[1]) if not units else _slot_banks(pc, ns, c, m, x),
+             # .slots: the write path's kw lanes pick the part's results (A + X bits from P / kw), per bank its part's test
+             **({"conv_write": (kw * (a + x) * _mux(pz // kw) + pc * _cmp(8), kw * (a + x))} if kw < pz else {}),
              "conv_mac_lanes": (pz * mac_lane[0], pz * mac_lane[1]),
-             **({"conv_pack": (pz // 2 * pc * PACK_LUT, pz // 2 * pc * PACK_FF)} if packed(net.params) else {}),
+             **({"conv_pack": (pz // 2 * ns * PACK_LUT, pz // 2 * ns * PACK_FF)} if packed(net.params) else {}),
              **({"maxpool": (pc * maxpool[0], pc * maxpool[1])} if has["has_pool"] else {}),
              **({"add": (ka * (add[0] + pick), ka * add[1])} if has["has_add"] else {}),
              "axi": (2 * AXI_MASTER[0] + AXI_LITE[0], 2 * AXI_MASTER[1] + AXI_LITE[1]), "control": CONTROL}
@@ -371,8 +415,10 @@ def datapath(net, tables):
         parts["pool_odd"] = (odd + 64 * _mux(pc) + gmap, 64 + 64 + x + (x if gmap else 0))
     if tables.get("maps"):                   # .expmap: the exponent side and the write side's leading ones
         parts["conv_map"] = (2 * (32 + 4 * _cmp(16)) + x + _cmp(x) + _sel(x) + 3 * x       # address, padding, max, clamp
-                             + pz * (m + m + x) + (pz - 1) * (_cmp(x) + _sel(x)) + _cmp(x) + _sel(x),
-                             32 + 3 * x + pz * x)
+                             + kw * (m + m + x) + (kw - 1) * (_cmp(x) + _sel(x)) + _cmp(x) + _sel(x)
+                             # .slots: the pair's second word: its address adder, padding tests, the two maxima's
+                             + (32 + 2 * _cmp(16) + _cmp(x) + _sel(x) if units else 0),
+                             32 + 3 * x + pz * x + (x if units else 0))
     if tables.get("maps") and has["has_add"]:   # .expmap.add_writes: the Add writes its output's map
         ka_ = add_lanes(net.params, pc)
         lop = w + w + x + -(-w // 6) + _sel(x)                       # ELop of the element: |m|, leading one, +e
@@ -402,6 +448,41 @@ def datapath(net, tables):
     if any(getattr(op, "kind", "") in ("gather", "actmm", "softmax", "plnorm") for op in getattr(net, "ops", ())):
         parts["attention"] = attn_logic(net, tables)
     return parts
+
+
+def slot_count(pc):
+    """The products of a lane a cycle in the slot schedule (:mod:`.slots`): three units of ``pc / 2``."""
+    return 3 * (pc // 2)
+
+
+#: a packed lane's product: ``|w x| <= 2**14`` (mantissas in ``[-128, 127]``), 16 bits signed
+PROD_BITS = 16
+
+
+def lane_tree(q) -> list:
+    """A packed lane's adder tree of its ``q`` products a cycle, level by level as the kernel writes
+    it (``network.cpp.j2``, ``lane_tree``): ``[(sums, bits)]``, level ``k`` (from 1) the ``ceil(n / 2)``
+    pairwise sums of the ``n`` values of the level before (an odd last one passed on), each
+    ``PROD_BITS + k`` bits: a sum of at most ``2**k`` products below ``2**14`` in magnitude lies below
+    ``2**(14 + k)``, so every level is exact (as :func:`hlsnn.engines.sparse_cluster.netsize.tree4`)."""
+    out, n, k = [], q, 0
+    while n > 1:
+        n, k = -(-n // 2), k + 1
+        out.append((n, PROD_BITS + k))
+    return out
+
+
+def _slot_banks(pc, ns, c, m, x):
+    """``conv_mac_banks`` of the slot schedule (:mod:`.slots`): per bank the even word's source select
+    (act or the pool buffer) and the select of the tap's element by the address's parity (units 0 and
+    1); per slot of unit 2 its element, a 4:1 select of the four (even, odd word of either half) by
+    the cycle's pair and the pair's parity; per slot the exponent difference and the patch rounding
+    ``ShiftRoundSat<C, M>``; per bank its live-channel compare (``k < kUN``, 8 bits); per half the
+    read's address adders (``a``, ``(a + 1) >> 1``), its padding tests and the second tap's (``16``-bit
+    compares)."""
+    lut = (pc * 2 * _sel(c + 10) + pc // 2 * (c + 10) * _mux(4) + ns * (x + srs_luts(c, m, 63, m))
+           + pc * _cmp(8) + 2 * (2 * 32 + 6 * _cmp(16)))
+    return lut, pc * 2 * (c + 10) + ns * (c + 2 * m)
 
 
 def resources(net, tables, ps):
