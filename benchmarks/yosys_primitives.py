@@ -79,8 +79,8 @@ BFP_X, BFP_E = 12, 54
 BFP_N = 4
 #: ``hlsnn::ShiftRoundSat<WI, WO>`` (hls/include/hlsnn/primitives.h) as the BFP network kernel's
 #: ConvMac instantiates it (configs/accel/bfp8net_pynq-z2.yaml, nearest-even rounding): a lane's
-#: output stage ``<acc_bits, mantissa_bits>`` = <32, 8> (kPz of them) and a bank's patch rounding
-#: ``<kElemBits, mantissa_bits>`` = <26, 8> (kPc of them)
+#: output stage ``<acc_bits, mantissa_bits>`` = <32, 8> (one per write lane) and a bank's (a slot's,
+#: with ``net_slots``) patch rounding ``<kElemBits, mantissa_bits>`` = <26, 8>
 SRS_OUT, SRS_BANK = (32, 8), (26, 8)
 
 
