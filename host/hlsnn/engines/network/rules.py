@@ -5,7 +5,8 @@ path's bits; the rule is stated once, in the docstring of the function that comp
 named here. A :class:`Rule` ties that name to the ONNX op(s) it serves, the emulator or
 lowering function that *is* the rule (:attr:`Rule.emulator`, a dotted path), the kernel loop
 that runs it on each engine (:attr:`Rule.kernels`: a loop label of
-``hls/engines/<engine>/network*.j2``), the tests that fail when the rule changes
+``hls/engines/<engine>/network*.j2``, or a tuple of them where a rule runs in more than one loop:
+a residual Add fused into its conv's epilogue or write path), the tests that fail when the rule changes
 (:attr:`Rule.tests`, pytest node ids) and, where the compiled emu fast path
 (:mod:`hlsnn.deploy.run.fast`) writes the rule a second time instead of calling the emulator
 function, that twin (:attr:`Rule.twin`). ``docs/network-rules.md`` is generated from
@@ -37,7 +38,7 @@ class Rule:
     scope: str                      # "netmode", "netmove" or "netbfp" (module docstring)
     ops: tuple                      # the ONNX / hlsnn host ops it serves
     emulator: str                   # dotted path of the function that computes the rule
-    kernels: dict                   # {engine: loop label of its network*.j2} (engines that run it)
+    kernels: dict                   # {engine: loop label (or a tuple of them) of its network*.j2}
     tests: tuple                    # pytest node ids that fail when the rule changes
     summary: str                    # one line: what the rule does
     twin: str = ""                  # a second writing of the rule (the fast path's), if any
@@ -79,9 +80,10 @@ RULES = (
          (_T + "test_network_sixth.py::test_inception_max_pool_of_the_input_and_the_concat_chain",),
          "a max pool of the float input another layer reads too, on the input's integers"),
     Rule("residual_add", "4", "netmode", ("Add", "Relu", "GlobalAveragePool", "ReduceMean"),
-         "hlsnn.deploy.lower.program.add_ints", _k("AddPixels"),
+         "hlsnn.deploy.lower.program.add_ints", {_S: "AddPixels", _C: ("AddPixels", "NetMac")},   # NetMac: fuseadd
          (_T + "test_network_kernel.py::test_add_rule_equals_the_float_host_glue",
-          _T + "test_netcal.py::test_the_run_paths_add_is_rule_4"),
+          _T + "test_netcal.py::test_the_run_paths_add_is_rule_4",
+          _T + "test_lowbit_pack.py::test_the_4_bit_kernel_on_csim_and_the_sim_board"),      # fused in NetMac
          "aligned exact sum, ReLU, power-of-two global pool, requantized to the consumer's radix",
          twin="native/netint.c hlsnn_net_add"),
     Rule("chained_add", "4b", "netmode", ("Add",),
@@ -95,7 +97,7 @@ RULES = (
          "a mean or max over the channels: a transpose, a pool per pixel, a transpose back",
          extra={"pairs": "hlsnn.engines.bfp_systolic.network.reduce.over_channels"}),
     Rule("add_clip", "4q", "netmode", ("Clip", "Quant"),
-         "hlsnn.engines.network.joins.addclip.fields", {_C: "AddPixels"},
+         "hlsnn.engines.network.joins.addclip.fields", {_C: ("AddPixels", "NetMac")},
          (_T + "test_lowbit_pack.py::test_a_clip_after_an_add_is_taken_only_for_engine_readers",
           _T + "test_lowbit_pack.py::test_the_w4a4_resnet_is_qonnx_bit_for_bit_in_one_start_on_both_kernels",
           _T + "test_lowbit_pack.py::test_the_4_bit_kernel_on_csim_and_the_sim_board"),   # fused in NetMac (fuseadd)
@@ -323,7 +325,7 @@ RULES = (
           "tests/deploy/test_network_bfp.py::test_an_all_zero_patch_gives_the_bias_in_any_batch"),
          "the engine's GEMM and epilogue per output chunk (the layer emulator's rules)"),
     Rule("bfp_add", "5", "netbfp", ("Add", "Relu"),
-         "hlsnn.engines.bfp_systolic.network.lower.add_pairs", {_B: "AddPixels"},
+         "hlsnn.engines.bfp_systolic.network.lower.add_pairs", {_B: ("AddPixels", "ConvMac")},
          ("tests/deploy/test_network_bfp.py::test_add_rule_equals_float64",
           "tests/deploy/test_network_bfp.py::test_add_refuses_a_sum_the_float_path_rounds_or_the_kernel_cannot_hold",
           "tests/deploy/test_network_bfp_fuse.py::test_the_fused_add_keeps_the_bits"),   # in a conv's write path (.fuse)
@@ -454,9 +456,15 @@ def resolve(dotted):
     raise ImportError(f"no module in {dotted!r}")
 
 
+def loops(rule, engine):
+    """The loop labels that run ``rule`` on ``engine`` (a tuple; empty where it does not run there)."""
+    v = rule.kernels.get(engine, ())
+    return (v,) if isinstance(v, str) else tuple(v)
+
+
 def table_rows():
     """The docs table: ``(op, name, emulator, shift_mac, sparse_cluster, bfp_systolic, tests)`` per
     rule, text cells (``-`` where an engine does not run it)."""
     return [(", ".join(r.ops), r.name, r.emulator.removeprefix("hlsnn."),
-             *(r.kernels.get(e, "-") for e in ENGINES),
+             *(", ".join(loops(r, e)) or "-" for e in ENGINES),
              "; ".join(t.removeprefix("tests/") for t in r.tests)) for r in RULES]
