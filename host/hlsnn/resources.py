@@ -395,6 +395,18 @@ def memory_summary(est: dict) -> str:
                      for r in items) or "no block memory"
 
 
+def adder_levels(q, leaf_bits) -> list:
+    """An adder tree of ``q`` values of ``leaf_bits`` bits as the sized kernels write it, level by
+    level: ``[(sums, bits)]``, level ``k`` (from 1) the ``ceil(n / 2)`` pairwise sums of the ``n``
+    values of the level before (an odd last one passed on), each ``leaf_bits + k`` bits (a sum of
+    ``2**k`` values is exact one bit wider per level)."""
+    out, n, k = [], q, 0
+    while n > 1:
+        n, k = -(-n // 2), k + 1
+        out.append((n, leaf_bits + k))
+    return out
+
+
 def shifter_luts(in_bits: int, max_shift: int) -> int:
     """LUTs of a logarithmic left shifter of an ``in_bits`` value by ``0 .. max_shift``.
 

@@ -236,12 +236,9 @@ def tree4(q) -> list:
     writes it (``network.cpp.j2``, ``kBits4``): ``[(sums, bits)]``, level ``k`` (from 1) the
     ``ceil(n / 2)`` pairwise sums of the ``n`` values of the level before (an odd last one passed
     on), each ``PROD4_BITS + k`` bits: a sum of at most ``2**k`` products of magnitude below ``2**7``
-    lies below ``2**(7 + k)`` in magnitude, so every level is exact."""
-    out, n, k = [], q, 0
-    while n > 1:
-        n, k = -(-n // 2), k + 1
-        out.append((n, PROD4_BITS + k))
-    return out
+    lies below ``2**(7 + k)`` in magnitude, so every level is exact (:func:`hlsnn.resources.adder_levels`)."""
+    from ...resources import adder_levels
+    return adder_levels(q, PROD4_BITS)
 
 
 def split_logic(shape, sum_bits) -> tuple:

@@ -464,12 +464,10 @@ def lane_tree(q) -> list:
     it (``network.cpp.j2``, ``lane_tree``): ``[(sums, bits)]``, level ``k`` (from 1) the ``ceil(n / 2)``
     pairwise sums of the ``n`` values of the level before (an odd last one passed on), each
     ``PROD_BITS + k`` bits: a sum of at most ``2**k`` products below ``2**14`` in magnitude lies below
-    ``2**(14 + k)``, so every level is exact (as :func:`hlsnn.engines.sparse_cluster.netsize.tree4`)."""
-    out, n, k = [], q, 0
-    while n > 1:
-        n, k = -(-n // 2), k + 1
-        out.append((n, PROD_BITS + k))
-    return out
+    ``2**(14 + k)``, so every level is exact (:func:`hlsnn.resources.adder_levels`, as
+    :func:`hlsnn.engines.sparse_cluster.netsize.tree4`)."""
+    from ....resources import adder_levels
+    return adder_levels(q, PROD_BITS)
 
 
 def _slot_banks(pc, ns, c, m, x):
